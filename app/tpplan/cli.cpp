@@ -1,0 +1,111 @@
+#include "cli.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+namespace tp::cli {
+
+namespace {
+
+std::int64_t parsePositive(const std::string& flag, const std::string& value)
+{
+    try {
+        size_t used = 0;
+        long long v = std::stoll(value, &used);
+        if (used == value.size() && v > 0) return v;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(flag + " '" + value + "': expected a positive integer");
+}
+
+} // namespace
+
+Options parseArguments(const std::vector<std::string>& args)
+{
+    Options o;
+    if (args.empty()) throw UsageError("no command given; try 'tpplan --help'");
+    o.command = args[0];
+    for (size_t i = 1; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+            return args[++i];
+        };
+        if (a == "--json") o.json = true;
+        else if (a == "--quick") o.quick = true;
+        else if (a == "--mesh") o.mesh = value();
+        else if (a == "--hardware") o.hardware = value();
+        else if (a == "--batch") o.batch = parsePositive(a, value());
+        else if (a == "--micro-batch") o.microBatch = parsePositive(a, value());
+        else if (a == "--seq") o.seq = parsePositive(a, value());
+        else if (a == "--mode") {
+            o.mode = value();
+            if (o.mode != "train" && o.mode != "infer") throw UsageError("--mode '" + o.mode + "': use train or infer");
+        } else if (a == "--memory-limit") o.memoryLimit = value();
+        else if (a == "--set") o.sets.push_back(value());
+        else if (a == "--lock") o.locks.push_back(value());
+        else if (a == "--baseline") o.baseline = value();
+        else if (a == "--format") o.format = value();
+        else if (a == "-o" || a == "--output") o.output = value();
+        else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
+        else o.positional.push_back(a);
+    }
+    return o;
+}
+
+void emitJson(const Options& options, const nlohmann::json& document, std::ostream& out)
+{
+    const std::string text = document.dump(2) + "\n";
+    if (options.json) out << text;
+    if (!options.output.empty()) {
+        std::ofstream file(options.output, std::ios::binary | std::ios::trunc);
+        if (!file) throw UsageError(options.output + ": cannot write the file");
+        file << text;
+    }
+}
+
+std::string formatCount(double v)
+{
+    char buf[64];
+    const double a = std::fabs(v);
+    if (a >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", v / 1e12);
+    else if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
+    else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+    else if (a >= 1e3) std::snprintf(buf, sizeof buf, "%.2fK", v / 1e3);
+    else std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+}
+
+std::string formatBytes(double b)
+{
+    char buf[64];
+    const double a = std::fabs(b);
+    if (a >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (a >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+    else if (a >= 1024.0) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+    else std::snprintf(buf, sizeof buf, "%.0f B", b);
+    return buf;
+}
+
+std::string formatSeconds(double s)
+{
+    char buf[64];
+    const double a = std::fabs(s);
+    if (a >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
+    else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+    else std::snprintf(buf, sizeof buf, "%.3f us", s * 1e6);
+    return buf;
+}
+
+const std::vector<Command>& commands()
+{
+    static const std::vector<Command> table = {
+        {"models", "tpplan models                          built-in models, hardware presets, mesh examples", &runModels},
+        {"info", "tpplan info MODEL [--set k=v] [--json]   ops, tensors, parameters, FLOPs per step", &runInfo},
+    };
+    return table;
+}
+
+} // namespace tp::cli

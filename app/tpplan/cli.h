@@ -1,0 +1,63 @@
+#pragma once
+// tpplan: the command-line twin of the GUI (see DESIGN.md, "Command-line contract").
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/catalog.h"
+
+namespace tp::cli {
+
+/// Thrown for wrong usage; main prints it as one line and exits 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Options {
+    std::string command;
+    std::vector<std::string> positional;
+    std::string mesh = "8";
+    std::string hardware = "a100-80g-dgx";
+    std::int64_t batch = 0;
+    std::int64_t microBatch = 0;
+    std::int64_t seq = 0;
+    std::string mode = "train";
+    std::string memoryLimit;
+    std::vector<std::string> sets;
+    std::vector<std::string> locks;
+    std::string baseline;
+    std::string format;
+    std::string output;
+    bool json = false;
+    bool quick = false;
+};
+
+Options parseArguments(const std::vector<std::string>& args);
+
+/// Writes the JSON document to stdout (with --json) and to -o (when given).
+void emitJson(const Options& options, const nlohmann::json& document, std::ostream& out);
+
+using CommandFn = int (*)(const Options& options, std::ostream& out);
+struct Command {
+    const char* name;
+    const char* synopsis;
+    CommandFn run;
+};
+const std::vector<Command>& commands();
+
+/// The model options (--set, --batch, --seq) of a command line.
+ModelOptions modelOptions(const Options& options);
+
+int runModels(const Options& options, std::ostream& out);
+int runInfo(const Options& options, std::ostream& out);
+
+/// Human-readable numbers: 174.6B, 1.23 GiB, 3.1 ms.
+std::string formatCount(double value);
+std::string formatBytes(double bytes);
+std::string formatSeconds(double seconds);
+
+} // namespace tp::cli

@@ -1,0 +1,210 @@
+#include "graph_json.h"
+
+#include "../graph/opkinds.h"
+#include "../graph/validate.h"
+#include "../util/error.h"
+
+namespace tp {
+
+using nlohmann::json;
+
+namespace {
+
+json attrToJson(const AttrValue& value)
+{
+    return std::visit([](const auto& v) { return json(v); }, value);
+}
+
+} // namespace
+
+json graphToJson(const Graph& g)
+{
+    json doc = json::object();
+    doc["format"] = "tpstudio.graph";
+    doc["version"] = kGraphFormatVersion;
+    doc["name"] = g.name;
+    json tensors = json::array();
+    for (const auto& t : g.tensors) {
+        tensors.push_back({{"id", t.id}, {"name", t.name}, {"shape", t.shape},
+                           {"dtype", std::string(dtypeName(t.dtype))}, {"role", std::string(tensorRoleName(t.role))}});
+    }
+    doc["tensors"] = std::move(tensors);
+    json ops = json::array();
+    for (const auto& o : g.ops) {
+        json op = {{"id", o.id}, {"name", o.name}, {"kind", std::string(opKindName(o.kind))},
+                   {"inputs", o.inputs}, {"outputs", o.outputs}};
+        if (!o.einsum.empty()) op["einsum"] = o.einsum;
+        if (!o.attrs.empty()) {
+            json attrs = json::object();
+            for (const auto& [k, v] : o.attrs) attrs[k] = attrToJson(v);
+            op["attrs"] = std::move(attrs);
+        }
+        ops.push_back(std::move(op));
+    }
+    doc["ops"] = std::move(ops);
+    return doc;
+}
+
+std::string writeGraphJson(const Graph& graph) { return graphToJson(graph).dump(2) + "\n"; }
+
+namespace {
+
+class Reader {
+public:
+    explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+    [[noreturn]] void fail(const std::string& path, const std::string& reason) const
+    {
+        throw InputError(origin_ + ": " + path + ": " + reason);
+    }
+
+    const json& field(const json& object, const std::string& path, const char* key) const
+    {
+        if (!object.is_object()) fail(path, "must be an object");
+        auto it = object.find(key);
+        if (it == object.end()) fail(path + "/" + key, "missing");
+        return *it;
+    }
+
+    std::string string(const json& object, const std::string& path, const char* key) const
+    {
+        const json& v = field(object, path, key);
+        if (!v.is_string()) fail(path + "/" + key, "must be a string, not " + std::string(v.type_name()));
+        return v.get<std::string>();
+    }
+
+    std::int64_t integer(const json& v, const std::string& path) const
+    {
+        if (!v.is_number_integer()) fail(path, "must be an integer, not " + v.dump());
+        return v.get<std::int64_t>();
+    }
+
+    std::vector<std::int64_t> intList(const json& object, const std::string& path, const char* key) const
+    {
+        const json& v = field(object, path, key);
+        const std::string p = path + "/" + key;
+        if (!v.is_array()) fail(p, "must be an array");
+        std::vector<std::int64_t> out;
+        for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], p + "/" + std::to_string(i)));
+        return out;
+    }
+
+    AttrValue attr(const json& v, const std::string& path) const
+    {
+        if (v.is_number_integer()) return v.get<std::int64_t>();
+        if (v.is_number_float()) return v.get<double>();
+        if (v.is_string()) return v.get<std::string>();
+        if (v.is_array()) {
+            std::vector<std::int64_t> out;
+            for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], path + "/" + std::to_string(i)));
+            return out;
+        }
+        fail(path, "must be an integer, number, string or list of integers");
+    }
+
+    const std::string& origin() const { return origin_; }
+
+private:
+    std::string origin_;
+};
+
+constexpr size_t kMaxElements = 10'000'000; // tensors or ops in one graph
+constexpr size_t kMaxRank = 16;
+
+} // namespace
+
+Graph graphFromJson(const json& doc, const std::string& origin)
+{
+    Reader r(origin);
+    if (!doc.is_object()) r.fail("/", "a graph file must hold a JSON object");
+    const std::string format = r.string(doc, "", "format");
+    if (format != "tpstudio.graph")
+        r.fail("/format", "is '" + format + "', expected 'tpstudio.graph'");
+    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version");
+    if (version > kGraphFormatVersion)
+        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
+                               std::to_string(kGraphFormatVersion) + "); update TP Studio");
+    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+
+    Graph g;
+    g.name = doc.contains("name") ? r.string(doc, "", "name") : origin;
+    const json& tensors = r.field(doc, "", "tensors");
+    if (!tensors.is_array()) r.fail("/tensors", "must be an array");
+    if (tensors.size() > kMaxElements) r.fail("/tensors", "has more than 10,000,000 entries");
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const std::string p = "/tensors/" + std::to_string(i);
+        const json& t = tensors[i];
+        Tensor tensor;
+        tensor.id = static_cast<TensorId>(r.integer(r.field(t, p, "id"), p + "/id"));
+        if (tensor.id != static_cast<TensorId>(i)) r.fail(p + "/id", "is " + std::to_string(tensor.id) + ", expected " + std::to_string(i) + " (ids are positions)");
+        tensor.name = r.string(t, p, "name");
+        tensor.shape = r.intList(t, p, "shape");
+        if (tensor.shape.size() > kMaxRank) r.fail(p + "/shape", "has rank " + std::to_string(tensor.shape.size()) + "; at most 16 dims");
+        for (size_t d = 0; d < tensor.shape.size(); ++d)
+            if (tensor.shape[d] <= 0)
+                r.fail(p + "/shape/" + std::to_string(d), "is " + std::to_string(tensor.shape[d]) + "; dims must be positive");
+        const std::string dtype = r.string(t, p, "dtype");
+        auto dt = parseDType(dtype);
+        if (!dt) r.fail(p + "/dtype", "unknown dtype '" + dtype + "'");
+        tensor.dtype = *dt;
+        const std::string role = r.string(t, p, "role");
+        auto ro = parseTensorRole(role);
+        if (!ro) r.fail(p + "/role", "unknown role '" + role + "' (input, weight, activation, output)");
+        tensor.role = *ro;
+        g.tensors.push_back(std::move(tensor));
+    }
+    const json& ops = r.field(doc, "", "ops");
+    if (!ops.is_array()) r.fail("/ops", "must be an array");
+    if (ops.size() > kMaxElements) r.fail("/ops", "has more than 10,000,000 entries");
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const std::string p = "/ops/" + std::to_string(i);
+        const json& o = ops[i];
+        Op op;
+        op.id = static_cast<OpId>(r.integer(r.field(o, p, "id"), p + "/id"));
+        if (op.id != static_cast<OpId>(i)) r.fail(p + "/id", "is " + std::to_string(op.id) + ", expected " + std::to_string(i) + " (ids are positions)");
+        op.name = r.string(o, p, "name");
+        const std::string kind = r.string(o, p, "kind");
+        auto k = parseOpKind(kind);
+        if (!k) r.fail(p + "/kind", "unknown op kind '" + kind + "' in op '" + op.name + "'");
+        op.kind = *k;
+        for (auto [key, list] : {std::pair{"inputs", &op.inputs}, std::pair{"outputs", &op.outputs}}) {
+            for (auto id : r.intList(o, p, key)) {
+                if (id < 0 || id >= static_cast<std::int64_t>(g.tensors.size()))
+                    r.fail(p + "/" + key, "op '" + op.name + "' names tensor " + std::to_string(id) + ", which does not exist");
+                list->push_back(static_cast<TensorId>(id));
+            }
+        }
+        if (o.contains("einsum")) op.einsum = r.string(o, p, "einsum");
+        if (o.contains("attrs")) {
+            const json& attrs = o["attrs"];
+            if (!attrs.is_object()) r.fail(p + "/attrs", "must be an object");
+            for (auto it = attrs.begin(); it != attrs.end(); ++it)
+                op.attrs[it.key()] = r.attr(it.value(), p + "/attrs/" + it.key());
+        }
+        g.ops.push_back(std::move(op));
+    }
+    try {
+        validateGraph(g);
+    } catch (const InputError& e) {
+        throw InputError(origin + ": " + e.what());
+    }
+    return g;
+}
+
+Graph readGraphJson(const std::string& text, const std::string& origin)
+{
+    json doc = json::parse(text, nullptr, false);
+    if (doc.is_discarded()) {
+        // Parse again with exceptions to get the position of the error.
+        try {
+            const json unused = json::parse(text);
+            (void)unused;
+        } catch (const json::parse_error& e) {
+            throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+        }
+        throw InputError(origin + ": not valid JSON");
+    }
+    return graphFromJson(doc, origin);
+}
+
+} // namespace tp

@@ -1,0 +1,89 @@
+#include "models.h"
+
+#include "../util/error.h"
+
+namespace tp {
+
+const std::vector<ModelFamily>& modelFamilies()
+{
+    static const std::vector<ModelFamily> families = {
+        {"gpt", "decoder-only transformer with learned positions, LayerNorm and GeLU (GPT-2, GPT-3, OPT)", &buildGpt},
+    };
+    return families;
+}
+
+namespace {
+std::string configLabel(const ModelConfig& config)
+{
+    if (config.is_object() && config.contains("name") && config["name"].is_string())
+        return "model config '" + config["name"].get<std::string>() + "'";
+    return "model config";
+}
+} // namespace
+
+Graph buildModel(const ModelConfig& config)
+{
+    if (!config.is_object()) throw InputError("model config: must be a JSON object");
+    const std::string family = configString(config, "family", "");
+    if (family.empty()) throw InputError(configLabel(config) + ": field 'family' is missing");
+    for (const auto& f : modelFamilies())
+        if (f.name == family) return f.build(config);
+    std::string known;
+    for (const auto& f : modelFamilies()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+    throw InputError(configLabel(config) + ": field 'family' is '" + family + "'; known families: " + known);
+}
+
+void applyOverrides(ModelConfig& config, const std::vector<std::string>& overrides)
+{
+    for (const auto& item : overrides) {
+        const auto eq = item.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw InputError("--set '" + item + "': expected key=value");
+        const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+        nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
+        if (parsed.is_discarded() || parsed.is_object() || parsed.is_array()) parsed = value;
+        config[key] = parsed;
+    }
+}
+
+std::int64_t configInt(const ModelConfig& config, const std::string& key)
+{
+    if (!config.contains(key)) throw InputError(configLabel(config) + ": field '" + key + "' is missing");
+    const auto& v = config[key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0)
+        throw InputError(configLabel(config) + ": field '" + key + "' must be a positive integer, not " + v.dump());
+    if (v.get<std::int64_t>() > (std::int64_t{1} << 40))
+        throw InputError(configLabel(config) + ": field '" + key + "' is " + v.dump() + ", beyond any sane size");
+    return v.get<std::int64_t>();
+}
+
+std::int64_t configInt(const ModelConfig& config, const std::string& key, std::int64_t fallback)
+{
+    return config.contains(key) ? configInt(config, key) : fallback;
+}
+
+bool configBool(const ModelConfig& config, const std::string& key, bool fallback)
+{
+    if (!config.contains(key)) return fallback;
+    if (!config[key].is_boolean())
+        throw InputError(configLabel(config) + ": field '" + key + "' must be true or false, not " + config[key].dump());
+    return config[key].get<bool>();
+}
+
+std::string configString(const ModelConfig& config, const std::string& key, const std::string& fallback)
+{
+    if (!config.contains(key)) return fallback;
+    if (!config[key].is_string())
+        throw InputError(configLabel(config) + ": field '" + key + "' must be a string, not " + config[key].dump());
+    return config[key].get<std::string>();
+}
+
+DType configDType(const ModelConfig& config)
+{
+    const std::string text = configString(config, "dtype", "bf16");
+    auto d = parseDType(text);
+    if (!d) throw InputError(configLabel(config) + ": field 'dtype' is '" + text + "'; use bf16, f16, f32 or f8");
+    return *d;
+}
+
+} // namespace tp

@@ -1,0 +1,59 @@
+// tpplan end to end: exit codes, JSON keys of the DESIGN.md contract, one-line errors.
+#include <QtTest>
+
+class TestCli : public QObject {
+    Q_OBJECT
+    struct Run {
+        int code;
+        QByteArray out;
+        QByteArray err;
+    };
+    static Run tpplan(const QStringList& args)
+    {
+        QProcess p;
+        p.start(QStringLiteral(TP_TPPLAN), args);
+        p.waitForFinished(120000);
+        return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
+    }
+private slots:
+    void infoJson()
+    {
+        const Run r = tpplan({"info", "gpt2", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto doc = QJsonDocument::fromJson(r.out).object();
+        for (const char* key : {"name", "ops", "tensors", "params", "flops_per_step"}) QVERIFY2(doc.contains(key), key);
+        QCOMPARE(doc["params"].toDouble(), 124439808.0);
+    }
+
+    void badInputExitsTwoWithOneLine_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown model") << QStringList{"info", "nope"} << "unknown model 'nope'";
+        QTest::newRow("unknown command") << QStringList{"frobnicate"} << "unknown command 'frobnicate'";
+        QTest::newRow("bad set") << QStringList{"info", "gpt2", "--set", "layers"} << "--set 'layers': expected key=value";
+        QTest::newRow("bad batch") << QStringList{"info", "gpt2", "--batch", "-3"} << "--batch '-3': expected a positive integer";
+        QTest::newRow("missing file") << QStringList{"info", "/nonexistent/config.json"} << "no such file";
+    }
+
+    void badInputExitsTwoWithOneLine()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, message);
+        const Run r = tpplan(args);
+        QCOMPARE(r.code, 2);
+        const QString err = QString::fromUtf8(r.err).trimmed();
+        QVERIFY2(err.contains(message), qPrintable(err));
+        QCOMPARE(err.count('\n'), 0);
+    }
+
+    void modelsLists()
+    {
+        const Run r = tpplan({"models"});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("gpt3-175b"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
