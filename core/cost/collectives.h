@@ -1,0 +1,35 @@
+#pragma once
+// Collectives and resharding under the alpha-beta ring model, per mesh axis.
+#include <string_view>
+#include <vector>
+
+#include "../sharding/spec.h"
+
+namespace tp {
+
+enum class CollectiveKind : std::uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll };
+std::string_view collectiveName(CollectiveKind kind); ///< "all-reduce", "all-gather", ...
+
+enum class Phase : std::uint8_t { Forward, Backward, Gradient };
+std::string_view phaseName(Phase phase); ///< "forward", "backward", "gradient"
+
+struct CollectiveCall {
+    CollectiveKind kind = CollectiveKind::AllReduce;
+    int axis = 0;        ///< mesh axis the group runs over
+    double bytes = 0;    ///< message size per device (the full tensor shard each device holds before/after)
+    double seconds = 0;
+    Phase phase = Phase::Forward;
+};
+
+/// Ring-model time of one collective over a mesh axis of size g with bandwidth B, latency a:
+/// all-reduce 2(g-1)/g n/B + 2(g-1) a; all-gather and reduce-scatter (g-1)/g n/B + (g-1) a;
+/// all-to-all (g-1)/g^2 n/B + (g-1) a. n is the bytes per device as defined per kind in the .cpp.
+double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis);
+
+/// The cheapest sequence of collectives turning `from` into `to` for a tensor of the given shape
+/// and element size (a local slice is free). Throws std::logic_error only for inconsistent specs.
+std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec& to,
+                                        const std::vector<std::int64_t>& shape, int elementBytes,
+                                        const Mesh& mesh, Phase phase);
+
+} // namespace tp

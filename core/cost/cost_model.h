@@ -1,0 +1,124 @@
+#pragma once
+// The cost model: for one graph on one mesh and hardware, the time and memory of every op
+// strategy (node costs) and of every resharding between a producer and a consumer (edge costs).
+// The search minimises the sum of these; evaluate() turns one assignment into a Breakdown.
+// All costs are per device, per training step (or inference step in infer mode).
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "../graph/graph.h"
+#include "../graph/signature.h"
+#include "../sharding/strategy.h"
+#include "collectives.h"
+
+namespace tp {
+
+enum class Recompute : std::uint8_t { None, Selective, Full };
+std::string_view recomputeName(Recompute r);
+
+struct CostSettings {
+    bool training = true;
+    /// Model-state bytes per parameter: mixed-precision Adam keeps bf16 params (2), bf16 grads
+    /// (2) and fp32 master weights, momentum and variance (4+4+4 = 12): 16 in all (ZeRO paper).
+    double paramBytesPerParam = 2;
+    double gradBytesPerParam = 2;
+    double optimizerBytesPerParam = 12;
+    /// Gradient accumulation: activations are held for this many samples per data-parallel
+    /// replica at a time (0: the whole local batch at once).
+    std::int64_t microBatch = 0;
+    /// Chunk-based overlap (ATP): matmuls run in this many chunks so each chunk's collective
+    /// hides under the next chunk's compute; 1 = no overlap.
+    int overlapChunks = 1;
+};
+
+/// Time and memory of one op under one strategy, per device.
+struct OpCost {
+    double computeSeconds = 0;  ///< forward (+ backward, + recomputed forward) compute
+    double commSeconds = 0;     ///< collectives the op owns (weight-gradient all-reduce)
+    double paramBytes = 0;      ///< weights' model states, sharded
+    double gradBytes = 0;
+    double optimizerBytes = 0;
+    double activationBytes = 0; ///< tensors this op's outputs keep for backward, sharded
+    std::vector<CollectiveCall> collectives;
+
+    double memoryBytes() const { return paramBytes + gradBytes + optimizerBytes + activationBytes; }
+    double seconds() const { return computeSeconds + commSeconds; }
+};
+
+/// Time of a resharding edge, forward and the backward dual.
+struct EdgeCost {
+    double seconds = 0;
+    double exposedSeconds = 0; ///< after overlap; equals seconds without overlap
+    std::vector<CollectiveCall> collectives;
+};
+
+struct CollectiveRecord {
+    CollectiveKind kind;
+    int axis;
+    double bytes;
+    Phase phase;
+    OpId at;         ///< the op after which it happens (the producer for edges, the op for gradients)
+    std::int64_t count = 1;
+    double seconds = 0;
+};
+
+struct OpBreakdown {
+    OpId op = -1;
+    int strategy = 0;
+    double computeSeconds = 0;
+    double commSeconds = 0;    ///< the op's own plus the edges into it
+    double memoryBytes = 0;
+};
+
+struct Breakdown {
+    double stepSeconds = 0;
+    double computeSeconds = 0;
+    double commSeconds = 0;
+    double exposedCommSeconds = 0;
+    double hiddenCommSeconds = 0;
+    std::map<CollectiveKind, double> commByKind;
+    double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0;
+    double perDeviceBytes = 0;
+    double capacityBytes = 0;
+    bool fits = true;
+    std::vector<OpBreakdown> ops;              ///< in op-id order
+    std::vector<CollectiveRecord> collectives; ///< in op-id order
+};
+
+class CostModel {
+public:
+    CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings = {});
+    ~CostModel();
+    CostModel(const CostModel&) = delete;
+    CostModel& operator=(const CostModel&) = delete;
+
+    const Graph& graph() const;
+    const Mesh& mesh() const;
+    const Hardware& hardware() const;
+    const CostSettings& settings() const;
+
+    const Signature& signature(OpId op) const;
+    /// Candidate strategies (enumerated once; index 0 is fully replicated).
+    const std::vector<OpStrategy>& strategies(OpId op) const;
+    int findStrategy(OpId op, const OpStrategy& strategy) const; ///< -1 when not a candidate
+
+    /// Node cost of op under strategy index s with the given recomputation mode of its block.
+    const OpCost& opCost(OpId op, int s, Recompute recompute = Recompute::None) const;
+    const TensorSpec& inputSpec(OpId op, int s, int input) const;
+    const TensorSpec& outputSpec(OpId op, int s, int output) const;
+
+    /// Edge cost of feeding input `input` of `consumer` (under strategy s) from a tensor laid
+    /// out as `produced`: the forward resharding plus the backward dual for the gradient.
+    /// Graph inputs (no producer) and weights cost nothing: pass std::nullopt-like `nullptr`.
+    EdgeCost edgeCost(const TensorSpec* produced, OpId consumer, int input, int s) const;
+
+    /// Full evaluation of one strategy per op (index into strategies()), recompute per op.
+    Breakdown evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp = {}) const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace tp
