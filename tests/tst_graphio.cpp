@@ -29,6 +29,30 @@ private slots:
         QVERIFY(first == second);
     }
 
+    // docs/formats.md promises that its example loads; read the first json block after
+    // "### Example" so the document and the reader cannot drift apart.
+    void documentedExampleLoads()
+    {
+        QFile doc(QStringLiteral(TP_TEST_DATA "/../../docs/formats.md"));
+        QVERIFY(doc.open(QIODevice::ReadOnly));
+        const QString text = QString::fromUtf8(doc.readAll());
+        const qsizetype section = text.indexOf(QStringLiteral("### Example"));
+        QVERIFY(section >= 0);
+        const QString fence = QStringLiteral("```json\n");
+        const qsizetype begin = text.indexOf(fence, section);
+        QVERIFY(begin >= 0);
+        const qsizetype end = text.indexOf(QStringLiteral("```"), begin + fence.size());
+        QVERIFY(end > begin);
+        const std::string json = text.mid(begin + fence.size(), end - begin - fence.size()).toStdString();
+        const Graph g = readGraphJson(json, "docs/formats.md");
+        QCOMPARE(g.name, std::string("mlp-block"));
+        QCOMPARE(g.tensors.size(), size_t(12));
+        QCOMPARE(g.ops.size(), size_t(6));
+        QCOMPARE(g.parameterCount(), std::int64_t(33152)); // the figure the document states
+        // The written form reads back to the same graph.
+        QCOMPARE(writeGraphJson(readGraphJson(writeGraphJson(g), "again")), writeGraphJson(g));
+    }
+
     void malformed_data()
     {
         QTest::addColumn<QString>("file");

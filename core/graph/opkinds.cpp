@@ -36,8 +36,8 @@ const std::vector<OpKindInfo> kOpKinds = {
     {OpKind::MaxPool,      "MaxPool",      1, 1, 1, 1, RoleRule::SpatialHW,        1.0, 1.0, 0b01, false, 0, false},
     {OpKind::AvgPool,      "AvgPool",      1, 1, 1, 1, RoleRule::SpatialHW,        1.0, 1.0, 0b00, false, 0, false},
     {OpKind::CrossEntropy, "CrossEntropy", 2, 2, 1, 1, RoleRule::NormalizedLast,   5.0, 1.0, 0b01, false, 0, false},
-    {OpKind::Dispatch,     "Dispatch",     2, 2, 1,-1, RoleRule::None,             1.0, 1.0, 0b00, false, 0, false},
-    {OpKind::Combine,      "Combine",      2,-1, 1, 1, RoleRule::None,             1.0, 1.0, 0b00, false, 0, false},
+    {OpKind::Dispatch,     "Dispatch",     2, 2, 1,-1, RoleRule::Routed,           1.0, 1.0, 0b00, false, 0, false},
+    {OpKind::Combine,      "Combine",      2,-1, 1, 1, RoleRule::Routed,           1.0, 1.0, 0b00, false, 0, false},
     {OpKind::Opaque,       "Opaque",       0,-1, 1,-1, RoleRule::None,             0.0, 1.0, 0b00, false, 0, false},
 };
 // clang-format on
@@ -331,6 +331,15 @@ Signature opSignature(const Op& op, const Graph& g)
                         for (int l : operand.dims[axis]) sig.loops[static_cast<size_t>(l)].role = DimRole::Spatial;
             break;
         }
+        case RoleRule::Routed: {
+            std::vector<bool> splittable(sig.loops.size(), false);
+            const auto& out = sig.outputs.at(0).dims;
+            for (const auto* dim : {&out.front(), &out.back()})
+                for (int l : *dim) splittable[static_cast<size_t>(l)] = true;
+            for (size_t l = 0; l < sig.loops.size(); ++l)
+                if (!splittable[l]) sig.loops[l].role = DimRole::Spatial;
+            break;
+        }
         case RoleRule::None: case RoleRule::SpatialHW:
             break;
         }
@@ -338,7 +347,10 @@ Signature opSignature(const Op& op, const Graph& g)
             for (auto& l : sig.loops) l.role = DimRole::Spatial;
         return sig;
     } catch (const InputError& e) {
-        throw InputError(opContext(op) + ": " + e.what());
+        // defaultEquation's messages already start with the op context; don't repeat it.
+        const std::string context = opContext(op);
+        if (std::string_view(e.what()).starts_with(context)) throw;
+        throw InputError(context + ": " + e.what());
     }
 }
 

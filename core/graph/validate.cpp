@@ -36,7 +36,7 @@ void validateGraph(const Graph& g)
         const auto& info = opKindInfo(op.kind);
         auto arity = [&](const char* field, size_t n, int lo, int hi) {
             if (static_cast<int>(n) < lo || (hi >= 0 && static_cast<int>(n) > hi))
-                throw InputError(where + ": field '" + field + "' has " + std::to_string(n) + " entries; " +
+                throw InputError(where + ": field '" + field + "' has " + std::to_string(n) + (n == 1 ? " entry; " : " entries; ") +
                                  std::string(info.name) + " takes " + std::to_string(lo) +
                                  (hi < 0 ? " or more" : hi == lo ? "" : " to " + std::to_string(hi)));
         };
@@ -62,7 +62,25 @@ void validateGraph(const Graph& g)
         if ((t.role == TensorRole::Activation || t.role == TensorRole::Output) && producer[static_cast<size_t>(t.id)] < 0)
             throw InputError("tensor '" + t.name + "': role '" + std::string(tensorRoleName(t.role)) +
                              "' but no op produces it (dangling tensor)");
-    for (const Op& op : g.ops) opSignature(op, g);
+    for (const Op& op : g.ops) {
+        try {
+            opSignature(op, g);
+        } catch (const InputError& e) {
+            // The signature names operands by position; add their names and shapes so the
+            // reader can tell which tensor disagrees with the equation.
+            auto list = [&](const std::vector<TensorId>& ids) {
+                std::string s;
+                for (auto t : ids) {
+                    const Tensor& tensor = g.tensor(t);
+                    s += (s.empty() ? "'" : ", '") + tensor.name + "' [";
+                    for (size_t d = 0; d < tensor.shape.size(); ++d) s += (d ? "," : "") + std::to_string(tensor.shape[d]);
+                    s += "]";
+                }
+                return s;
+            };
+            throw InputError(std::string(e.what()) + " (inputs " + list(op.inputs) + "; outputs " + list(op.outputs) + ")");
+        }
+    }
     g.topologicalOrder();
 }
 

@@ -1,5 +1,7 @@
 #include "graph_json.h"
 
+#include <cstdint>
+
 #include "../graph/opkinds.h"
 #include "../graph/validate.h"
 #include "../util/error.h"
@@ -60,9 +62,9 @@ public:
 
     const json& field(const json& object, const std::string& path, const char* key) const
     {
-        if (!object.is_object()) fail(path, "must be an object");
+        if (!object.is_object()) fail(path, "must be an object, not " + std::string(object.type_name()));
         auto it = object.find(key);
-        if (it == object.end()) fail(path + "/" + key, "missing");
+        if (it == object.end()) fail(path + "/" + key, "is missing");
         return *it;
     }
 
@@ -76,6 +78,9 @@ public:
     std::int64_t integer(const json& v, const std::string& path) const
     {
         if (!v.is_number_integer()) fail(path, "must be an integer, not " + v.dump());
+        // nlohmann keeps integers above INT64_MAX as unsigned; get<int64_t> would wrap them.
+        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+            fail(path, "is " + v.dump() + ", too large for a 64-bit integer");
         return v.get<std::int64_t>();
     }
 
@@ -83,7 +88,7 @@ public:
     {
         const json& v = field(object, path, key);
         const std::string p = path + "/" + key;
-        if (!v.is_array()) fail(p, "must be an array");
+        if (!v.is_array()) fail(p, "must be an array, not " + std::string(v.type_name()));
         std::vector<std::int64_t> out;
         for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], p + "/" + std::to_string(i)));
         return out;
@@ -99,7 +104,7 @@ public:
             for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], path + "/" + std::to_string(i)));
             return out;
         }
-        fail(path, "must be an integer, number, string or list of integers");
+        fail(path, "must be an integer, number, string or list of integers, not " + std::string(v.type_name()));
     }
 
     const std::string& origin() const { return origin_; }
@@ -116,7 +121,7 @@ constexpr size_t kMaxRank = 16;
 Graph graphFromJson(const json& doc, const std::string& origin)
 {
     Reader r(origin);
-    if (!doc.is_object()) r.fail("/", "a graph file must hold a JSON object");
+    if (!doc.is_object()) r.fail("/", "a graph file must hold a JSON object, not " + std::string(doc.type_name()));
     const std::string format = r.string(doc, "", "format");
     if (format != "tpstudio.graph")
         r.fail("/format", "is '" + format + "', expected 'tpstudio.graph'");
@@ -129,7 +134,7 @@ Graph graphFromJson(const json& doc, const std::string& origin)
     Graph g;
     g.name = doc.contains("name") ? r.string(doc, "", "name") : origin;
     const json& tensors = r.field(doc, "", "tensors");
-    if (!tensors.is_array()) r.fail("/tensors", "must be an array");
+    if (!tensors.is_array()) r.fail("/tensors", "must be an array, not " + std::string(tensors.type_name()));
     if (tensors.size() > kMaxElements) r.fail("/tensors", "has more than 10,000,000 entries");
     for (size_t i = 0; i < tensors.size(); ++i) {
         const std::string p = "/tensors/" + std::to_string(i);
@@ -140,12 +145,17 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         tensor.name = r.string(t, p, "name");
         tensor.shape = r.intList(t, p, "shape");
         if (tensor.shape.size() > kMaxRank) r.fail(p + "/shape", "has rank " + std::to_string(tensor.shape.size()) + "; at most 16 dims");
-        for (size_t d = 0; d < tensor.shape.size(); ++d)
-            if (tensor.shape[d] <= 0)
-                r.fail(p + "/shape/" + std::to_string(d), "is " + std::to_string(tensor.shape[d]) + "; dims must be positive");
+        std::int64_t elements = 1;
+        for (size_t d = 0; d < tensor.shape.size(); ++d) {
+            const std::int64_t dim = tensor.shape[d];
+            if (dim <= 0) r.fail(p + "/shape/" + std::to_string(d), "is " + std::to_string(dim) + "; dims must be positive");
+            if (elements > INT64_MAX / dim)
+                r.fail(p + "/shape", "tensor '" + tensor.name + "' has more elements than fit in 64 bits");
+            elements *= dim;
+        }
         const std::string dtype = r.string(t, p, "dtype");
         auto dt = parseDType(dtype);
-        if (!dt) r.fail(p + "/dtype", "unknown dtype '" + dtype + "'");
+        if (!dt) r.fail(p + "/dtype", "unknown dtype '" + dtype + "' (f32, f16, bf16, f8, i64, i32, i8, bool)");
         tensor.dtype = *dt;
         const std::string role = r.string(t, p, "role");
         auto ro = parseTensorRole(role);
@@ -154,7 +164,7 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         g.tensors.push_back(std::move(tensor));
     }
     const json& ops = r.field(doc, "", "ops");
-    if (!ops.is_array()) r.fail("/ops", "must be an array");
+    if (!ops.is_array()) r.fail("/ops", "must be an array, not " + std::string(ops.type_name()));
     if (ops.size() > kMaxElements) r.fail("/ops", "has more than 10,000,000 entries");
     for (size_t i = 0; i < ops.size(); ++i) {
         const std::string p = "/ops/" + std::to_string(i);
@@ -168,16 +178,19 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         if (!k) r.fail(p + "/kind", "unknown op kind '" + kind + "' in op '" + op.name + "'");
         op.kind = *k;
         for (auto [key, list] : {std::pair{"inputs", &op.inputs}, std::pair{"outputs", &op.outputs}}) {
-            for (auto id : r.intList(o, p, key)) {
-                if (id < 0 || id >= static_cast<std::int64_t>(g.tensors.size()))
-                    r.fail(p + "/" + key, "op '" + op.name + "' names tensor " + std::to_string(id) + ", which does not exist");
-                list->push_back(static_cast<TensorId>(id));
+            const auto ids = r.intList(o, p, key);
+            for (size_t j = 0; j < ids.size(); ++j) {
+                if (ids[j] < 0 || ids[j] >= static_cast<std::int64_t>(g.tensors.size()))
+                    r.fail(p + "/" + key + "/" + std::to_string(j), "op '" + op.name + "' names tensor " +
+                                                                   std::to_string(ids[j]) + ", but tensor ids run from 0 to " +
+                                                                   std::to_string(static_cast<std::int64_t>(g.tensors.size()) - 1));
+                list->push_back(static_cast<TensorId>(ids[j]));
             }
         }
         if (o.contains("einsum")) op.einsum = r.string(o, p, "einsum");
         if (o.contains("attrs")) {
             const json& attrs = o["attrs"];
-            if (!attrs.is_object()) r.fail(p + "/attrs", "must be an object");
+            if (!attrs.is_object()) r.fail(p + "/attrs", "must be an object, not " + std::string(attrs.type_name()));
             for (auto it = attrs.begin(); it != attrs.end(); ++it)
                 op.attrs[it.key()] = r.attr(it.value(), p + "/attrs/" + it.key());
         }
@@ -200,7 +213,12 @@ Graph readGraphJson(const std::string& text, const std::string& origin)
             const json unused = json::parse(text);
             (void)unused;
         } catch (const json::parse_error& e) {
-            throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+            // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: reason";
+            // keep the position and the reason, drop the library's prefix.
+            std::string detail = e.what();
+            const auto at = detail.find(" at line ");
+            detail = at == std::string::npos ? "byte " + std::to_string(e.byte) : detail.substr(at + 4);
+            throw InputError(origin + ": not valid JSON: " + detail);
         }
         throw InputError(origin + ": not valid JSON");
     }
