@@ -1,0 +1,203 @@
+#include "factor.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tp {
+
+std::size_t factorIndex(const Factor& f, const std::vector<int>& domainSizes, const std::vector<int>& assignment)
+{
+    std::size_t index = 0;
+    for (int v : f.vars) index = index * static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]) +
+                                 static_cast<std::size_t>(assignment[static_cast<size_t>(v)]);
+    return index;
+}
+
+namespace {
+
+std::vector<int> unionOf(const std::vector<const Factor*>& factors, int excluded)
+{
+    std::vector<int> vars;
+    for (const auto* f : factors)
+        for (int v : f->vars)
+            if (v != excluded) vars.push_back(v);
+    std::sort(vars.begin(), vars.end());
+    vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+    return vars;
+}
+
+double weightOf(const std::vector<int>& vars, const std::vector<int>& domainSizes)
+{
+    double w = 1;
+    for (int v : vars) w *= domainSizes[static_cast<size_t>(v)];
+    return w;
+}
+
+// Combines `factors` (all mentioning `var`) and minimises `var` out.
+Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const std::vector<int>& domainSizes,
+                    EliminationStep& step)
+{
+    const std::vector<int> neighbours = unionOf(factors, var);
+    const size_t n = neighbours.size();
+    std::size_t total = 1;
+    for (int v : neighbours) total *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]);
+    if (total > (std::size_t{1} << 28)) throw std::length_error("factor too large to eliminate");
+    const int varDomain = domainSizes[static_cast<size_t>(var)];
+
+    // For each factor: its stride for every neighbour position and for `var`, so an index can be
+    // kept incrementally while the neighbour assignment advances like an odometer.
+    struct Access { const Factor* f; std::vector<std::size_t> strideOfNeighbour; std::size_t varStride; };
+    std::vector<Access> access;
+    for (const auto* f : factors) {
+        Access a{f, std::vector<std::size_t>(n, 0), 0};
+        std::size_t stride = 1;
+        for (size_t k = f->vars.size(); k-- > 0;) {
+            const int v = f->vars[k];
+            if (v == var) {
+                a.varStride = stride;
+            } else {
+                const auto pos = static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) - neighbours.begin());
+                a.strideOfNeighbour[pos] = stride;
+            }
+            stride *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]);
+        }
+        access.push_back(std::move(a));
+    }
+
+    Factor out;
+    out.vars = neighbours;
+    out.values.assign(total, kInfinity);
+    step.var = var;
+    step.neighbours = neighbours;
+    step.argmin.assign(total, 0);
+    std::vector<int> digit(n, 0);
+    std::vector<std::size_t> base(access.size(), 0);
+    for (std::size_t idx = 0; idx < total; ++idx) {
+        double best = kInfinity;
+        int bestValue = 0;
+        for (int x = 0; x < varDomain; ++x) {
+            double sum = 0;
+            for (size_t k = 0; k < access.size(); ++k) {
+                sum += access[k].f->values[base[k] + static_cast<std::size_t>(x) * access[k].varStride];
+                if (sum == kInfinity) break;
+            }
+            if (sum < best) {
+                best = sum;
+                bestValue = x;
+            }
+        }
+        out.values[idx] = best;
+        step.argmin[idx] = bestValue;
+        // Advance the odometer (last neighbour fastest) and the factor indices with it.
+        for (size_t p = n; p-- > 0;) {
+            const int dom = domainSizes[static_cast<size_t>(neighbours[p])];
+            if (++digit[p] < dom) {
+                for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p];
+                break;
+            }
+            for (size_t k = 0; k < access.size(); ++k)
+                base[k] -= access[k].strideOfNeighbour[p] * static_cast<std::size_t>(dom - 1);
+            digit[p] = 0;
+        }
+    }
+    return out;
+}
+
+Factor combineKept(const std::vector<Factor>& factors, const std::vector<int>& keep, const std::vector<int>& domainSizes)
+{
+    Factor out;
+    out.vars = keep;
+    std::size_t total = 1;
+    for (int v : keep) total *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]);
+    out.values.assign(total, 0.0);
+    std::vector<int> assignment(domainSizes.size(), 0);
+    std::vector<int> digit(keep.size(), 0);
+    for (std::size_t idx = 0; idx < total; ++idx) {
+        for (size_t p = 0; p < keep.size(); ++p) assignment[static_cast<size_t>(keep[p])] = digit[p];
+        double sum = 0;
+        for (const auto& f : factors) sum += f.values[factorIndex(f, domainSizes, assignment)];
+        out.values[idx] = sum;
+        for (size_t p = keep.size(); p-- > 0;) {
+            if (++digit[p] < domainSizes[static_cast<size_t>(keep[p])]) break;
+            digit[p] = 0;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep)
+{
+    EliminationResult result;
+    std::vector<bool> kept(domainSizes.size(), false);
+    for (int v : keep) kept[static_cast<size_t>(v)] = true;
+    std::vector<bool> present(domainSizes.size(), false);
+    for (const auto& f : factors)
+        for (int v : f.vars) present[static_cast<size_t>(v)] = true;
+
+    // Factors touching each variable, maintained as factors are merged.
+    std::vector<std::vector<size_t>> touching(domainSizes.size());
+    for (size_t i = 0; i < factors.size(); ++i)
+        for (int v : factors[i].vars) touching[static_cast<size_t>(v)].push_back(i);
+    std::vector<bool> alive(factors.size(), true);
+
+    auto neighbourWeight = [&](int v) {
+        std::vector<const Factor*> fs;
+        for (size_t i : touching[static_cast<size_t>(v)])
+            if (alive[i]) fs.push_back(&factors[i]);
+        return weightOf(unionOf(fs, v), domainSizes);
+    };
+
+    std::vector<int> pending;
+    for (size_t v = 0; v < domainSizes.size(); ++v)
+        if (!kept[v] && present[v]) pending.push_back(static_cast<int>(v));
+    std::vector<double> weight(domainSizes.size(), 0);
+    for (int v : pending) weight[static_cast<size_t>(v)] = neighbourWeight(v);
+
+    while (!pending.empty()) {
+        auto best = std::min_element(pending.begin(), pending.end(), [&](int a, int b) {
+            return weight[static_cast<size_t>(a)] < weight[static_cast<size_t>(b)] ||
+                   (weight[static_cast<size_t>(a)] == weight[static_cast<size_t>(b)] && a < b);
+        });
+        const int var = *best;
+        pending.erase(best);
+        std::vector<const Factor*> fs;
+        std::vector<size_t> ids;
+        for (size_t i : touching[static_cast<size_t>(var)])
+            if (alive[i]) {
+                fs.push_back(&factors[i]);
+                ids.push_back(i);
+            }
+        EliminationStep step;
+        Factor merged = eliminateOne(fs, var, domainSizes, step);
+        for (size_t i : ids) alive[i] = false;
+        factors.push_back(std::move(merged));
+        alive.push_back(true);
+        const size_t newId = factors.size() - 1;
+        for (int v : factors[newId].vars) touching[static_cast<size_t>(v)].push_back(newId);
+        for (int v : factors[newId].vars)
+            if (!kept[static_cast<size_t>(v)]) weight[static_cast<size_t>(v)] = neighbourWeight(v);
+        result.steps.push_back(std::move(step));
+    }
+    std::vector<Factor> rest;
+    for (size_t i = 0; i < factors.size(); ++i)
+        if (alive[i]) rest.push_back(std::move(factors[i]));
+    std::vector<int> keepSorted = keep;
+    std::sort(keepSorted.begin(), keepSorted.end());
+    result.remaining = combineKept(rest, keepSorted, domainSizes);
+    return result;
+}
+
+void decode(const EliminationResult& result, const std::vector<int>& domainSizes, std::vector<int>& assignment)
+{
+    for (auto it = result.steps.rbegin(); it != result.steps.rend(); ++it) {
+        std::size_t index = 0;
+        for (int v : it->neighbours)
+            index = index * static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]) +
+                    static_cast<std::size_t>(assignment[static_cast<size_t>(v)]);
+        assignment[static_cast<size_t>(it->var)] = it->argmin[index];
+    }
+}
+
+} // namespace tp

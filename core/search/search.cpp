@@ -1,0 +1,1107 @@
+#include "search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "../util/error.h"
+#include "factor.h"
+
+namespace tp {
+
+// ---------------------------------------------------------------------------------------------
+// Locks
+
+LockRequest parseLockRequest(const std::string& text)
+{
+    const auto eq = text.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+        throw InputError("--lock '" + text + "': expected GLOB=STRATEGY, e.g. 'layers.*/mlp/fc1=f=y'");
+    return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+bool globMatch(const std::string& pattern, const std::string& name)
+{
+    // Iterative wildcard match with backtracking to the last '*'.
+    size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+    while (n < name.size()) {
+        if (p < pattern.size() && pattern[p] == '*') {
+            star = p++;
+            mark = n;
+        } else if (p < pattern.size() && pattern[p] == name[n]) {
+            ++p;
+            ++n;
+        } else if (star != std::string::npos) {
+            p = star + 1;
+            n = ++mark;
+        } else {
+            return false;
+        }
+    }
+    while (p < pattern.size() && pattern[p] == '*') ++p;
+    return p == pattern.size();
+}
+
+std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks)
+{
+    std::map<OpId, int> chosen;
+    for (const auto& lock : locks) {
+        const std::string label = "lock '" + lock.pattern + "=" + lock.strategy + "'";
+        bool matched = false;
+        for (const auto& op : model.graph().ops) {
+            if (!globMatch(lock.pattern, op.name)) continue;
+            matched = true;
+            OpStrategy st;
+            try {
+                st = parseStrategy(lock.strategy, model.signature(op.id), model.mesh());
+            } catch (const InputError& e) {
+                throw InputError(label + ": op '" + op.name + "': " + e.what());
+            }
+            const int index = model.findStrategy(op.id, st);
+            if (index < 0)
+                throw InputError(label + ": op '" + op.name + "': strategy '" + lock.strategy +
+                                 "' is not a candidate on mesh " + model.mesh().shapeText());
+            chosen[op.id] = index; // a later lock overrides an earlier one on the same op
+        }
+        if (!matched) throw InputError(label + ": no op matches '" + lock.pattern + "'");
+    }
+    std::vector<ResolvedLock> out;
+    for (const auto& [op, s] : chosen) out.push_back({op, s});
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The distinct output specs an op can produce on one output slot, sorted, and which one each
+/// strategy produces.
+struct ProducerSpecs {
+    std::vector<TensorSpec> specs;
+    std::vector<int> specOfStrategy;
+};
+
+struct TensorOrigin {
+    OpId producer = -1;
+    int slot = 0;
+};
+
+std::size_t product(const std::vector<int>& dims)
+{
+    std::size_t n = 1;
+    for (int d : dims) n *= static_cast<std::size_t>(d);
+    return n;
+}
+
+void unravel(std::size_t index, const std::vector<int>& dims, std::vector<int>& digits)
+{
+    digits.resize(dims.size());
+    for (size_t k = dims.size(); k-- > 0;) {
+        digits[k] = static_cast<int>(index % static_cast<std::size_t>(dims[k]));
+        index /= static_cast<std::size_t>(dims[k]);
+    }
+}
+
+std::size_t ravel(const std::vector<int>& digits, const std::vector<int>& dims)
+{
+    std::size_t index = 0;
+    for (size_t k = 0; k < dims.size(); ++k) index = index * static_cast<std::size_t>(dims[k]) + static_cast<std::size_t>(digits[k]);
+    return index;
+}
+
+int specIndex(const std::vector<TensorSpec>& domain, const TensorSpec& spec)
+{
+    auto it = std::lower_bound(domain.begin(), domain.end(), spec);
+    return (it != domain.end() && *it == spec) ? static_cast<int>(it - domain.begin()) : -1;
+}
+
+double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec)
+{
+    const Tensor& tensor = model.graph().tensor(t);
+    double bytes = static_cast<double>(spec.shardNumel(tensor.shape, model.mesh())) * dtypeBytes(tensor.dtype);
+    const auto micro = model.settings().microBatch;
+    if (micro > 0 && !tensor.shape.empty() && tensor.shape[0] > 1) {
+        const double pieces = static_cast<double>(spec.splitsOf(0, model.mesh()));
+        bytes *= std::min(1.0, static_cast<double>(micro) * pieces / static_cast<double>(tensor.shape[0]));
+    }
+    return bytes;
+}
+
+/// One class solved under one recompute mode: the elimination over its variables with the
+/// boundary kept, converted into a table over boundary specs.
+struct ModeSolve {
+    std::vector<int> domains;           ///< per variable of the class factor graph
+    std::vector<int> keepVars;          ///< ascending
+    EliminationResult elimination;
+    std::vector<std::size_t> keepEntry; ///< per table entry: the remaining-factor index it came from
+    std::vector<double> table;          ///< over ClassTable::dims
+};
+
+/// The solved table of a block class and how to decode it.
+struct ClassTable {
+    int classId = -1;
+    std::vector<std::vector<TensorSpec>> inputDomains; ///< per input position; empty: no variable
+    std::vector<std::vector<TensorSpec>> outputDomains;
+    std::vector<int> dims;                             ///< inputs with a variable, then outputs
+    std::vector<int> inputDim;                         ///< per input position: index into dims or -1
+    std::vector<double> table;                         ///< min over modes
+    std::vector<std::uint8_t> modeOfEntry;             ///< which ModeSolve won
+    std::vector<std::shared_ptr<const ModeSolve>> modes;
+    std::vector<Recompute> modeKinds;
+
+    // Variable layout of the class factor graph: op i -> var i; input position k -> inputVar[k];
+    // for each absorbed sibling instance s: its table dims -> siblingVars[s][d].
+    int opCount = 0;
+    std::vector<int> inputVar;
+    std::vector<std::vector<int>> siblingVars;
+    std::vector<int> siblingClass;   ///< class id of each absorbed sibling instance
+    std::vector<int> siblingIndex;   ///< instance index of each (in the representative's groups)
+};
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The solver
+
+struct PlannerSession::Impl {
+    const CostModel& model;
+    FoldedGraph baseFold;   ///< the fold without per-instance splits
+    FoldedGraph folded;     ///< with splits for the current locks
+    std::vector<ResolvedLock> locks;
+    double memoryLimit = 0;
+    bool allowRecompute = true;
+    bool flat = false;
+
+    std::vector<TensorOrigin> origin;
+    std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
+    std::map<std::string, std::shared_ptr<const ModeSolve>> modeCache;
+    std::vector<int> forced; ///< per op: locked strategy or -1
+    int tablesSolved = 0;
+
+    Impl(const CostModel& m, FoldedGraph f) : model(m), baseFold(std::move(f)), folded(baseFold)
+    {
+        const Graph& g = model.graph();
+        origin.assign(g.tensors.size(), {});
+        for (const auto& op : g.ops)
+            for (size_t k = 0; k < op.outputs.size(); ++k)
+                origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
+        forced.assign(g.ops.size(), -1);
+    }
+
+    const ProducerSpecs& producerSpecs(OpId op, int slot)
+    {
+        auto key = std::make_pair(op, slot);
+        auto it = producerSpecCache.find(key);
+        if (it != producerSpecCache.end()) return it->second;
+        ProducerSpecs ps;
+        const int n = static_cast<int>(model.strategies(op).size());
+        for (int s = 0; s < n; ++s) ps.specs.push_back(model.outputSpec(op, s, slot));
+        std::sort(ps.specs.begin(), ps.specs.end());
+        ps.specs.erase(std::unique(ps.specs.begin(), ps.specs.end()), ps.specs.end());
+        for (int s = 0; s < n; ++s) ps.specOfStrategy.push_back(specIndex(ps.specs, model.outputSpec(op, s, slot)));
+        return producerSpecCache.emplace(key, std::move(ps)).first->second;
+    }
+
+    bool hasVariable(TensorId t) const { return origin[static_cast<size_t>(t)].producer >= 0; }
+
+    // The sibling instances absorbed into instance `inst` of class `cls`, in group order.
+    std::vector<std::pair<int, int>> siblingsOf(int cls, int inst) const
+    {
+        std::vector<std::pair<int, int>> out;
+        for (const auto& group : folded.siblings)
+            if (group.parentClass == cls && group.parentInstance == inst)
+                for (int i : group.instances) out.emplace_back(group.classId, i);
+        return out;
+    }
+
+    // ---- class tables -------------------------------------------------------------------
+
+    std::map<int, std::shared_ptr<ClassTable>> tables; ///< per class id, for the current lambda
+
+    std::shared_ptr<ClassTable> classTable(int cls, double lambda, bool recomputeAllowed)
+    {
+        auto found = tables.find(cls);
+        if (found != tables.end()) return found->second;
+        const BlockClass& bc = folded.classes[static_cast<size_t>(cls)];
+        auto ct = std::make_shared<ClassTable>();
+        ct->classId = cls;
+        const BlockInstance& rep = bc.instances[0];
+        ct->opCount = static_cast<int>(rep.ops.size());
+
+        // Input domains: the union of what the producers of each input position can produce.
+        ct->inputDomains.resize(rep.inputs.size());
+        for (size_t k = 0; k < rep.inputs.size(); ++k) {
+            std::vector<TensorSpec> domain;
+            for (const auto& inst : bc.instances) {
+                const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
+                if (o.producer < 0) continue;
+                const auto& specs = producerSpecs(o.producer, o.slot).specs;
+                domain.insert(domain.end(), specs.begin(), specs.end());
+            }
+            std::sort(domain.begin(), domain.end());
+            domain.erase(std::unique(domain.begin(), domain.end()), domain.end());
+            ct->inputDomains[k] = std::move(domain);
+        }
+        for (TensorId t : rep.outputs) {
+            const TensorOrigin o = origin[static_cast<size_t>(t)];
+            ct->outputDomains.push_back(producerSpecs(o.producer, o.slot).specs);
+        }
+        ct->inputDim.assign(rep.inputs.size(), -1);
+        for (size_t k = 0; k < rep.inputs.size(); ++k)
+            if (!ct->inputDomains[k].empty()) {
+                ct->inputDim[k] = static_cast<int>(ct->dims.size());
+                ct->dims.push_back(static_cast<int>(ct->inputDomains[k].size()));
+            }
+        for (const auto& d : ct->outputDomains) ct->dims.push_back(static_cast<int>(d.size()));
+
+        // Sibling tables first (they are factors in this class's graph).
+        std::vector<std::shared_ptr<ClassTable>> siblingTables;
+        for (const auto& [scls, sinst] : siblingsOf(cls, 0)) {
+            siblingTables.push_back(classTable(scls, lambda, recomputeAllowed));
+            ct->siblingClass.push_back(scls);
+            ct->siblingIndex.push_back(sinst);
+        }
+
+        std::vector<Recompute> modes{Recompute::None};
+        if (recomputeAllowed && lambda > 0 && model.settings().training) {
+            modes.push_back(Recompute::Selective);
+            modes.push_back(Recompute::Full);
+        }
+        ct->modeKinds = modes;
+        for (Recompute mode : modes) ct->modes.push_back(solveMode(*ct, bc, siblingTables, lambda, mode));
+        const std::size_t size = product(ct->dims);
+        ct->table.assign(size, kInfinity);
+        ct->modeOfEntry.assign(size, 0);
+        for (size_t m = 0; m < ct->modes.size(); ++m)
+            for (std::size_t e = 0; e < size; ++e)
+                if (ct->modes[m]->table[e] < ct->table[e]) {
+                    ct->table[e] = ct->modes[m]->table[e];
+                    ct->modeOfEntry[e] = static_cast<std::uint8_t>(m);
+                }
+        tables[cls] = ct;
+        return ct;
+    }
+
+    std::string modeKey(const ClassTable& ct, const BlockClass& bc, const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                        double lambda, Recompute mode) const
+    {
+        std::ostringstream key;
+        key.precision(17);
+        key << lambda << '|' << static_cast<int>(mode) << '|';
+        for (OpId op : bc.instances[0].ops) key << op << ':' << forced[static_cast<size_t>(op)] << ',';
+        key << '|';
+        for (const auto& d : ct.inputDomains) key << d.size() << ',';
+        for (size_t s = 0; s < sibs.size(); ++s) key << "s" << sibs[s]->classId << '/' << folded.classes[static_cast<size_t>(sibs[s]->classId)].instances[0].ops.front();
+        // Input domains of a class are unions over its instances: include the producers.
+        for (const auto& inst : bc.instances)
+            for (TensorId t : inst.inputs) key << '<' << origin[static_cast<size_t>(t)].producer;
+        return key.str();
+    }
+
+    std::shared_ptr<const ModeSolve> solveMode(ClassTable& ct, const BlockClass& bc,
+                                               const std::vector<std::shared_ptr<ClassTable>>& sibs, double lambda,
+                                               Recompute mode)
+    {
+        const std::string key = modeKey(ct, bc, sibs, lambda, mode);
+        const BlockInstance& rep = bc.instances[0];
+        // Variable layout (identical for every mode).
+        std::vector<int> domains;
+        for (OpId op : rep.ops) domains.push_back(static_cast<int>(model.strategies(op).size()));
+        ct.inputVar.assign(rep.inputs.size(), -1);
+        for (size_t k = 0; k < rep.inputs.size(); ++k)
+            if (!ct.inputDomains[k].empty()) {
+                ct.inputVar[k] = static_cast<int>(domains.size());
+                domains.push_back(static_cast<int>(ct.inputDomains[k].size()));
+            }
+        ct.siblingVars.clear();
+        for (const auto& sib : sibs) {
+            std::vector<int> vars;
+            for (int d : sib->dims) {
+                vars.push_back(static_cast<int>(domains.size()));
+                domains.push_back(d);
+            }
+            ct.siblingVars.push_back(std::move(vars));
+        }
+        if (auto it = modeCache.find(key); it != modeCache.end()) return it->second;
+        ++tablesSolved;
+
+        auto solve = std::make_shared<ModeSolve>();
+        solve->domains = domains;
+        std::vector<Factor> factors;
+        std::map<OpId, int> local;
+        for (size_t i = 0; i < rep.ops.size(); ++i) local[rep.ops[i]] = static_cast<int>(i);
+        std::map<TensorId, int> inputPosition;
+        for (size_t k = 0; k < rep.inputs.size(); ++k) inputPosition[rep.inputs[k]] = static_cast<int>(k);
+        // Tensors produced by absorbed siblings: (sibling, output position).
+        std::map<TensorId, std::pair<int, int>> siblingOutput;
+        const auto sibInstances = siblingsOf(ct.classId, 0);
+        for (size_t s = 0; s < sibInstances.size(); ++s) {
+            const auto& inst = folded.classes[static_cast<size_t>(sibInstances[s].first)].instances[static_cast<size_t>(sibInstances[s].second)];
+            for (size_t j = 0; j < inst.outputs.size(); ++j) siblingOutput[inst.outputs[j]] = {static_cast<int>(s), static_cast<int>(j)};
+        }
+
+        // Node costs.
+        for (size_t i = 0; i < rep.ops.size(); ++i) {
+            const OpId op = rep.ops[i];
+            Factor f{{static_cast<int>(i)}, {}};
+            const int n = domains[i];
+            for (int s = 0; s < n; ++s) {
+                const int lockedTo = forced[static_cast<size_t>(op)];
+                if (lockedTo >= 0 && lockedTo != s) {
+                    f.values.push_back(kInfinity);
+                    continue;
+                }
+                const OpCost& c = model.opCost(op, s, mode);
+                f.values.push_back(c.seconds() + lambda * c.memoryBytes());
+            }
+            factors.push_back(std::move(f));
+        }
+        // Edges into each op.
+        for (size_t i = 0; i < rep.ops.size(); ++i) {
+            const OpId op = rep.ops[i];
+            const Op& o = model.graph().op(op);
+            const int consumerVar = static_cast<int>(i);
+            for (size_t k = 0; k < o.inputs.size(); ++k) {
+                const TensorId t = o.inputs[k];
+                const TensorOrigin src = origin[static_cast<size_t>(t)];
+                if (src.producer < 0) continue; // graph input or weight: laid out for free
+                if (auto it = local.find(src.producer); it != local.end()) {
+                    factors.push_back(edgeFromOp(it->second, src, consumerVar, op, static_cast<int>(k), domains));
+                } else if (auto in = inputPosition.find(t); in != inputPosition.end()) {
+                    factors.push_back(edgeFromSpecs(ct.inputVar[static_cast<size_t>(in->second)],
+                                                    ct.inputDomains[static_cast<size_t>(in->second)], consumerVar, op,
+                                                    static_cast<int>(k), domains));
+                } else if (auto so = siblingOutput.find(t); so != siblingOutput.end()) {
+                    const auto& sib = *sibs[static_cast<size_t>(so->second.first)];
+                    const int dim = static_cast<int>(sib.dims.size() - sib.outputDomains.size()) + so->second.second;
+                    factors.push_back(edgeFromSpecs(ct.siblingVars[static_cast<size_t>(so->second.first)][static_cast<size_t>(dim)],
+                                                    sib.outputDomains[static_cast<size_t>(so->second.second)], consumerVar, op,
+                                                    static_cast<int>(k), domains));
+                } else {
+                    throw std::logic_error("search: op '" + o.name + "' reads a tensor from outside its block that is not a block input");
+                }
+            }
+        }
+        // Absorbed siblings: their tables, tied to the specs of what feeds them.
+        for (size_t s = 0; s < sibs.size(); ++s) {
+            const auto& sib = *sibs[s];
+            Factor table{ct.siblingVars[s], sib.table};
+            factors.push_back(std::move(table));
+            const auto& inst = folded.classes[static_cast<size_t>(sibInstances[s].first)].instances[static_cast<size_t>(sibInstances[s].second)];
+            for (size_t k = 0; k < inst.inputs.size(); ++k) {
+                if (sib.inputDim[k] < 0) continue;
+                const int var = ct.siblingVars[s][static_cast<size_t>(sib.inputDim[k])];
+                const auto& domain = sib.inputDomains[k];
+                const TensorOrigin src = origin[static_cast<size_t>(inst.inputs[k])];
+                if (auto it = local.find(src.producer); it != local.end()) {
+                    const int pv = it->second;
+                    const auto& ps = producerSpecs(src.producer, src.slot);
+                    Factor f{{std::min(pv, var), std::max(pv, var)}, std::vector<double>(static_cast<size_t>(domains[static_cast<size_t>(pv)] * domains[static_cast<size_t>(var)]), kInfinity)};
+                    for (int sp = 0; sp < domains[static_cast<size_t>(pv)]; ++sp) {
+                        const int v = specIndex(domain, ps.specs[static_cast<size_t>(ps.specOfStrategy[static_cast<size_t>(sp)])]);
+                        if (v < 0) continue;
+                        const size_t idx = pv < var ? static_cast<size_t>(sp * domains[static_cast<size_t>(var)] + v)
+                                                    : static_cast<size_t>(v * domains[static_cast<size_t>(pv)] + sp);
+                        f.values[idx] = 0;
+                    }
+                    factors.push_back(std::move(f));
+                } else if (auto in = inputPosition.find(inst.inputs[k]); in != inputPosition.end()) {
+                    const int iv = ct.inputVar[static_cast<size_t>(in->second)];
+                    const auto& outer = ct.inputDomains[static_cast<size_t>(in->second)];
+                    Factor f{{std::min(iv, var), std::max(iv, var)}, std::vector<double>(outer.size() * domain.size(), kInfinity)};
+                    for (size_t a = 0; a < outer.size(); ++a) {
+                        const int v = specIndex(domain, outer[a]);
+                        if (v < 0) continue;
+                        const size_t idx = iv < var ? a * domain.size() + static_cast<size_t>(v) : static_cast<size_t>(v) * outer.size() + a;
+                        f.values[idx] = 0;
+                    }
+                    factors.push_back(std::move(f));
+                } else {
+                    throw std::logic_error("search: a sibling block reads a tensor its parent neither makes nor receives");
+                }
+            }
+        }
+        // Full recomputation keeps each block input.
+        if (mode == Recompute::Full)
+            for (size_t k = 0; k < rep.inputs.size(); ++k) {
+                if (ct.inputVar[k] < 0) continue;
+                Factor f{{ct.inputVar[k]}, {}};
+                for (const auto& spec : ct.inputDomains[k]) f.values.push_back(lambda * keptInputBytes(model, rep.inputs[k], spec));
+                factors.push_back(std::move(f));
+            }
+
+        // Keep the boundary: input spec variables and the producers of the outputs.
+        std::vector<int> producerVarOfOutput;
+        for (TensorId t : rep.outputs) {
+            auto it = local.find(origin[static_cast<size_t>(t)].producer);
+            if (it == local.end()) throw std::logic_error("search: a block output is not produced by one of its own ops");
+            producerVarOfOutput.push_back(it->second);
+        }
+        std::vector<int> keep;
+        for (int v : ct.inputVar)
+            if (v >= 0) keep.push_back(v);
+        keep.insert(keep.end(), producerVarOfOutput.begin(), producerVarOfOutput.end());
+        std::sort(keep.begin(), keep.end());
+        keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+        solve->keepVars = keep;
+        solve->elimination = eliminate(std::move(factors), domains, keep);
+
+        // Convert (input specs, producer strategies) into (input specs, output specs).
+        const std::size_t size = product(ct.dims);
+        solve->table.assign(size, kInfinity);
+        solve->keepEntry.assign(size, 0);
+        std::vector<int> keepDims;
+        for (int v : keep) keepDims.push_back(domains[static_cast<size_t>(v)]);
+        std::vector<int> digits, assignment(domains.size(), 0), entry(ct.dims.size(), 0);
+        const auto& remaining = solve->elimination.remaining;
+        for (std::size_t r = 0; r < remaining.values.size(); ++r) {
+            if (remaining.values[r] == kInfinity) continue;
+            unravel(r, keepDims, digits);
+            for (size_t p = 0; p < keep.size(); ++p) assignment[static_cast<size_t>(keep[p])] = digits[p];
+            for (size_t k = 0; k < rep.inputs.size(); ++k)
+                if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = assignment[static_cast<size_t>(ct.inputVar[k])];
+            const size_t firstOut = ct.dims.size() - rep.outputs.size();
+            for (size_t j = 0; j < rep.outputs.size(); ++j) {
+                const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[j])];
+                entry[firstOut + j] = producerSpecs(o.producer, o.slot).specOfStrategy[static_cast<size_t>(assignment[static_cast<size_t>(producerVarOfOutput[j])])];
+            }
+            const std::size_t e = ravel(entry, ct.dims);
+            if (remaining.values[r] < solve->table[e]) {
+                solve->table[e] = remaining.values[r];
+                solve->keepEntry[e] = r;
+            }
+        }
+        modeCache[key] = solve;
+        return solve;
+    }
+
+    Factor edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
+                      const std::vector<int>& domains)
+    {
+        const auto& ps = producerSpecs(src.producer, src.slot);
+        const int np = domains[static_cast<size_t>(producerVar)], nc = domains[static_cast<size_t>(consumerVar)];
+        // Cost per distinct produced spec, then spread over the producer's strategies.
+        std::vector<double> perSpec(ps.specs.size() * static_cast<size_t>(nc));
+        for (size_t v = 0; v < ps.specs.size(); ++v)
+            for (int c = 0; c < nc; ++c)
+                perSpec[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = model.edgeCost(&ps.specs[v], consumer, input, c).exposedSeconds;
+        Factor f;
+        f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
+        f.values.resize(static_cast<size_t>(np * nc));
+        for (int p = 0; p < np; ++p)
+            for (int c = 0; c < nc; ++c) {
+                const double cost = perSpec[static_cast<size_t>(ps.specOfStrategy[static_cast<size_t>(p)]) * static_cast<size_t>(nc) + static_cast<size_t>(c)];
+                const size_t idx = producerVar < consumerVar ? static_cast<size_t>(p * nc + c) : static_cast<size_t>(c * np + p);
+                f.values[idx] = cost;
+            }
+        return f;
+    }
+
+    Factor edgeFromSpecs(int specVar, const std::vector<TensorSpec>& domain, int consumerVar, OpId consumer, int input,
+                         const std::vector<int>& domains)
+    {
+        const int nv = static_cast<int>(domain.size()), nc = domains[static_cast<size_t>(consumerVar)];
+        Factor f;
+        f.vars = {std::min(specVar, consumerVar), std::max(specVar, consumerVar)};
+        f.values.resize(static_cast<size_t>(nv * nc));
+        for (int v = 0; v < nv; ++v)
+            for (int c = 0; c < nc; ++c) {
+                const double cost = model.edgeCost(&domain[static_cast<size_t>(v)], consumer, input, c).exposedSeconds;
+                const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
+                f.values[idx] = cost;
+            }
+        return f;
+    }
+
+    // ---- decoding one instance ---------------------------------------------------------------
+
+    /// Given the table entry an instance takes, writes the strategies of its ops (and of its
+    /// absorbed siblings, recursively) into the result.
+    void decodeInstance(const ClassTable& ct, int cls, int inst, std::size_t entry, SearchResult& result)
+    {
+        const size_t m = ct.modeOfEntry[entry];
+        const ModeSolve& solve = *ct.modes[m];
+        std::vector<int> keepDims, digits, assignment(solve.domains.size(), 0);
+        for (int v : solve.keepVars) keepDims.push_back(solve.domains[static_cast<size_t>(v)]);
+        unravel(solve.keepEntry[entry], keepDims, digits);
+        for (size_t p = 0; p < solve.keepVars.size(); ++p) assignment[static_cast<size_t>(solve.keepVars[p])] = digits[p];
+        decode(solve.elimination, solve.domains, assignment);
+        const BlockInstance& instance = folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)];
+        for (size_t i = 0; i < instance.ops.size(); ++i) {
+            result.strategyOfOp[static_cast<size_t>(instance.ops[i])] = assignment[i];
+            result.recomputeOfOp[static_cast<size_t>(instance.ops[i])] = ct.modeKinds[m];
+        }
+        const auto sibs = siblingsOf(cls, inst);
+        for (size_t s = 0; s < ct.siblingVars.size() && s < sibs.size(); ++s) {
+            const auto sibTable = tables.at(ct.siblingClass[s]);
+            std::vector<int> sibEntry;
+            for (int v : ct.siblingVars[s]) sibEntry.push_back(assignment[static_cast<size_t>(v)]);
+            decodeInstance(*sibTable, sibs[s].first, sibs[s].second, ravel(sibEntry, sibTable->dims), result);
+        }
+    }
+
+    // ---- stitching ----------------------------------------------------------------------------
+
+    struct MinPlus {
+        int n = 0;
+        std::vector<double> v;
+        std::vector<int> mid;
+        int left = -1, right = -1;
+    };
+
+    static MinPlus multiply(const MinPlus& a, const MinPlus& b, bool keepArgmin)
+    {
+        MinPlus c;
+        c.n = a.n;
+        const size_t n = static_cast<size_t>(a.n);
+        c.v.assign(n * n, kInfinity);
+        if (keepArgmin) c.mid.assign(n * n, 0);
+        for (size_t i = 0; i < n; ++i)
+            for (size_t m = 0; m < n; ++m) {
+                const double left = a.v[i * n + m];
+                if (left == kInfinity) continue;
+                for (size_t j = 0; j < n; ++j) {
+                    const double s = left + b.v[m * n + j];
+                    if (s < c.v[i * n + j]) {
+                        c.v[i * n + j] = s;
+                        if (keepArgmin) c.mid[i * n + j] = static_cast<int>(m);
+                    }
+                }
+            }
+        return c;
+    }
+
+    /// A^count by repeated squaring; with `nodes` the product tree for decoding (last = result).
+    static int power(std::vector<MinPlus>& nodes, const MinPlus& a, std::int64_t count, bool keepArgmin)
+    {
+        nodes.push_back(a);
+        int square = static_cast<int>(nodes.size()) - 1;
+        int result = -1;
+        while (true) {
+            if (count & 1) {
+                if (result < 0) {
+                    result = square;
+                } else {
+                    MinPlus p = multiply(nodes[static_cast<size_t>(result)], nodes[static_cast<size_t>(square)], keepArgmin);
+                    p.left = result;
+                    p.right = square;
+                    nodes.push_back(std::move(p));
+                    result = static_cast<int>(nodes.size()) - 1;
+                }
+            }
+            count >>= 1;
+            if (!count) break;
+            MinPlus sq = multiply(nodes[static_cast<size_t>(square)], nodes[static_cast<size_t>(square)], keepArgmin);
+            sq.left = square;
+            sq.right = square;
+            nodes.push_back(std::move(sq));
+            square = static_cast<int>(nodes.size()) - 1;
+        }
+        return result;
+    }
+
+    static void expand(const std::vector<MinPlus>& nodes, int node, int i, int j, std::vector<int>& states)
+    {
+        const MinPlus& m = nodes[static_cast<size_t>(node)];
+        if (m.left < 0) {
+            states.push_back(j);
+            return;
+        }
+        const int k = m.mid[static_cast<size_t>(i) * static_cast<size_t>(m.n) + static_cast<size_t>(j)];
+        expand(nodes, m.left, i, k, states);
+        expand(nodes, m.right, k, j, states);
+    }
+
+    /// A run that can be compressed: one chained input position, one output, the rest context.
+    struct ChainShape {
+        int chainInput = -1;
+    };
+
+    std::optional<ChainShape> chainShape(const Run& run) const
+    {
+        if (run.count < 2 || flat) return std::nullopt;
+        const BlockClass& bc = folded.classes[static_cast<size_t>(run.classId)];
+        const auto& first = bc.instances[static_cast<size_t>(run.firstInstance)];
+        if (first.outputs.size() != 1) return std::nullopt;
+        const auto& second = bc.instances[static_cast<size_t>(run.firstInstance + 1)];
+        int chain = -1;
+        for (size_t k = 0; k < second.inputs.size(); ++k)
+            if (second.inputs[k] == first.outputs[0]) chain = static_cast<int>(k);
+        if (chain < 0) return std::nullopt;
+        const auto consumers = model.graph().consumers();
+        for (int a = run.firstInstance; a + 1 < run.firstInstance + run.count; ++a) {
+            const auto& cur = bc.instances[static_cast<size_t>(a)];
+            const auto& next = bc.instances[static_cast<size_t>(a + 1)];
+            if (next.inputs[static_cast<size_t>(chain)] != cur.outputs[0]) return std::nullopt;
+            for (size_t k = 0; k < next.inputs.size(); ++k)
+                if (static_cast<int>(k) != chain && next.inputs[k] != first.inputs[k]) return std::nullopt;
+            for (OpId c : consumers[static_cast<size_t>(cur.outputs[0])])
+                if (folded.classOfOp[static_cast<size_t>(c)] != run.classId || folded.instanceOfOp[static_cast<size_t>(c)] != a + 1)
+                    return std::nullopt;
+            if (siblingsOf(run.classId, a).size() != siblingsOf(run.classId, run.firstInstance).size()) return std::nullopt;
+        }
+        return ChainShape{chain};
+    }
+
+    struct TopItem {
+        Run run;
+        std::optional<ChainShape> chain;
+        std::vector<int> inputTopVar;  ///< per input position of the first instance: top var or -1
+        std::vector<int> outputTopVar; ///< per output position of the last (or only) instance
+    };
+
+    SearchResult solveAt(double lambda, bool recomputeAllowed)
+    {
+        tables.clear();
+        const Graph& g = model.graph();
+        SearchResult result;
+        result.strategyOfOp.assign(g.ops.size(), 0);
+        result.recomputeOfOp.assign(g.ops.size(), Recompute::None);
+
+        // Top-level items and their boundary variables.
+        std::vector<TopItem> items;
+        topDomain.clear();
+        topSpecs.clear();
+        std::map<TensorId, int> topVarOfTensor;
+        for (const Run& run : folded.runs) {
+            classTable(run.classId, lambda, recomputeAllowed);
+            items.push_back(TopItem{run, chainShape(run), {}, {}});
+        }
+        auto declareOutputs = [&](TopItem& item, int instIndex) {
+            const auto& bc = folded.classes[static_cast<size_t>(item.run.classId)];
+            const auto& inst = bc.instances[static_cast<size_t>(instIndex)];
+            const auto& ct = *tables.at(item.run.classId);
+            std::vector<int> vars;
+            for (size_t j = 0; j < inst.outputs.size(); ++j) {
+                const int var = static_cast<int>(topDomain.size());
+                topDomain.push_back(static_cast<int>(ct.outputDomains[j].size()));
+                topSpecs[var] = ct.outputDomains[j];
+                topVarOfTensor[inst.outputs[j]] = var;
+                vars.push_back(var);
+            }
+            return vars;
+        };
+        // Without compression a run is its instances, one item each.
+        std::vector<TopItem> expanded;
+        for (auto& item : items) {
+            if (item.chain || item.run.count == 1) {
+                expanded.push_back(item);
+            } else {
+                for (int a = 0; a < item.run.count; ++a)
+                    expanded.push_back(TopItem{Run{item.run.classId, item.run.firstInstance + a, 1}, std::nullopt, {}, {}});
+            }
+        }
+        items = std::move(expanded);
+        for (auto& item : items) item.outputTopVar = declareOutputs(item, item.run.firstInstance + item.run.count - 1);
+
+        std::vector<Factor> topFactors;
+        for (auto& item : items) {
+            const auto& bc = folded.classes[static_cast<size_t>(item.run.classId)];
+            const auto& first = bc.instances[static_cast<size_t>(item.run.firstInstance)];
+            const auto& ct = *tables.at(item.run.classId);
+            item.inputTopVar.assign(first.inputs.size(), -1);
+            for (size_t k = 0; k < first.inputs.size(); ++k) {
+                if (ct.inputDim[k] < 0) continue;
+                auto it = topVarOfTensor.find(first.inputs[k]);
+                if (it == topVarOfTensor.end())
+                    throw std::logic_error("search: block input '" + g.tensor(first.inputs[k]).name + "' has no top-level producer");
+                item.inputTopVar[k] = it->second;
+            }
+            topFactors.push_back(item.chain ? runFactor(item, ct) : instanceFactor(item, ct));
+        }
+
+        EliminationResult top = eliminate(topFactors, topDomain, {});
+        const double objective = top.remaining.values.empty() ? 0.0 : top.remaining.values[0];
+        if (!(objective < kInfinity)) throw InputError("no plan satisfies the locks (every combination is forbidden)");
+        std::vector<int> topAssignment(topDomain.size(), 0);
+        decode(top, topDomain, topAssignment);
+        result.objective = objective;
+
+        // Decode every instance.
+        for (const auto& item : items) {
+            const auto& ct = *tables.at(item.run.classId);
+            std::vector<int> entry(ct.dims.size(), 0);
+            auto inputEntry = [&](size_t k) {
+                const int var = item.inputTopVar[k];
+                return specIndex(ct.inputDomains[k], topSpecs.at(var)[static_cast<size_t>(topAssignment[static_cast<size_t>(var)])]);
+            };
+            if (!item.chain) {
+                for (size_t k = 0; k < item.inputTopVar.size(); ++k)
+                    if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = inputEntry(k);
+                const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
+                for (size_t j = 0; j < item.outputTopVar.size(); ++j)
+                    entry[firstOut + j] = topAssignment[static_cast<size_t>(item.outputTopVar[j])];
+                decodeInstance(ct, item.run.classId, item.run.firstInstance, ravel(entry, ct.dims), result);
+                continue;
+            }
+            // A compressed run: recover the chain of states, then each instance's entry.
+            const int chain = item.chain->chainInput;
+            const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+            std::vector<int> context(item.inputTopVar.size(), -1);
+            for (size_t k = 0; k < item.inputTopVar.size(); ++k)
+                if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) context[k] = inputEntry(k);
+            MinPlus step = chainMatrix(ct, chain, context);
+            std::vector<MinPlus> nodes;
+            const int root = power(nodes, step, item.run.count, true);
+            const int startState = inputEntry(static_cast<size_t>(chain));
+            const auto& lastSpec = ct.outputDomains[0][static_cast<size_t>(topAssignment[static_cast<size_t>(item.outputTopVar[0])])];
+            const int endState = specIndex(stateDomain, lastSpec);
+            std::vector<int> states{startState};
+            expand(nodes, root, startState, endState, states);
+            for (int a = 0; a < item.run.count; ++a) {
+                for (size_t k = 0; k < item.inputTopVar.size(); ++k)
+                    if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? states[static_cast<size_t>(a)] : context[k];
+                entry[ct.dims.size() - 1] = specIndex(ct.outputDomains[0], stateDomain[static_cast<size_t>(states[static_cast<size_t>(a + 1)])]);
+                decodeInstance(ct, item.run.classId, item.run.firstInstance + a, ravel(entry, ct.dims), result);
+            }
+        }
+        result.lambda = lambda;
+        return result;
+    }
+
+    /// The transition matrix of one chained instance for fixed context entries: state = spec of
+    /// the chained input (its domain); the output spec maps into the same domain.
+    MinPlus chainMatrix(const ClassTable& ct, int chain, const std::vector<int>& context) const
+    {
+        const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+        const int n = static_cast<int>(stateDomain.size());
+        MinPlus m;
+        m.n = n;
+        m.v.assign(static_cast<size_t>(n) * static_cast<size_t>(n), kInfinity);
+        std::vector<int> outToState;
+        for (const auto& spec : ct.outputDomains[0]) outToState.push_back(specIndex(stateDomain, spec));
+        std::vector<int> entry(ct.dims.size(), 0);
+        for (size_t k = 0; k < context.size(); ++k)
+            if (context[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = context[k];
+        for (int i = 0; i < n; ++i)
+            for (size_t o = 0; o < ct.outputDomains[0].size(); ++o) {
+                if (outToState[o] < 0) continue;
+                entry[static_cast<size_t>(ct.inputDim[static_cast<size_t>(chain)])] = i;
+                entry[ct.dims.size() - 1] = static_cast<int>(o);
+                const double v = ct.table[ravel(entry, ct.dims)];
+                double& cell = m.v[static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(outToState[o])];
+                cell = std::min(cell, v);
+            }
+        return m;
+    }
+
+    // A top-level factor for one instance: its table re-indexed by the top-level variables.
+    Factor instanceFactor(const TopItem& item, const ClassTable& ct) const
+    {
+        // dims of the class table -> (top var, map from class domain index to top value)
+        std::vector<int> varOfDim(ct.dims.size(), -1);
+        std::vector<std::vector<int>> valueMap(ct.dims.size());
+        for (size_t k = 0; k < item.inputTopVar.size(); ++k) {
+            if (ct.inputDim[k] < 0) continue;
+            const int var = item.inputTopVar[k];
+            const size_t d = static_cast<size_t>(ct.inputDim[k]);
+            varOfDim[d] = var;
+            for (const auto& spec : ct.inputDomains[k]) valueMap[d].push_back(specIndex(topSpecs.at(var), spec));
+        }
+        const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
+        for (size_t j = 0; j < item.outputTopVar.size(); ++j) {
+            varOfDim[firstOut + j] = item.outputTopVar[j];
+            for (int v = 0; v < ct.dims[firstOut + j]; ++v) valueMap[firstOut + j].push_back(v);
+        }
+        Factor f;
+        f.vars = varOfDim;
+        std::sort(f.vars.begin(), f.vars.end());
+        std::vector<int> fdims;
+        for (int v : f.vars) fdims.push_back(topDomain[static_cast<size_t>(v)]);
+        f.values.assign(product(fdims), kInfinity);
+        std::vector<int> digits, topValues(f.vars.size());
+        for (std::size_t e = 0; e < ct.table.size(); ++e) {
+            if (ct.table[e] == kInfinity) continue;
+            unravel(e, ct.dims, digits);
+            bool ok = true;
+            for (size_t d = 0; d < digits.size() && ok; ++d) {
+                const int value = valueMap[d][static_cast<size_t>(digits[d])];
+                if (value < 0) ok = false;
+                const size_t pos = static_cast<size_t>(std::lower_bound(f.vars.begin(), f.vars.end(), varOfDim[d]) - f.vars.begin());
+                topValues[pos] = value;
+            }
+            if (!ok) continue;
+            double& cell = f.values[ravel(topValues, fdims)];
+            cell = std::min(cell, ct.table[e]);
+        }
+        return f;
+    }
+
+    // A top-level factor for a compressed run: (context vars, first input var, last output var).
+    Factor runFactor(const TopItem& item, const ClassTable& ct) const
+    {
+        const int chain = item.chain->chainInput;
+        std::vector<size_t> contextPositions;
+        for (size_t k = 0; k < item.inputTopVar.size(); ++k)
+            if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) contextPositions.push_back(k);
+        const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+        // Variables: context top vars, chain input top var, output top var.
+        std::vector<int> vars;
+        for (size_t k : contextPositions) vars.push_back(item.inputTopVar[k]);
+        vars.push_back(item.inputTopVar[static_cast<size_t>(chain)]);
+        vars.push_back(item.outputTopVar[0]);
+        Factor f;
+        f.vars = vars;
+        std::sort(f.vars.begin(), f.vars.end());
+        // Domain sizes of the top variables come from their producers' spec lists.
+        const auto& inputSpecsTop = topSpecs.at(item.inputTopVar[static_cast<size_t>(chain)]);
+        std::vector<int> fdims;
+        for (int v : f.vars) fdims.push_back(static_cast<int>(topSpecs.at(v).size()));
+        f.values.assign(product(fdims), kInfinity);
+        // Enumerate context assignments (class-domain indices).
+        std::vector<int> ctxDims;
+        for (size_t k : contextPositions) ctxDims.push_back(static_cast<int>(ct.inputDomains[k].size()));
+        const std::size_t ctxCount = product(ctxDims);
+        std::vector<int> ctxDigits, topValues(f.vars.size());
+        auto posOf = [&](int var) { return static_cast<size_t>(std::lower_bound(f.vars.begin(), f.vars.end(), var) - f.vars.begin()); };
+        for (std::size_t c = 0; c < ctxCount; ++c) {
+            unravel(c, ctxDims, ctxDigits);
+            std::vector<int> context(item.inputTopVar.size(), -1);
+            bool ok = true;
+            for (size_t p = 0; p < contextPositions.size(); ++p) {
+                const size_t k = contextPositions[p];
+                context[k] = ctxDigits[p];
+                const int top = specIndex(topSpecs.at(item.inputTopVar[k]), ct.inputDomains[k][static_cast<size_t>(ctxDigits[p])]);
+                if (top < 0) ok = false;
+                topValues[posOf(item.inputTopVar[k])] = top;
+            }
+            if (!ok) continue;
+            std::vector<MinPlus> nodes;
+            const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, false);
+            const MinPlus& r = nodes[static_cast<size_t>(root)];
+            for (size_t a = 0; a < inputSpecsTop.size(); ++a) {
+                const int i = specIndex(stateDomain, inputSpecsTop[a]);
+                if (i < 0) continue;
+                topValues[posOf(item.inputTopVar[static_cast<size_t>(chain)])] = static_cast<int>(a);
+                for (size_t o = 0; o < ct.outputDomains[0].size(); ++o) {
+                    const int j = specIndex(stateDomain, ct.outputDomains[0][o]);
+                    if (j < 0) continue;
+                    topValues[posOf(item.outputTopVar[0])] = static_cast<int>(o);
+                    double& cell = f.values[ravel(topValues, fdims)];
+                    cell = std::min(cell, r.v[static_cast<size_t>(i) * static_cast<size_t>(r.n) + static_cast<size_t>(j)]);
+                }
+            }
+        }
+        return f;
+    }
+
+    std::vector<int> topDomain;                      ///< per top-level variable
+    std::map<int, std::vector<TensorSpec>> topSpecs; ///< per top-level variable: its spec domain
+};
+
+
+// ---------------------------------------------------------------------------------------------
+// Folding variants, memory limit, session
+
+namespace {
+
+/// Every instance its own class and its own run: the unfolded baseline.
+FoldedGraph unfoldClasses(const FoldedGraph& folded)
+{
+    FoldedGraph flat;
+    flat.classOfOp.assign(folded.classOfOp.size(), -1);
+    flat.instanceOfOp.assign(folded.instanceOfOp.size(), 0);
+    std::map<std::pair<int, int>, int> newClass;
+    for (const auto& [cls, inst] : folded.sequence) {
+        BlockClass bc;
+        bc.id = static_cast<int>(flat.classes.size());
+        bc.label = folded.classes[static_cast<size_t>(cls)].label;
+        bc.instances.push_back(folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)]);
+        for (OpId op : bc.instances[0].ops) flat.classOfOp[static_cast<size_t>(op)] = bc.id;
+        newClass[{cls, inst}] = bc.id;
+        flat.classes.push_back(std::move(bc));
+        flat.sequence.emplace_back(newClass[{cls, inst}], 0);
+    }
+    for (const auto& run : folded.runs)
+        for (int a = 0; a < run.count; ++a) flat.runs.push_back(Run{newClass.at({run.classId, run.firstInstance + a}), 0, 1});
+    for (const auto& group : folded.siblings)
+        for (int i : group.instances) {
+            SiblingGroup g;
+            g.classId = newClass.at({group.classId, i});
+            g.instances = {0};
+            g.parentClass = newClass.at({group.parentClass, group.parentInstance});
+            g.parentInstance = 0;
+            flat.siblings.push_back(std::move(g));
+        }
+    return flat;
+}
+
+} // namespace
+
+PlannerSession::PlannerSession(const CostModel& model, FoldedGraph folded)
+    : impl_(std::make_unique<Impl>(model, std::move(folded)))
+{
+}
+
+PlannerSession::~PlannerSession() = default;
+
+const CostModel& PlannerSession::model() const { return impl_->model; }
+const FoldedGraph& PlannerSession::folded() const { return impl_->folded; }
+
+void PlannerSession::setLocks(const std::vector<LockRequest>& locks)
+{
+    setResolvedLocks(resolveLocks(impl_->model, locks));
+}
+
+void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
+{
+    Impl& d = *impl_;
+    d.locks = locks;
+    std::fill(d.forced.begin(), d.forced.end(), -1);
+    for (const auto& l : locks) d.forced[static_cast<size_t>(l.op)] = l.strategy;
+    // A lock that differs between instances of a class splits the differing instances out.
+    FoldOptions options;
+    const FoldedGraph& base = d.baseFold;
+    for (const auto& l : locks) {
+        const auto& bc = base.classes[static_cast<size_t>(base.classOfOp[static_cast<size_t>(l.op)])];
+        const auto& inst = bc.instances[static_cast<size_t>(base.instanceOfOp[static_cast<size_t>(l.op)])];
+        const size_t pos = static_cast<size_t>(std::find(inst.ops.begin(), inst.ops.end(), l.op) - inst.ops.begin());
+        bool uniform = true;
+        for (const auto& other : bc.instances)
+            if (d.forced[static_cast<size_t>(other.ops[pos])] != l.strategy) uniform = false;
+        if (!uniform) options.distinctOps.insert(l.op);
+    }
+    d.folded = options.distinctOps.empty() ? base : foldGraph(d.model.graph(), options);
+    d.producerSpecCache.clear();
+}
+
+void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
+void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = allow; }
+void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
+
+double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
+                              const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown)
+{
+    const Graph& g = model.graph();
+    const auto producers = g.producers();
+    double added = 0;
+    for (const auto& bc : folded.classes)
+        for (const auto& inst : bc.instances) {
+            if (inst.ops.empty() || recomputeOfOp.empty() || recomputeOfOp[static_cast<size_t>(inst.ops[0])] != Recompute::Full) continue;
+            for (TensorId t : inst.inputs) {
+                const OpId p = producers[static_cast<size_t>(t)];
+                if (p < 0) continue;
+                const Op& op = g.op(p);
+                const int slot = static_cast<int>(std::find(op.outputs.begin(), op.outputs.end(), t) - op.outputs.begin());
+                added += keptInputBytes(model, t, model.outputSpec(p, strategyOfOp[static_cast<size_t>(p)], slot));
+            }
+        }
+    breakdown.activationBytes += added;
+    breakdown.perDeviceBytes += added;
+    breakdown.fits = breakdown.perDeviceBytes <= breakdown.capacityBytes;
+    return added;
+}
+
+namespace {
+
+void finish(const CostModel& model, const FoldedGraph& folded, SearchResult& r)
+{
+    r.breakdown = model.evaluate(r.strategyOfOp, r.recomputeOfOp);
+    addRecomputeKeptInputs(model, folded, r.strategyOfOp, r.recomputeOfOp, r.breakdown);
+}
+
+} // namespace
+
+SearchResult PlannerSession::solve()
+{
+    Impl& d = *impl_;
+    const auto start = Clock::now();
+    const FoldedGraph saved = d.folded;
+    if (d.flat) d.folded = unfoldClasses(saved);
+    d.tablesSolved = 0;
+    const double capacity = d.model.hardware().hbmBytes;
+    const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
+    const bool limited = limit > 0;
+
+    auto attempt = [&](double lambda) {
+        SearchResult r = d.solveAt(lambda, d.allowRecompute);
+        finish(d.model, d.folded, r);
+        return r;
+    };
+    SearchResult best = attempt(0);
+    if (limited && best.breakdown.perDeviceBytes > limit) {
+        // Lagrangian relaxation: raise the price of memory until the plan fits, then bisect
+        // (in log space) for the cheapest price that still fits.
+        double lo = 0, hi = 1e-15;
+        SearchResult fit;
+        bool found = false;
+        SearchResult smallest = best;
+        for (int i = 0; i < 60 && !found; ++i) {
+            SearchResult r = attempt(hi);
+            if (r.breakdown.perDeviceBytes < smallest.breakdown.perDeviceBytes) smallest = r;
+            if (r.breakdown.perDeviceBytes <= limit) {
+                fit = std::move(r);
+                found = true;
+            } else {
+                lo = hi;
+                hi *= 4;
+            }
+        }
+        if (!found) {
+            best = std::move(smallest);
+            best.fits = false;
+        } else {
+            for (int i = 0; i < 24; ++i) {
+                const double mid = lo == 0 ? hi / 4 : std::sqrt(lo * hi);
+                if (hi / std::max(mid, 1e-300) < 1.01) break;
+                SearchResult r = attempt(mid);
+                if (r.breakdown.perDeviceBytes <= limit) {
+                    hi = mid;
+                    if (r.breakdown.stepSeconds < fit.breakdown.stepSeconds) fit = std::move(r);
+                } else {
+                    lo = mid;
+                }
+                if (lo == 0 && i > 8) break;
+            }
+            best = std::move(fit);
+        }
+    }
+    best.fits = best.fits && (!limited || best.breakdown.perDeviceBytes <= limit);
+    best.memoryLimitBytes = limited ? limit : 0;
+    best.method = d.flat ? "flat" : "folded";
+    best.lockedOp.assign(d.model.graph().ops.size(), false);
+    for (const auto& l : d.locks) best.lockedOp[static_cast<size_t>(l.op)] = true;
+    best.blockClasses = static_cast<int>(d.folded.classes.size());
+    best.opsSearched = d.folded.searchedOps();
+    best.tablesSolved = d.tablesSolved;
+    if (d.flat) d.folded = saved;
+    best.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return best;
+}
+
+SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const SearchOptions& options)
+{
+    PlannerSession session(model, folded);
+    if (!options.locks.empty()) session.setResolvedLocks(options.locks);
+    session.setMemoryLimit(options.memoryLimitBytes);
+    session.setAllowRecompute(options.allowRecompute);
+    session.setFlat(options.flat);
+    return session.solve();
+}
+
+SearchResult evaluateAssignment(const CostModel& model, const std::vector<int>& strategyOfOp, const std::string& method,
+                                const std::vector<Recompute>& recomputeOfOp)
+{
+    const auto start = Clock::now();
+    SearchResult r;
+    r.method = method;
+    r.strategyOfOp = strategyOfOp;
+    r.recomputeOfOp = recomputeOfOp.empty() ? std::vector<Recompute>(strategyOfOp.size(), Recompute::None) : recomputeOfOp;
+    r.lockedOp.assign(strategyOfOp.size(), false);
+    r.breakdown = model.evaluate(r.strategyOfOp, r.recomputeOfOp);
+    r.fits = r.breakdown.fits;
+    r.objective = r.breakdown.stepSeconds;
+    r.memoryLimitBytes = model.hardware().hbmBytes;
+    r.opsSearched = 0;
+    r.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return r;
+}
+
+} // namespace tp

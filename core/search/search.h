@@ -1,0 +1,99 @@
+#pragma once
+// The search: the cheapest strategy for every op under the cost model, exactly.
+//
+// Each block class is solved once: its ops' strategies are variables of a min-sum factor graph
+// (node costs + resharding edges) and are eliminated exactly, leaving a table over the specs of
+// the block's boundary tensors. Parallel siblings (MoE experts) are absorbed into their parent's
+// table. The block tables are stitched by eliminating the boundary specs; a run of r identical
+// chained blocks is one min-plus matrix power (repeated squaring, O(k^3 log r)).
+// A memory limit is met by a Lagrange multiplier on memory, bisected.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../cost/cost_model.h"
+#include "../fold/fold.h"
+
+namespace tp {
+
+/// A lock as the user writes it: "GLOB=STRATEGY", e.g. "layers.*/mlp/fc1=f=y".
+struct LockRequest {
+    std::string pattern;
+    std::string strategy;
+};
+/// Splits "GLOB=STRATEGY" at the first '='. Throws InputError when there is none.
+LockRequest parseLockRequest(const std::string& text);
+/// Whether an op name matches a glob where '*' matches any run of characters.
+bool globMatch(const std::string& pattern, const std::string& name);
+
+struct ResolvedLock {
+    OpId op = -1;
+    int strategy = 0; ///< index into CostModel::strategies(op)
+};
+/// Resolves lock requests against the graph. Throws InputError naming the lock, the op and why
+/// (no op matches, strategy text invalid for that op, not a candidate).
+std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks);
+
+struct SearchOptions {
+    double memoryLimitBytes = 0; ///< 0: the hardware's capacity; negative: no limit
+    bool allowRecompute = true;  ///< consider selective and full recomputation per block (training)
+    bool flat = false;           ///< every instance its own class, no runs (the unfolded baseline)
+    std::vector<ResolvedLock> locks;
+};
+
+struct SearchResult {
+    std::string method;                 ///< "folded", "flat", "megatron", "dp", "evaluated"
+    std::vector<int> strategyOfOp;      ///< index into CostModel::strategies(op)
+    std::vector<Recompute> recomputeOfOp;
+    std::vector<bool> lockedOp;
+    Breakdown breakdown;
+    double objective = 0;               ///< time + lambda * memory at the chosen lambda
+    double lambda = 0;                  ///< seconds per byte
+    bool fits = true;
+    double memoryLimitBytes = 0;
+    double searchMs = 0;
+    int blockClasses = 0;
+    int opsSearched = 0;
+    int tablesSolved = 0;               ///< class tables computed (not taken from the cache)
+};
+
+/// Adds to a breakdown what the cost model cannot see per op: under full recomputation each
+/// block keeps its input tensor. Returns the bytes added.
+double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
+                              const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown);
+
+/// Keeps a folded graph and the solved block tables between solves, so that an edit (a lock,
+/// the memory limit) re-solves only the classes it touches and re-stitches.
+class PlannerSession {
+public:
+    PlannerSession(const CostModel& model, FoldedGraph folded);
+    ~PlannerSession();
+    PlannerSession(const PlannerSession&) = delete;
+    PlannerSession& operator=(const PlannerSession&) = delete;
+
+    /// Resolves and applies locks; a lock on some but not all instances of a class splits those
+    /// instances out (refolding). Throws InputError for a lock that cannot be honoured.
+    void setLocks(const std::vector<LockRequest>& locks);
+    void setResolvedLocks(const std::vector<ResolvedLock>& locks);
+    void setMemoryLimit(double bytes);
+    void setAllowRecompute(bool allow);
+    void setFlat(bool flat);
+
+    SearchResult solve();
+
+    const CostModel& model() const;
+    const FoldedGraph& folded() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+/// One-shot search.
+SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const SearchOptions& options = {});
+
+/// Costs a given assignment (a baseline, or a plan read from a file) with the same model.
+SearchResult evaluateAssignment(const CostModel& model, const std::vector<int>& strategyOfOp, const std::string& method,
+                                const std::vector<Recompute>& recomputeOfOp = {});
+
+} // namespace tp
