@@ -146,35 +146,64 @@ std::string_view topScope(std::string_view name)
     return slash == std::string_view::npos ? name : name.substr(0, slash);
 }
 
-std::vector<std::string_view> scopeComponents(std::string_view name)
+// The scope path of an op name: everything before its last '/'.
+std::string_view scopeOf(std::string_view name)
+{
+    const auto slash = name.rfind('/');
+    return slash == std::string_view::npos ? std::string_view{} : name.substr(0, slash);
+}
+
+// The longest common prefix of two scope paths that ends at a component boundary.
+std::string_view commonScope(std::string_view a, std::string_view b)
+{
+    size_t k = 0;
+    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+    if ((k == a.size() || a[k] == '/') && (k == b.size() || b[k] == '/')) return a.substr(0, k);
+    const auto slash = a.substr(0, k).rfind('/');
+    return slash == std::string_view::npos ? std::string_view{} : a.substr(0, slash);
+}
+
+std::vector<std::string_view> splitScope(std::string_view scope)
 {
     std::vector<std::string_view> parts;
     size_t begin = 0;
-    for (size_t slash = name.find('/'); slash != std::string_view::npos; slash = name.find('/', begin)) {
-        parts.push_back(name.substr(begin, slash - begin));
-        begin = slash + 1;
+    while (!scope.empty() && begin <= scope.size()) {
+        const auto slash = scope.find('/', begin);
+        const auto end = slash == std::string_view::npos ? scope.size() : slash;
+        parts.push_back(scope.substr(begin, end - begin));
+        begin = end + 1;
     }
-    return parts; // the last component is the op's own name, not a scope
+    return parts;
 }
 
-std::string withoutDigits(std::string_view text)
+// Text and digit runs of a name component; '*' counts as a digit run (an earlier wildcard).
+std::vector<std::string_view> tokens(std::string_view text)
 {
-    std::string out;
-    for (char c : text)
-        if (c < '0' || c > '9') out.push_back(c);
+    std::vector<std::string_view> out;
+    auto numeric = [](char ch) { return (ch >= '0' && ch <= '9') || ch == '*'; };
+    size_t i = 0;
+    while (i < text.size()) {
+        size_t j = i + 1;
+        while (j < text.size() && numeric(text[j]) == numeric(text[i])) ++j;
+        out.push_back(text.substr(i, j - i));
+        i = j;
+    }
     return out;
 }
 
-// "layers.3" and "layers.17" -> "layers.*"; unrelated names -> "*".
+// "layers.3" and "layers.17" -> "layers.*"; "layer2.1" and "layer2.3" -> "layer2.*";
+// components that differ in more than numbers -> "*".
 std::string generalize(std::string_view a, std::string_view b)
 {
     if (a == b) return std::string(a);
-    if (withoutDigits(a) != withoutDigits(b)) return "*";
+    const auto ta = tokens(a), tb = tokens(b);
+    if (ta.size() != tb.size()) return "*";
     std::string out;
-    for (size_t i = 0; i < a.size(); ++i) {
-        const bool digit = a[i] >= '0' && a[i] <= '9';
-        if (!digit) out.push_back(a[i]);
-        else if (out.empty() || out.back() != '*') out.push_back('*');
+    for (size_t i = 0; i < ta.size(); ++i) {
+        const bool numeric = (ta[i][0] >= '0' && ta[i][0] <= '9') || ta[i][0] == '*';
+        const bool otherNumeric = (tb[i][0] >= '0' && tb[i][0] <= '9') || tb[i][0] == '*';
+        if (numeric != otherNumeric || (!numeric && ta[i] != tb[i])) return "*";
+        out += ta[i] == tb[i] ? std::string(ta[i]) : std::string("*");
     }
     return out;
 }
@@ -536,8 +565,8 @@ private:
         const size_t topLevel = drafts_.size();
         for (size_t d = 0; d < topLevel; ++d) {
             bool removedAny = false;
-            const std::vector<OpId> ops = drafts_[d].ops;
-            for (OpId joinId : ops) {
+            for (size_t k = 0; k < drafts_[d].ops.size(); ++k) {
+                const OpId joinId = drafts_[d].ops[k];
                 const Op& join = graph_.ops[joinId];
                 if (opKindInfo(join.kind).maxInputs != -1 || join.inputs.size() < 2) continue;
                 std::vector<std::vector<OpId>> branches;
@@ -738,29 +767,26 @@ private:
     }
 
     // The scope shared by all ops of an instance, generalized over the instances ("layers.*");
-    // without shared scopes, the kinds of the first and last op.
+    // a one-op block is named by its op. Without shared scopes: the kinds of the first and last op.
     std::string labelOf(const BlockClass& block) const
     {
         std::vector<std::string> label;
         for (size_t i = 0; i < block.instances.size(); ++i) {
             const auto& ops = block.instances[i].ops;
-            std::vector<std::string_view> common = scopeComponents(graph_.ops[ops.front()].name);
-            for (OpId id : ops) {
-                const auto parts = scopeComponents(graph_.ops[id].name);
-                size_t k = 0;
-                while (k < common.size() && k < parts.size() && common[k] == parts[k]) ++k;
-                common.resize(k);
-                if (common.empty()) break;
-            }
+            std::string_view common = ops.size() == 1 ? std::string_view(graph_.ops[ops.front()].name)
+                                                      : scopeOf(graph_.ops[ops.front()].name);
+            for (size_t k = 1; k < ops.size() && !common.empty(); ++k)
+                common = commonScope(common, scopeOf(graph_.ops[ops[k]].name));
+            const auto parts = splitScope(common);
             if (i == 0) {
-                label.assign(common.begin(), common.end());
+                label.assign(parts.begin(), parts.end());
             } else {
-                label.resize(std::min(label.size(), common.size()));
-                for (size_t k = 0; k < label.size(); ++k) label[k] = generalize(label[k], common[k]);
+                label.resize(std::min(label.size(), parts.size()));
+                for (size_t k = 0; k < label.size(); ++k) label[k] = generalize(label[k], parts[k]);
             }
+            while (!label.empty() && label.back() == "*") label.pop_back();
             if (label.empty()) break;
         }
-        while (!label.empty() && label.back() == "*") label.pop_back();
         std::string text;
         for (const auto& part : label) text += (text.empty() ? "" : "/") + part;
         if (!text.empty()) return text;
