@@ -17,6 +17,8 @@ enum class RoleRule : std::uint8_t {
     GatherContracted,///< contracted loops are Gather (embedding lookup)
     SpatialHW,       ///< loops of output dims 2 and 3 (NCHW) are Spatial (conv, pool)
     AxisFixed,       ///< the loop(s) of the attr "axis" dim of the joined operand are Spatial
+    Routed,          ///< only the loops of output 0's first and last dims (batch, feature) may be
+                     ///< split; token, capacity and expert loops are fixed (Spatial) (MoE dispatch)
 };
 
 struct OpKindInfo {

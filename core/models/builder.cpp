@@ -43,6 +43,19 @@ TensorId GraphBuilder::op(OpKind kind, const std::string& name, std::vector<Tens
     return out;
 }
 
+std::vector<TensorId> GraphBuilder::multiOutputOp(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
+                                                  const std::vector<std::vector<std::int64_t>>& outShapes,
+                                                  const std::vector<std::string>& outputNames, std::string einsum,
+                                                  Attrs attrs)
+{
+    const std::string p = path(name);
+    std::vector<TensorId> outs;
+    for (size_t k = 0; k < outShapes.size(); ++k)
+        outs.push_back(graph_.addTensor(p + "." + outputNames.at(k), outShapes[k], dtype_, TensorRole::Activation));
+    graph_.addOp(p, kind, std::move(inputs), outs, std::move(einsum), std::move(attrs));
+    return outs;
+}
+
 void GraphBuilder::markOutput(TensorId id) { graph_.tensors.at(static_cast<size_t>(id)).role = TensorRole::Output; }
 
 TensorId GraphBuilder::linear(const std::string& name, TensorId x, std::int64_t in, std::int64_t out, bool bias)

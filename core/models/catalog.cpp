@@ -83,7 +83,14 @@ LoadedModel loadModel(const std::string& source, const ModelOptions& options)
         model.name = model.graph.name;
     } else if (endsWith(source, ".json")) {
         if (!std::filesystem::exists(source)) throw InputError(source + ": no such file");
-        buildFrom(modelConfigFromHuggingFace(readWholeFile(source), source));
+        try {
+            buildFrom(modelConfigFromHuggingFace(readWholeFile(source), source));
+        } catch (const InputError& e) {
+            // Builder messages name the mapped config; say which file it came from.
+            const std::string message = e.what();
+            if (message.starts_with(source)) throw;
+            throw InputError(source + ": " + message);
+        }
     } else {
         builtinModelConfig(source); // throws the "unknown model" message
     }

@@ -8,18 +8,23 @@ const std::vector<ModelFamily>& modelFamilies()
 {
     static const std::vector<ModelFamily> families = {
         {"gpt", "decoder-only transformer with learned positions, LayerNorm and GeLU (GPT-2, GPT-3, OPT)", &buildGpt},
+        {"llama", "decoder-only transformer with RMSNorm, SwiGLU and grouped-query attention (LLaMA-2/3, Mistral)",
+         &buildLlama},
+        {"bert", "post-LayerNorm encoder with pooler and masked-LM / next-sentence heads (BERT)", &buildBert},
+        {"t5", "encoder-decoder with relative position bias, RMS LayerNorm and cross-attention (T5)", &buildT5},
+        {"moe", "T5-shaped encoder-decoder with routed experts on every other FFN (Switch Transformer)", &buildMoe},
+        {"vit", "Vision Transformer: Conv2d patches, class token, pre-LayerNorm encoder (ViT)", &buildVit},
+        {"resnet", "bottleneck ResNet v1.5 and Wide-ResNet with BatchNorm (torchvision)", &buildResNet},
     };
     return families;
 }
 
-namespace {
 std::string configLabel(const ModelConfig& config)
 {
     if (config.is_object() && config.contains("name") && config["name"].is_string())
         return "model config '" + config["name"].get<std::string>() + "'";
     return "model config";
 }
-} // namespace
 
 Graph buildModel(const ModelConfig& config)
 {

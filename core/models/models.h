@@ -36,8 +36,17 @@ std::int64_t configInt(const ModelConfig& config, const std::string& key, std::i
 bool configBool(const ModelConfig& config, const std::string& key, bool fallback);
 std::string configString(const ModelConfig& config, const std::string& key, const std::string& fallback);
 DType configDType(const ModelConfig& config);
+/// "model config 'NAME'", the prefix of config error messages.
+std::string configLabel(const ModelConfig& config);
 
-// Builders (one per family; models_*.cpp).
+// Builders, one per family (gpt.cpp, llama.cpp, ...); the built-in configs under resources/models/
+// show the keys each reads.
 Graph buildGpt(const ModelConfig& config);
+Graph buildLlama(const ModelConfig& config);
+Graph buildBert(const ModelConfig& config);
+Graph buildT5(const ModelConfig& config);
+Graph buildMoe(const ModelConfig& config);
+Graph buildVit(const ModelConfig& config);
+Graph buildResNet(const ModelConfig& config);
 
 } // namespace tp

@@ -1,0 +1,171 @@
+#include "blocks.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "../graph/opkinds.h"
+#include "../util/error.h"
+
+namespace tp {
+
+TensorId attention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
+{
+    auto scope = g.scope(spec.scope);
+    const auto xs = g.shape(x);
+    const std::int64_t b = xs[0], s = xs[1], h = xs[2];
+    const std::int64_t n = spec.heads, kv = spec.kvHeads > 0 ? spec.kvHeads : n;
+    const std::int64_t d = spec.headDim > 0 ? spec.headDim : h / n;
+    const TensorId source = spec.memory.value_or(x);
+    const std::int64_t t = g.shape(source)[1], hm = g.shape(source)[2];
+    const bool grouped = kv != n;
+    const std::int64_t groups = n / kv;
+
+    TensorId q = g.linear("q", x, h, n * d, spec.bias);
+    TensorId k = g.linear("k", source, hm, kv * d, spec.bias);
+    TensorId v = g.linear("v", source, hm, kv * d, spec.bias);
+    TensorId qh, kh, vh, scores;
+    Attrs scoreAttrs;
+    if (spec.scaled) scoreAttrs["scale_by_head_dim"] = std::int64_t{1};
+    if (grouped) {
+        qh = g.op(OpKind::Reshape, "q_heads", {q}, {b, kv, groups, s, d}, "bs(kgd)->bkgsd");
+        kh = g.op(OpKind::Reshape, "k_heads", {k}, {b, kv, t, d}, "bs(kd)->bksd");
+        vh = g.op(OpKind::Reshape, "v_heads", {v}, {b, kv, t, d}, "bs(kd)->bksd");
+        scores = g.op(OpKind::BatchMatMul, "scores", {qh, kh}, {b, kv, groups, s, t}, "bkgsd,bktd->bkgst", scoreAttrs);
+    } else {
+        qh = g.op(OpKind::Reshape, "q_heads", {q}, {b, n, s, d}, "bs(nd)->bnsd");
+        kh = g.op(OpKind::Reshape, "k_heads", {k}, {b, n, t, d}, "bs(nd)->bnsd");
+        vh = g.op(OpKind::Reshape, "v_heads", {v}, {b, n, t, d}, "bs(nd)->bnsd");
+        scores = g.op(OpKind::BatchMatMul, "scores", {qh, kh}, {b, n, s, t}, "bnsd,bntd->bnst", scoreAttrs);
+    }
+    if (spec.positionBias)
+        scores = g.op(OpKind::Add, "position_bias", {scores, *spec.positionBias}, g.shape(scores),
+                      grouped ? "bkgst,(kg)st->bkgst" : "bnst,nst->bnst");
+    Attrs softmaxAttrs;
+    if (spec.causal) softmaxAttrs["causal"] = std::int64_t{1};
+    TensorId probs = g.op(OpKind::Softmax, "softmax", {scores}, g.shape(scores), {}, softmaxAttrs);
+    if (spec.dropout) probs = g.unary(OpKind::Dropout, "attn_dropout", probs);
+    TensorId merged;
+    if (grouped) {
+        TensorId ctx = g.op(OpKind::BatchMatMul, "context", {probs, vh}, {b, kv, groups, s, d}, "bkgst,bktd->bkgsd");
+        merged = g.op(OpKind::Reshape, "merge_heads", {ctx}, {b, s, n * d}, "bkgsd->bs(kgd)");
+    } else {
+        TensorId ctx = g.op(OpKind::BatchMatMul, "context", {probs, vh}, {b, n, s, d}, "bnst,bntd->bnsd");
+        merged = g.op(OpKind::Reshape, "merge_heads", {ctx}, {b, s, n * d}, "bnsd->bs(nd)");
+    }
+    TensorId out = g.linear("out", merged, n * d, h, spec.bias);
+    if (spec.dropout) out = g.unary(OpKind::Dropout, "out_dropout", out);
+    return out;
+}
+
+namespace {
+std::string lowercase(std::string_view text)
+{
+    std::string s(text);
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+} // namespace
+
+TensorId feedForward(GraphBuilder& g, TensorId x, const FeedForwardSpec& spec)
+{
+    auto scope = g.scope(spec.scope);
+    const std::int64_t h = g.shape(x).back();
+    const std::string activationName = lowercase(opKindName(spec.activation));
+    TensorId hidden;
+    if (spec.gated) {
+        TensorId gate = g.linear(spec.gate, x, h, spec.ffn, spec.bias);
+        TensorId up = g.linear(spec.up, x, h, spec.ffn, spec.bias);
+        hidden = g.binary(OpKind::Mul, "mul", g.unary(spec.activation, activationName, gate), up);
+    } else {
+        hidden = g.unary(spec.activation, activationName, g.linear(spec.up, x, h, spec.ffn, spec.bias));
+    }
+    TensorId down = g.linear(spec.down, hidden, spec.ffn, h, spec.bias);
+    if (spec.dropout) down = g.unary(OpKind::Dropout, "dropout", down);
+    return down;
+}
+
+TensorId mixtureOfExperts(GraphBuilder& g, TensorId x, const MixtureSpec& spec)
+{
+    auto scope = g.scope(spec.scope);
+    const auto xs = g.shape(x);
+    const std::int64_t b = xs[0], s = xs[1], h = xs[2], e = spec.experts, c = spec.capacity;
+    TensorId logits = g.linear("router", x, h, e, false);
+    TensorId probs = g.op(OpKind::Softmax, "router_softmax", {logits}, {b, s, e});
+
+    std::string slices;
+    std::vector<std::vector<std::int64_t>> sliceShapes;
+    std::vector<std::string> sliceNames;
+    for (std::int64_t i = 0; i < e; ++i) {
+        slices += (i ? "," : "") + std::string("bch");
+        sliceShapes.push_back({b, c, h});
+        sliceNames.push_back("experts." + std::to_string(i));
+    }
+    Attrs routing{{"experts", e}, {"capacity", c}, {"top_k", std::int64_t{1}}};
+    auto parts = g.multiOutputOp(OpKind::Dispatch, "dispatch", {x, probs}, sliceShapes, sliceNames,
+                                 "bsh,bse->" + slices, routing);
+    std::vector<TensorId> expertOutputs;
+    for (std::int64_t i = 0; i < e; ++i) {
+        FeedForwardSpec expert = spec.expert;
+        expert.scope = sliceNames[static_cast<size_t>(i)];
+        expertOutputs.push_back(feedForward(g, parts[static_cast<size_t>(i)], expert));
+    }
+    expertOutputs.push_back(probs);
+    return g.op(OpKind::Combine, "combine", expertOutputs, {b, s, h}, slices + ",bse->bsh", routing);
+}
+
+TensorId firstToken(GraphBuilder& g, TensorId x)
+{
+    const auto xs = g.shape(x);
+    const std::int64_t b = xs[0], s = xs[1], h = xs[2];
+    auto parts = g.multiOutputOp(OpKind::Split, "select_first", {x}, {{b, 1, h}, {b, s - 1, h}}, {"first", "rest"}, {},
+                                 {{"axis", std::int64_t{1}}});
+    return g.op(OpKind::Reshape, "first_token", {parts[0]}, {b, h});
+}
+
+TensorId crossEntropy(GraphBuilder& g, TensorId logits, const std::string& name, const std::string& labelsName)
+{
+    auto labelShape = g.shape(logits);
+    labelShape.pop_back();
+    TensorId labels = g.input(labelsName, labelShape, DType::I64);
+    return g.op(OpKind::CrossEntropy, name, {logits, labels}, {});
+}
+
+TensorId languageModelLoss(GraphBuilder& g, TensorId x, TensorId headWeight)
+{
+    const auto xs = g.shape(x);
+    const std::int64_t vocab = g.shape(headWeight)[0];
+    TensorId logits = g.op(OpKind::Linear, "lm_head", {x, headWeight}, {xs[0], xs[1], vocab}, "bsh,vh->bsv");
+    TensorId loss = crossEntropy(g, logits);
+    g.markOutput(loss);
+    return loss;
+}
+
+OpKind configActivation(const ModelConfig& config, const std::string& key, OpKind fallback)
+{
+    if (!config.contains(key)) return fallback;
+    const std::string text = configString(config, key, "");
+    static const std::pair<std::string_view, OpKind> kActivations[] = {
+        {"gelu", OpKind::GeLU}, {"relu", OpKind::ReLU}, {"silu", OpKind::SiLU}, {"tanh", OpKind::Tanh}};
+    for (const auto& [name, kind] : kActivations)
+        if (text == name) return kind;
+    throw InputError(configLabel(config) + ": field '" + key + "' is '" + text + "'; use gelu, relu, silu or tanh");
+}
+
+double configNumber(const ModelConfig& config, const std::string& key, double fallback)
+{
+    if (!config.contains(key)) return fallback;
+    const auto& v = config[key];
+    if (!v.is_number() || v.get<double>() <= 0)
+        throw InputError(configLabel(config) + ": field '" + key + "' must be a positive number, not " + v.dump());
+    return v.get<double>();
+}
+
+void requireDivisible(const ModelConfig& config, const std::string& field, std::int64_t value,
+                      const std::string& divisorField, std::int64_t divisor)
+{
+    if (value % divisor != 0)
+        throw InputError(configLabel(config) + ": field '" + field + "' (" + std::to_string(value) +
+                         ") is not divisible by '" + divisorField + "' (" + std::to_string(divisor) + ")");
+}
+
+} // namespace tp
