@@ -102,6 +102,13 @@ public:
     /// Candidate strategies (enumerated once; index 0 is fully replicated).
     const std::vector<OpStrategy>& strategies(OpId op) const;
     int findStrategy(OpId op, const OpStrategy& strategy) const; ///< -1 when not a candidate
+    /// Whether dim 0 of the tensor is the graph's batch (graph inputs of rank >= 2 have it; a
+    /// loop indexing dim 0 of such a tensor carries it to the other operands it leads).
+    bool batchLeading(TensorId tensor) const;
+    /// Dim 0 of the first graph input of rank >= 2 (0 when there is none).
+    std::int64_t graphBatch() const;
+    /// Whether the op has contracted loops (runs at matmul rate; overlap applies).
+    bool matmulLike(OpId op) const;
 
     /// Node cost of op under strategy index s with the given recomputation mode of its block.
     const OpCost& opCost(OpId op, int s, Recompute recompute = Recompute::None) const;

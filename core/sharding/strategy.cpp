@@ -179,7 +179,25 @@ TensorSpec outputSpec(const Signature& sig, const OpStrategy& st, size_t output)
 
 AxisMask inputGradientPartial(const Signature& sig, const OpStrategy& st, size_t input)
 {
-    return axesOutside(sig.inputs.at(input), st);
+    const auto& operand = sig.inputs.at(input);
+    std::vector<bool> inOutput(sig.loops.size(), false), indexed(sig.loops.size(), false);
+    for (const auto& out : sig.outputs)
+        for (const auto& g : out.dims)
+            for (int l : g) inOutput[static_cast<size_t>(l)] = true;
+    bool additive = true;
+    for (const auto& g : operand.dims)
+        for (int l : g) {
+            indexed[static_cast<size_t>(l)] = true;
+            additive = additive && inOutput[static_cast<size_t>(l)];
+        }
+    // An operand indexed only by output loops next to contracted ones is a bias added to the
+    // result ("bsh,hf,f->bsf"): its gradient is the output gradient summed over the output
+    // loops it lacks, so splits of the contracted loops do not leave it partial.
+    AxisMask m = 0;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (!indexed[l] && (!additive || inOutput[l]))
+            for (int a : st.loopAxes[l]) m |= AxisMask{1} << a;
+    return m;
 }
 
 } // namespace tp

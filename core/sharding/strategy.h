@@ -35,7 +35,9 @@ std::vector<OpStrategy> enumerateStrategies(const Signature& sig, const Mesh& me
 TensorSpec inputSpec(const Signature& sig, const OpStrategy& strategy, size_t input);
 TensorSpec outputSpec(const Signature& sig, const OpStrategy& strategy, size_t output);
 /// Axes over which the gradient of an input is partial in the backward pass: those splitting
-/// loops that do not index the input.
+/// loops that do not index the input. Exception: an input indexed only by loops that index an
+/// output (a bias, "bsh,hf,f->bsf") is added to the result, so only splits of output loops it
+/// lacks make its gradient partial, not splits of contracted loops.
 AxisMask inputGradientPartial(const Signature& sig, const OpStrategy& strategy, size_t input);
 
 } // namespace tp

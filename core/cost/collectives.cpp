@@ -1,0 +1,209 @@
+#include "collectives.h"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+namespace tp {
+
+std::string_view collectiveName(CollectiveKind kind)
+{
+    static constexpr std::array<std::string_view, 4> names{"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
+    return names[static_cast<size_t>(kind)];
+}
+
+std::string_view phaseName(Phase phase)
+{
+    static constexpr std::array<std::string_view, 3> names{"forward", "backward", "gradient"};
+    return names[static_cast<size_t>(phase)];
+}
+
+// The message size n of every collective is one quantity: the bytes one device holds of the
+// tensor when THIS axis does not split it (other axes may still split it).
+//   all-reduce:     the buffer each device holds before and after;
+//   all-gather:     the gathered output per device (each device starts with n/g);
+//   reduce-scatter: the partial-sum input per device (each device ends with n/g);
+//   all-to-all:     g times the shard each device holds before and after (the tensor as the
+//                   group holds it along this axis); each device sends (g-1)/g of its shard.
+// With that n the ring alpha-beta times are (g = axis size, B = bus bandwidth, a = latency):
+//   all-reduce 2(g-1)/g n/B + 2(g-1) a; all-gather, reduce-scatter (g-1)/g n/B + (g-1) a;
+//   all-to-all (g-1)/g^2 n/B + (g-1) a.
+double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis)
+{
+    const double g = axis.size;
+    if (axis.size <= 1 || bytes <= 0) return 0;
+    const double B = axis.link.bandwidth, a = axis.link.latency;
+    switch (kind) {
+    case CollectiveKind::AllReduce: return 2 * (g - 1) / g * bytes / B + 2 * (g - 1) * a;
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter: return (g - 1) / g * bytes / B + (g - 1) * a;
+    case CollectiveKind::AllToAll: return (g - 1) / (g * g) * bytes / B + (g - 1) * a;
+    }
+    return 0;
+}
+
+namespace {
+
+constexpr AxisMask bit(int a) { return AxisMask{1} << a; }
+
+bool isPrefix(const std::vector<int>& p, const std::vector<int>& of)
+{
+    return p.size() <= of.size() && std::equal(p.begin(), p.end(), of.begin());
+}
+
+// Length of the common prefix of two axis lists.
+size_t commonPrefix(const std::vector<int>& a, const std::vector<int>& b)
+{
+    size_t k = 0;
+    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+    return k;
+}
+
+// Dim of `spec` that axis a splits, or -1.
+int dimOf(const TensorSpec& spec, int a)
+{
+    for (size_t d = 0; d < spec.dims.size(); ++d)
+        if (std::find(spec.dims[d].begin(), spec.dims[d].end(), a) != spec.dims[d].end()) return static_cast<int>(d);
+    return -1;
+}
+
+// Whether axis a may be appended (as the new minor axis) to dim d of `cur` on the way to `to`:
+// cur's axes on d are a prefix of to's and a is the next one.
+bool appendable(const TensorSpec& cur, const TensorSpec& to, size_t d, int a)
+{
+    const auto& c = cur.dims[d];
+    const auto& t = to.dims[d];
+    return isPrefix(c, t) && c.size() < t.size() && t[c.size()] == a;
+}
+
+struct Planner {
+    const std::vector<std::int64_t>& shape;
+    int elementBytes;
+    const Mesh& mesh;
+    Phase phase;
+    bool deferPartials; // variant: gather misplaced axes before resolving partial sums
+
+    double bytesOf(const TensorSpec& s) const
+    {
+        return static_cast<double>(s.shardNumel(shape, mesh)) * elementBytes;
+    }
+    double axisSize(int a) const { return mesh.axes[static_cast<size_t>(a)].size; }
+
+    void emit(std::vector<CollectiveCall>& out, CollectiveKind kind, int axis, double bytes) const
+    {
+        if (mesh.axes[static_cast<size_t>(axis)].size <= 1) return; // a size-1 axis moves nothing
+        out.push_back({kind, axis, bytes, collectiveSeconds(kind, bytes, mesh.axes[static_cast<size_t>(axis)]), phase});
+    }
+
+    // One step towards `to`; false when cur == to.
+    bool step(TensorSpec& cur, const TensorSpec& to, std::vector<CollectiveCall>& out) const
+    {
+        const size_t rank = cur.dims.size();
+        // 1. Free local slices first: they shrink everything that follows.
+        for (size_t d = 0; d < rank; ++d) {
+            if (!isPrefix(cur.dims[d], to.dims[d]) || cur.dims[d].size() == to.dims[d].size()) continue;
+            const int a = to.dims[d][cur.dims[d].size()];
+            if (dimOf(cur, a) >= 0 || (cur.partial & bit(a))) continue;
+            cur.dims[d].push_back(a);
+            return true;
+        }
+        // 2. Reduce-scatters: a partial axis that `to` splits a dim with, and that dim is ready.
+        for (int a = 0; a < mesh.rank(); ++a) {
+            if (!(cur.partial & bit(a)) || (to.partial & bit(a))) continue;
+            const int d = dimOf(to, a);
+            if (d < 0 || !appendable(cur, to, static_cast<size_t>(d), a)) continue;
+            emit(out, CollectiveKind::ReduceScatter, a, bytesOf(cur));
+            cur.partial &= ~bit(a);
+            cur.dims[static_cast<size_t>(d)].push_back(a);
+            return true;
+        }
+        // 3. All-to-alls: the minor axis of a dim that is misplaced there but is the next axis
+        //    `to` wants on another, ready dim.
+        for (size_t d = 0; d < rank; ++d) {
+            const auto& c = cur.dims[d];
+            if (c.empty() || commonPrefix(c, to.dims[d]) == c.size()) continue;
+            const int a = c.back();
+            const int e = dimOf(to, a);
+            if (e < 0 || static_cast<size_t>(e) == d || !appendable(cur, to, static_cast<size_t>(e), a)) continue;
+            emit(out, CollectiveKind::AllToAll, a, bytesOf(cur) * axisSize(a));
+            cur.dims[d].pop_back();
+            cur.dims[static_cast<size_t>(e)].push_back(a);
+            return true;
+        }
+        // 4. All-reduces of the remaining partial sums (before gathers grow the data), unless
+        //    this variant waits until a reduce-scatter becomes possible.
+        auto allReduce = [&]() {
+            for (int a = 0; a < mesh.rank(); ++a) {
+                if (!(cur.partial & bit(a)) || (to.partial & bit(a))) continue;
+                emit(out, CollectiveKind::AllReduce, a, bytesOf(cur));
+                cur.partial &= ~bit(a);
+                return true;
+            }
+            return false;
+        };
+        if (!deferPartials && allReduce()) return true;
+        // 5. All-gathers of misplaced axes, minor first (a major axis can only go once the
+        //    axes inside it are gone).
+        for (size_t d = 0; d < rank; ++d) {
+            const auto& c = cur.dims[d];
+            if (c.empty() || commonPrefix(c, to.dims[d]) == c.size()) continue;
+            const int a = c.back();
+            emit(out, CollectiveKind::AllGather, a, bytesOf(cur) * axisSize(a));
+            cur.dims[d].pop_back();
+            return true;
+        }
+        if (allReduce()) return true;
+        // 6. Becoming partial is free (all devices but one contribute zeros).
+        if ((to.partial & ~cur.partial) != 0) {
+            cur.partial |= to.partial;
+            return true;
+        }
+        return false;
+    }
+};
+
+} // namespace
+
+std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec& to,
+                                        const std::vector<std::int64_t>& shape, int elementBytes, const Mesh& mesh,
+                                        Phase phase)
+{
+    if (from == to) return {};
+    if (from.dims.size() != shape.size() || to.dims.size() != shape.size())
+        throw std::logic_error("planReshard: spec rank does not match the tensor rank");
+    for (const auto* s : {&from, &to}) {
+        AxisMask seen = s->partial;
+        for (const auto& d : s->dims)
+            for (int a : d) {
+                if (a < 0 || a >= mesh.rank()) throw std::logic_error("planReshard: axis out of range");
+                if (seen & bit(a)) throw std::logic_error("planReshard: an axis is used twice in a spec");
+                seen |= bit(a);
+            }
+        if (s->partial >> mesh.rank()) throw std::logic_error("planReshard: partial axis out of range");
+    }
+    // Two greedy orders (resolve partial sums as soon as possible, or gather first so that a
+    // reduce-scatter replaces an all-reduce); each step of either is a collective on one axis.
+    // The cheaper plan wins; ties go to the first (deterministic).
+    std::vector<CollectiveCall> best;
+    double bestSeconds = -1;
+    for (bool defer : {false, true}) {
+        Planner planner{shape, elementBytes, mesh, phase, defer};
+        TensorSpec cur = from;
+        std::vector<CollectiveCall> calls;
+        // Every step removes a misplaced axis, a partial axis, or adds a wanted one, so the
+        // number of steps is bounded by a few times the number of axes.
+        for (int guard = 0; cur != to; ++guard) {
+            if (guard > 8 * (mesh.rank() + 1) || !planner.step(cur, to, calls))
+                throw std::logic_error("planReshard: no plan found");
+        }
+        double seconds = 0;
+        for (const auto& c : calls) seconds += c.seconds;
+        if (bestSeconds < 0 || seconds < bestSeconds) {
+            bestSeconds = seconds;
+            best = std::move(calls);
+        }
+    }
+    return best;
+}
+
+} // namespace tp

@@ -1,0 +1,529 @@
+#include "cost_model.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string>
+
+#include "../graph/opkinds.h"
+#include "../util/error.h"
+
+namespace tp {
+
+std::string_view recomputeName(Recompute r)
+{
+    static constexpr std::array<std::string_view, 3> names{"none", "selective", "full"};
+    return names[static_cast<size_t>(r)];
+}
+
+namespace {
+
+constexpr AxisMask bit(int a) { return AxisMask{1} << a; }
+
+bool isFloating(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8; }
+
+bool hasContracted(const Signature& sig)
+{
+    return std::any_of(sig.loops.begin(), sig.loops.end(), [](const LoopDim& l) { return l.role == DimRole::Contracted; });
+}
+
+// A one-in one-out op without FLOPs whose loops appear in the same order in both operands is
+// a reinterpretation of the same bytes (a view): no kernel runs. A reordering (transpose, the
+// head split "bs(nd)->bnsd") copies memory and is charged as a memory-bound kernel.
+bool isView(const Signature& sig, const OpKindInfo& info)
+{
+    if (info.flopsPerPoint != 0 || sig.inputs.size() != 1 || sig.outputs.size() != 1) return false;
+    auto order = [&](const OperandIndexing& o) {
+        std::vector<int> loops;
+        for (const auto& g : o.dims)
+            for (int l : g)
+                if (sig.loops[static_cast<size_t>(l)].size > 1) loops.push_back(l);
+        return loops;
+    };
+    return order(sig.inputs[0]) == order(sig.outputs[0]);
+}
+
+// Everything about an op that its node costs depend on besides the strategy. Ops with equal
+// facts (the 96 identical layers of GPT-3) share one table of strategies and costs.
+struct OpFacts {
+    struct In { DType dtype; bool weight; bool ownsWeight; bool gathered; };
+    struct Out { DType dtype; bool kept; bool droppedSelective; bool batch0; };
+    std::vector<In> inputs;
+    std::vector<Out> outputs;
+    bool recomputedSelective = false;
+};
+
+struct OpClass {
+    OpKind kind = OpKind::Opaque;
+    Signature sig;
+    OpFacts facts;
+    std::vector<std::vector<std::int64_t>> inShapes, outShapes;
+    bool matmulLike = false;
+    std::vector<OpStrategy> strategies;
+    std::vector<std::vector<TensorSpec>> in, out; // [strategy][operand]
+    std::vector<std::array<OpCost, 3>> cost;      // [strategy][recompute]
+    std::vector<double> forwardSeconds, backwardSeconds; // per device, one pass each
+};
+
+} // namespace
+
+struct CostModel::Impl {
+    const Graph& graph;
+    Mesh mesh;
+    Hardware hw;
+    CostSettings settings;
+    std::vector<int> classOf;        // per op
+    std::vector<OpClass> classes;
+    std::vector<OpId> producer;      // per tensor
+    std::vector<int> producerSlot;   // per tensor: output index in its producer
+    std::vector<std::pair<OpId, int>> firstUse; // per tensor: first (consumer, input) in id order
+    std::int64_t graphBatch = 0;
+    std::vector<bool> batch0;        // per tensor: dim 0 is the graph's batch
+
+    Impl(const Graph& g, const Mesh& m, const Hardware& h, CostSettings s) : graph(g), mesh(m), hw(h), settings(s) {}
+
+    const OpClass& cls(OpId op) const { return classes.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
+
+    void build();
+    void costClass(OpClass& c) const;
+};
+
+namespace {
+
+std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const Graph& g)
+{
+    std::string k = std::to_string(static_cast<int>(op.kind)) + "|" + sig.equation + "|";
+    for (const auto& l : sig.loops)
+        k += std::to_string(l.size) + ":" + std::to_string(static_cast<int>(l.role)) + ",";
+    auto shape = [&](TensorId t) {
+        std::string s = "[";
+        for (auto d : g.tensor(t).shape) s += std::to_string(d) + ",";
+        return s + "]";
+    };
+    for (size_t i = 0; i < f.inputs.size(); ++i) {
+        const auto& in = f.inputs[i];
+        k += "i" + std::to_string(static_cast<int>(in.dtype)) + (in.weight ? "w" : "a") + (in.ownsWeight ? "o" : "-") +
+             (in.gathered ? "g" : "-") + shape(op.inputs[i]);
+    }
+    for (size_t o = 0; o < f.outputs.size(); ++o) {
+        const auto& out = f.outputs[o];
+        k += "o" + std::to_string(static_cast<int>(out.dtype)) + (out.kept ? "k" : "-") +
+             (out.droppedSelective ? "d" : "-") + (out.batch0 ? "b" : "-") + shape(op.outputs[o]);
+    }
+    k += f.recomputedSelective ? "R" : "-";
+    return k;
+}
+
+} // namespace
+
+void CostModel::Impl::build()
+{
+    if (settings.overlapChunks < 1) throw InputError("cost settings: field 'overlapChunks' must be at least 1");
+    if (settings.microBatch < 0) throw InputError("cost settings: field 'microBatch' must not be negative");
+    const size_t nOps = graph.ops.size(), nTensors = graph.tensors.size();
+    producer = graph.producers();
+    producerSlot.assign(nTensors, -1);
+    firstUse.assign(nTensors, {-1, -1});
+    for (const auto& op : graph.ops) {
+        for (size_t o = 0; o < op.outputs.size(); ++o) producerSlot[static_cast<size_t>(op.outputs[o])] = static_cast<int>(o);
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+            if (firstUse[static_cast<size_t>(op.inputs[i])].first < 0)
+                firstUse[static_cast<size_t>(op.inputs[i])] = {op.id, static_cast<int>(i)};
+    }
+    const auto consumers = graph.consumers();
+
+    std::vector<Signature> sigs;
+    sigs.reserve(nOps);
+    for (const auto& op : graph.ops) sigs.push_back(opSignature(op, graph));
+    std::vector<bool> matmul(nOps);
+    for (size_t i = 0; i < nOps; ++i) matmul[i] = hasContracted(sigs[i]);
+
+    // Kept for backward: a consumer saves it as an input, or its producer saves its output.
+    std::vector<bool> kept(nTensors, false);
+    for (const auto& op : graph.ops) {
+        const auto& info = opKindInfo(op.kind);
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+            if (i < 32 && (info.savedInputs & (1u << i))) kept[static_cast<size_t>(op.inputs[i])] = true;
+        if (info.savesOutput && !op.outputs.empty()) kept[static_cast<size_t>(op.outputs[0])] = true;
+    }
+    for (size_t t = 0; t < nTensors; ++t)
+        if (producer[t] < 0 || graph.tensors[t].role == TensorRole::Weight) kept[t] = false;
+
+    // Selective recomputation (Korthikanti et al.): the attention core between two weightless
+    // contractions (batch matmuls of two activations) is not kept but recomputed. Region ops
+    // are the non-matmul ops on a path from such a contraction's output to such a
+    // contraction's input; the contraction feeding the region is recomputed too, because the
+    // region's recomputation needs its output.
+    std::vector<bool> weightless(nOps, false);
+    for (size_t i = 0; i < nOps; ++i) {
+        if (!matmul[i]) continue;
+        weightless[i] = std::none_of(graph.ops[i].inputs.begin(), graph.ops[i].inputs.end(), [&](TensorId t) {
+            return graph.tensor(t).role == TensorRole::Weight;
+        });
+    }
+    std::vector<bool> fromW(nOps, false), toW(nOps, false);
+    for (const auto id : graph.topologicalOrder()) {
+        const auto& op = graph.op(id);
+        if (matmul[static_cast<size_t>(id)]) continue;
+        for (auto t : op.inputs) {
+            const OpId p = producer[static_cast<size_t>(t)];
+            if (p >= 0 && (weightless[static_cast<size_t>(p)] || fromW[static_cast<size_t>(p)])) fromW[static_cast<size_t>(id)] = true;
+        }
+    }
+    {
+        auto order = graph.topologicalOrder();
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            const auto& op = graph.op(*it);
+            if (matmul[static_cast<size_t>(*it)]) continue;
+            for (auto t : op.outputs)
+                for (OpId c : consumers[static_cast<size_t>(t)])
+                    if (weightless[static_cast<size_t>(c)] || toW[static_cast<size_t>(c)]) toW[static_cast<size_t>(*it)] = true;
+        }
+    }
+    std::vector<bool> recomputedSel(nOps, false);
+    for (size_t i = 0; i < nOps; ++i) recomputedSel[i] = fromW[i] && toW[i];
+    for (size_t i = 0; i < nOps; ++i) {
+        if (!weightless[i]) continue;
+        for (auto t : graph.ops[i].outputs)
+            for (OpId c : consumers[static_cast<size_t>(t)])
+                if (!matmul[static_cast<size_t>(c)] && fromW[static_cast<size_t>(c)] && toW[static_cast<size_t>(c)])
+                    recomputedSel[i] = true;
+    }
+
+    // Which tensors have the batch as dim 0: graph inputs of rank >= 2 seed it; a loop that
+    // indexes dim 0 of a batch tensor carries it to every operand whose dim 0 it indexes.
+    batch0.assign(nTensors, false);
+    for (const auto& t : graph.tensors)
+        if (t.role == TensorRole::Input && t.shape.size() >= 2) {
+            batch0[static_cast<size_t>(t.id)] = true;
+            if (graphBatch == 0) graphBatch = t.shape[0];
+        }
+    for (int pass = 0; pass < 2; ++pass)
+        for (const auto id : graph.topologicalOrder()) {
+            const auto& op = graph.op(id);
+            const auto& sig = sigs[static_cast<size_t>(id)];
+            std::vector<bool> batchLoop(sig.loops.size(), false);
+            auto lead = [](const OperandIndexing& o) { return o.dims.empty() || o.dims[0].empty() ? -1 : o.dims[0][0]; };
+            for (size_t i = 0; i < op.inputs.size(); ++i)
+                if (batch0[static_cast<size_t>(op.inputs[i])] && lead(sig.inputs[i]) >= 0)
+                    batchLoop[static_cast<size_t>(lead(sig.inputs[i]))] = true;
+            for (size_t i = 0; i < op.inputs.size(); ++i)
+                if (lead(sig.inputs[i]) >= 0 && batchLoop[static_cast<size_t>(lead(sig.inputs[i]))] &&
+                    graph.tensor(op.inputs[i]).role != TensorRole::Weight)
+                    batch0[static_cast<size_t>(op.inputs[i])] = true;
+            for (size_t o = 0; o < op.outputs.size(); ++o)
+                if (lead(sig.outputs[o]) >= 0 && batchLoop[static_cast<size_t>(lead(sig.outputs[o]))])
+                    batch0[static_cast<size_t>(op.outputs[o])] = true;
+        }
+
+    // Facts per op, then one class per distinct facts.
+    std::map<std::string, int> classIndex;
+    classOf.assign(nOps, -1);
+    for (const auto& op : graph.ops) {
+        const auto& sig = sigs[static_cast<size_t>(op.id)];
+        OpFacts f;
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+            const auto& t = graph.tensor(op.inputs[i]);
+            const bool weight = t.role == TensorRole::Weight;
+            const auto use = firstUse[static_cast<size_t>(t.id)];
+            bool gathered = false;
+            for (const auto& g : sig.inputs[i].dims)
+                for (int l : g) gathered = gathered || sig.loops[static_cast<size_t>(l)].role == DimRole::Gather;
+            f.inputs.push_back({t.dtype, weight, weight && use.first == op.id && use.second == static_cast<int>(i), gathered});
+        }
+        for (auto t : op.outputs) {
+            const auto ti = static_cast<size_t>(t);
+            f.outputs.push_back({graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti]});
+        }
+        f.recomputedSelective = recomputedSel[static_cast<size_t>(op.id)];
+        const std::string key = classKey(op, sig, f, graph);
+        auto [it, inserted] = classIndex.try_emplace(key, static_cast<int>(classes.size()));
+        if (inserted) {
+            OpClass c;
+            c.kind = op.kind;
+            c.sig = sig;
+            c.facts = std::move(f);
+            for (auto t : op.inputs) c.inShapes.push_back(graph.tensor(t).shape);
+            for (auto t : op.outputs) c.outShapes.push_back(graph.tensor(t).shape);
+            c.matmulLike = matmul[static_cast<size_t>(op.id)];
+            classes.push_back(std::move(c));
+        }
+        classOf[static_cast<size_t>(op.id)] = it->second;
+    }
+    for (auto& c : classes) costClass(c);
+}
+
+// Node costs of every strategy of one class, for the three recomputation modes.
+void CostModel::Impl::costClass(OpClass& c) const
+{
+    const auto& info = opKindInfo(c.kind);
+    c.strategies = enumerateStrategies(c.sig, mesh);
+    const size_t n = c.strategies.size();
+    c.in.resize(n);
+    c.out.resize(n);
+    c.cost.resize(n);
+    c.forwardSeconds.resize(n);
+    c.backwardSeconds.resize(n);
+    const double fwdFlops = forwardFlops(c.sig, info);
+    DType computeType = c.facts.outputs.empty() ? DType::BF16 : c.facts.outputs[0].dtype;
+    for (const auto& in : c.facts.inputs)
+        if (isFloating(in.dtype)) {
+            computeType = in.dtype;
+            break;
+        }
+    const double flopRate = hw.peak(computeType) * hw.matmulEfficiency;
+    const bool view = isView(c.sig, info);
+
+    for (size_t s = 0; s < n; ++s) {
+        const auto& st = c.strategies[s];
+        for (size_t i = 0; i < c.sig.inputs.size(); ++i) c.in[s].push_back(tp::inputSpec(c.sig, st, i));
+        for (size_t o = 0; o < c.sig.outputs.size(); ++o) c.out[s].push_back(tp::outputSpec(c.sig, st, o));
+        double shards = 1;
+        for (int a = 0; a < mesh.rank(); ++a)
+            if (st.usedAxes() & bit(a)) shards *= mesh.axes[static_cast<size_t>(a)].size;
+
+        // Compute: matmul-like ops (with contracted loops) run at the achievable matmul rate;
+        // the rest are the slower of that and streaming their bytes through HBM once.
+        double outBytes = 0, bytes = 0;
+        for (size_t o = 0; o < c.outShapes.size(); ++o)
+            outBytes += static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh)) * dtypeBytes(c.facts.outputs[o].dtype);
+        bytes = outBytes;
+        for (size_t i = 0; i < c.inShapes.size(); ++i) {
+            double b = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(c.facts.inputs[i].dtype);
+            // A looked-up table (gather loop) is read only where indexed: at most one row per
+            // output element.
+            if (c.facts.inputs[i].gathered) b = std::min(b, outBytes);
+            bytes += b;
+        }
+        const double flopTime = fwdFlops / shards / flopRate;
+        const double t = c.matmulLike ? flopTime : std::max(flopTime, bytes / hw.hbmBandwidth);
+        const double fwd = view ? 0 : std::max(t, hw.minKernelSeconds);
+        const double bwd = (!settings.training || view || info.backwardFactor <= 0)
+                               ? 0
+                               : std::max(t * info.backwardFactor, hw.minKernelSeconds);
+        c.forwardSeconds[s] = fwd;
+        c.backwardSeconds[s] = bwd;
+
+        OpCost base;
+        base.computeSeconds = fwd + bwd;
+        // Weights: model states of the shard, counted at the weight's first consumer; the
+        // gradient is partial over the axes splitting loops the weight lacks (batch-like
+        // dims: data parallelism) and is all-reduced once per step over each of them.
+        for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
+            const auto& in = c.facts.inputs[i];
+            if (!in.ownsWeight) continue;
+            const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
+            base.paramBytes += elems * settings.paramBytesPerParam;
+            if (!settings.training) continue;
+            base.gradBytes += elems * settings.gradBytesPerParam;
+            base.optimizerBytes += elems * settings.optimizerBytesPerParam;
+            const AxisMask partial = inputGradientPartial(c.sig, st, i);
+            for (int a = 0; a < mesh.rank(); ++a) {
+                if (!(partial & bit(a)) || mesh.axes[static_cast<size_t>(a)].size <= 1) continue;
+                const double b = elems * settings.gradBytesPerParam;
+                base.collectives.push_back({CollectiveKind::AllReduce, a, b,
+                                            collectiveSeconds(CollectiveKind::AllReduce, b, mesh.axes[static_cast<size_t>(a)]),
+                                            Phase::Gradient});
+                base.commSeconds += base.collectives.back().seconds;
+            }
+        }
+        // Activations kept for backward, at this op's output specs (so a sequence-parallel
+        // producer keeps the sharded copy), scaled down when micro-batches hold fewer samples.
+        auto scaled = [&](const TensorSpec& spec, size_t o, double b) {
+            if (settings.microBatch <= 0 || graphBatch <= 0 || !c.facts.outputs[o].batch0) return b;
+            const double d = static_cast<double>(spec.splitsOf(0, mesh));
+            return b * std::min(1.0, static_cast<double>(settings.microBatch) * d / static_cast<double>(graphBatch));
+        };
+        double keptAll = 0, keptSelective = 0;
+        if (settings.training) {
+            for (size_t o = 0; o < c.facts.outputs.size(); ++o) {
+                const auto& out = c.facts.outputs[o];
+                const double elems = static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh));
+                double b = 0;
+                if (out.kept) b += elems * dtypeBytes(out.dtype);
+                if (o == 0) b += elems * info.maskBytesPerElement;
+                b = scaled(c.out[s][o], o, b);
+                keptAll += b;
+                if (!out.droppedSelective) keptSelective += b;
+            }
+        }
+        // None: keep everything; Selective: drop the attention core and recompute its
+        // forward; Full: keep nothing and recompute the forward (the search adds the block
+        // input, which the block's first op cannot know it must keep).
+        c.cost[s][0] = base;
+        c.cost[s][0].activationBytes = keptAll;
+        c.cost[s][1] = base;
+        c.cost[s][1].activationBytes = keptSelective;
+        if (settings.training && c.facts.recomputedSelective) c.cost[s][1].computeSeconds += fwd;
+        c.cost[s][2] = base;
+        c.cost[s][2].activationBytes = 0;
+        if (settings.training) c.cost[s][2].computeSeconds += fwd;
+    }
+}
+
+CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings)
+    : impl_(std::make_unique<Impl>(graph, mesh, hardware, settings))
+{
+    impl_->build();
+}
+
+CostModel::~CostModel() = default;
+
+const Graph& CostModel::graph() const { return impl_->graph; }
+const Mesh& CostModel::mesh() const { return impl_->mesh; }
+const Hardware& CostModel::hardware() const { return impl_->hw; }
+const CostSettings& CostModel::settings() const { return impl_->settings; }
+const Signature& CostModel::signature(OpId op) const { return impl_->cls(op).sig; }
+const std::vector<OpStrategy>& CostModel::strategies(OpId op) const { return impl_->cls(op).strategies; }
+bool CostModel::batchLeading(TensorId tensor) const { return impl_->batch0.at(static_cast<size_t>(tensor)); }
+std::int64_t CostModel::graphBatch() const { return impl_->graphBatch; }
+bool CostModel::matmulLike(OpId op) const { return impl_->cls(op).matmulLike; }
+
+int CostModel::findStrategy(OpId op, const OpStrategy& strategy) const
+{
+    const auto& list = strategies(op);
+    for (size_t i = 0; i < list.size(); ++i)
+        if (list[i] == strategy) return static_cast<int>(i);
+    return -1;
+}
+
+const OpCost& CostModel::opCost(OpId op, int s, Recompute recompute) const
+{
+    return impl_->cls(op).cost.at(static_cast<size_t>(s))[static_cast<size_t>(recompute)];
+}
+
+const TensorSpec& CostModel::inputSpec(OpId op, int s, int input) const
+{
+    return impl_->cls(op).in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
+}
+
+const TensorSpec& CostModel::outputSpec(OpId op, int s, int output) const
+{
+    return impl_->cls(op).out.at(static_cast<size_t>(s)).at(static_cast<size_t>(output));
+}
+
+EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int input, int s) const
+{
+    EdgeCost e;
+    if (!produced) return e;
+    const auto& im = *impl_;
+    const auto& c = im.cls(consumer);
+    const auto& op = im.graph.op(consumer);
+    const TensorId tid = op.inputs.at(static_cast<size_t>(input));
+    const auto& t = im.graph.tensor(tid);
+    const auto& to = c.in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
+    const int eb = dtypeBytes(t.dtype);
+    e.collectives = planReshard(*produced, to, t.shape, eb, im.mesh, Phase::Forward);
+    if (im.settings.training && isFloating(t.dtype)) {
+        // The gradient arrives laid out like the consumer's input, partial over the axes that
+        // split loops the input lacks, and must reach the producer's layout summed. Several
+        // consumers of one tensor add their gradients locally and reduce once: the first
+        // consumer (op-id order) pays the reduction; later ones only change layout and leave
+        // their partial sums for it (exact when the consumers share their partial axes, as
+        // q/k/v of one attention do).
+        TensorSpec grad = to;
+        grad.partial = inputGradientPartial(c.sig, c.strategies[static_cast<size_t>(s)], static_cast<size_t>(input));
+        TensorSpec target = *produced;
+        target.partial = 0;
+        const auto first = im.firstUse[static_cast<size_t>(tid)];
+        if (first.first != consumer || first.second != input) target.partial = grad.partial & ~target.splitAxes();
+        auto back = planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward);
+        e.collectives.insert(e.collectives.end(), back.begin(), back.end());
+    }
+    double fwd = 0, bwd = 0;
+    for (const auto& call : e.collectives) (call.phase == Phase::Forward ? fwd : bwd) += call.seconds;
+    e.seconds = fwd + bwd;
+    e.exposedSeconds = e.seconds;
+    const int k = im.settings.overlapChunks;
+    if (k > 1 && e.seconds > 0) {
+        // Chunked overlap (ATP): the matmul next to the collective runs in k chunks and chunk
+        // i's communication hides under chunk i+1's compute, so only the first (or last)
+        // chunk's share and whatever exceeds the compute stay exposed:
+        //   exposed = comm/k + max(0, (comm - compute)(k-1)/k).
+        // The matmul is the consumer if it is one, else the producer under the strategy that
+        // yields `produced`.
+        double pf = -1, pb = -1;
+        if (c.matmulLike) {
+            pf = c.forwardSeconds[static_cast<size_t>(s)];
+            pb = c.backwardSeconds[static_cast<size_t>(s)];
+        } else if (const OpId p = im.producer[static_cast<size_t>(tid)]; p >= 0 && im.cls(p).matmulLike) {
+            const auto& pc = im.cls(p);
+            const auto slot = static_cast<size_t>(im.producerSlot[static_cast<size_t>(tid)]);
+            for (size_t ps = 0; ps < pc.strategies.size(); ++ps)
+                if (pc.out[ps][slot] == *produced) {
+                    pf = pc.forwardSeconds[ps];
+                    pb = pc.backwardSeconds[ps];
+                    break;
+                }
+        }
+        if (pf >= 0) {
+            auto exposed = [&](double comm, double compute) {
+                return comm / k + std::max(0.0, (comm - compute) * (k - 1) / k);
+            };
+            e.exposedSeconds = exposed(fwd, pf) + exposed(bwd, pb);
+        }
+    }
+    return e;
+}
+
+Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp) const
+{
+    const auto& g = impl_->graph;
+    if (strategyOfOp.size() != g.ops.size())
+        throw InputError("plan: " + std::to_string(strategyOfOp.size()) + " strategies for " +
+                         std::to_string(g.ops.size()) + " ops");
+    if (!recomputeOfOp.empty() && recomputeOfOp.size() != g.ops.size())
+        throw InputError("plan: recompute modes must be given for every op or none");
+    for (const auto& op : g.ops) {
+        const int s = strategyOfOp[static_cast<size_t>(op.id)];
+        if (s < 0 || s >= static_cast<int>(strategies(op.id).size()))
+            throw InputError("plan: op '" + op.name + "' has no strategy " + std::to_string(s));
+    }
+    Breakdown b;
+    b.capacityBytes = impl_->hw.hbmBytes;
+    // One running sum per figure, in op-id order: the op's node cost, then the edges into its
+    // inputs in input order. stepSeconds = sum of opCost().seconds() + edge exposedSeconds.
+    for (const auto& op : g.ops) {
+        const int s = strategyOfOp[static_cast<size_t>(op.id)];
+        const Recompute r = recomputeOfOp.empty() ? Recompute::None : recomputeOfOp[static_cast<size_t>(op.id)];
+        const OpCost& oc = opCost(op.id, s, r);
+        OpBreakdown ob{op.id, s, oc.computeSeconds, oc.commSeconds, oc.memoryBytes()};
+        b.stepSeconds += oc.seconds();
+        b.computeSeconds += oc.computeSeconds;
+        b.commSeconds += oc.commSeconds;
+        b.exposedCommSeconds += oc.commSeconds;
+        b.paramBytes += oc.paramBytes;
+        b.gradBytes += oc.gradBytes;
+        b.optimizerBytes += oc.optimizerBytes;
+        b.activationBytes += oc.activationBytes;
+        b.perDeviceBytes += oc.memoryBytes();
+        for (const auto& call : oc.collectives) {
+            b.collectives.push_back({call.kind, call.axis, call.bytes, call.phase, op.id, 1, call.seconds});
+            b.commByKind[call.kind] += call.seconds;
+        }
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+            const TensorId t = op.inputs[i];
+            const OpId p = impl_->producer[static_cast<size_t>(t)];
+            if (p < 0) continue;
+            const auto& produced =
+                outputSpec(p, strategyOfOp[static_cast<size_t>(p)], impl_->producerSlot[static_cast<size_t>(t)]);
+            const EdgeCost e = edgeCost(&produced, op.id, static_cast<int>(i), s);
+            b.stepSeconds += e.exposedSeconds;
+            b.commSeconds += e.seconds;
+            b.exposedCommSeconds += e.exposedSeconds;
+            b.hiddenCommSeconds += e.seconds - e.exposedSeconds;
+            ob.commSeconds += e.seconds;
+            for (const auto& call : e.collectives) {
+                b.collectives.push_back({call.kind, call.axis, call.bytes, call.phase, p, 1, call.seconds});
+                b.commByKind[call.kind] += call.seconds;
+            }
+        }
+        b.ops.push_back(ob);
+    }
+    std::stable_sort(b.collectives.begin(), b.collectives.end(),
+                     [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.at < y.at; });
+    b.fits = b.perDeviceBytes <= b.capacityBytes;
+    return b;
+}
+
+} // namespace tp

@@ -1,0 +1,504 @@
+// The cost model against hand arithmetic and published figures: ring collective formulas,
+// resharding plans, Korthikanti et al. (2022) activation memory, ZeRO's 16 bytes per
+// parameter, Megatron-LM's 4 all-reduces per layer, and the baselines on every built-in model.
+#include <QtTest>
+
+#include <functional>
+
+#include "cost/baselines.h"
+#include "cost/collectives.h"
+#include "cost/cost_model.h"
+#include "models/catalog.h"
+#include "models/models.h"
+#include "util/error.h"
+
+using namespace tp;
+
+Q_DECLARE_METATYPE(CollectiveKind)
+
+namespace {
+
+// A mesh with round numbers: x = 2 devices at 10 GB/s, y = 4 devices at 100 GB/s, no latency.
+Mesh handMesh()
+{
+    Mesh m;
+    m.axes.push_back({"x", 2, {10e9, 0}, true});
+    m.axes.push_back({"y", 4, {100e9, 0}, false});
+    return m;
+}
+
+std::string planText(const std::vector<CollectiveCall>& calls, const Mesh& m)
+{
+    static const char* kAbbrev[] = {"AR", "AG", "RS", "A2A"};
+    std::string s;
+    for (const auto& c : calls)
+        s += (s.empty() ? "" : "; ") + std::string(kAbbrev[static_cast<int>(c.kind)]) + " " +
+             m.axes[static_cast<size_t>(c.axis)].name + " " + std::to_string(static_cast<long long>(c.bytes));
+    return s;
+}
+
+bool near(double a, double b, double rel) { return std::abs(a - b) <= rel * std::abs(b); }
+
+LoadedModel gpt3(int layers, std::int64_t batch)
+{
+    ModelOptions o;
+    if (layers > 0) o.overrides = {"layers=" + std::to_string(layers)};
+    o.batch = batch;
+    return loadModel("gpt3-175b", o);
+}
+
+Graph gpt22b(std::int64_t layers)
+{
+    // Korthikanti et al. Table 3's 22B model: h = 6144, a = 64, s = 2048 (48 layers; fewer
+    // here since only one layer is measured), micro-batch 4.
+    ModelConfig c = {{"family", "gpt"}, {"name", "gpt-22b"}, {"layers", layers}, {"hidden", 6144}, {"heads", 64},
+                     {"vocab", 51200}, {"seq", 2048}, {"batch", 4}};
+    return buildModel(c);
+}
+
+// Activation bytes kept by the ops of one transformer layer (layers.1/: a middle layer; the
+// residual stream it keeps for the next layer's norm stands for the one the previous layer
+// keeps for it).
+double layerActivation(const CostModel& m, const std::vector<int>& plan, Recompute r)
+{
+    double sum = 0;
+    for (const auto& op : m.graph().ops)
+        if (op.name.rfind("layers.1/", 0) == 0) sum += m.opCost(op.id, plan[static_cast<size_t>(op.id)], r).activationBytes;
+    return sum;
+}
+
+} // namespace
+
+class TestCost : public QObject {
+    Q_OBJECT
+private slots:
+    // Ring alpha-beta times; n = bytes a device holds with the axis not splitting the tensor.
+    void collectiveFormula_data()
+    {
+        QTest::addColumn<CollectiveKind>("kind");
+        QTest::addColumn<int>("g");
+        QTest::addColumn<double>("bandwidth");
+        QTest::addColumn<double>("latency");
+        QTest::addColumn<double>("bytes");
+        QTest::addColumn<double>("expected");
+        // 2(g-1)/g n/B = 2*7/8 * 1e9 / 1e11 = 0.0175 s
+        QTest::newRow("all-reduce") << CollectiveKind::AllReduce << 8 << 100e9 << 0.0 << 1e9 << 0.0175;
+        // + 2(g-1) a = 14 * 5 us = 70 us -> 0.01757
+        QTest::newRow("all-reduce+latency") << CollectiveKind::AllReduce << 8 << 100e9 << 5e-6 << 1e9 << 0.01757;
+        // (g-1)/g n/B + (g-1) a = 3/4 * 2e9 / 5e10 + 3 * 10 us = 0.03 + 0.00003
+        QTest::newRow("all-gather") << CollectiveKind::AllGather << 4 << 50e9 << 10e-6 << 2e9 << 0.03003;
+        QTest::newRow("reduce-scatter") << CollectiveKind::ReduceScatter << 4 << 50e9 << 10e-6 << 2e9 << 0.03003;
+        // (g-1)/g^2 n/B = 3/16 * 2e9 / 5e10 = 0.0075; + 3 * 10 us
+        QTest::newRow("all-to-all") << CollectiveKind::AllToAll << 4 << 50e9 << 10e-6 << 2e9 << 0.00753;
+        // DGX A100 NVLink, 8 GPUs: all-reduce of a GPT-3 layer activation b*s*h*2 bytes with b=1:
+        // 2*7/8 * 2048*12288*2 / 235e9 + 14 * 5 us = 3.7478e-4 + 7e-5 = 4.4478e-4
+        QTest::newRow("gpt3 activation on NVLink") << CollectiveKind::AllReduce << 8 << 235e9 << 5e-6
+                                                   << 2048.0 * 12288 * 2 << (1.75 * 2048.0 * 12288 * 2 / 235e9 + 7e-5);
+        QTest::newRow("one device") << CollectiveKind::AllReduce << 1 << 100e9 << 5e-6 << 1e9 << 0.0;
+    }
+    void collectiveFormula()
+    {
+        QFETCH(CollectiveKind, kind);
+        QFETCH(int, g);
+        QFETCH(double, bandwidth);
+        QFETCH(double, latency);
+        QFETCH(double, bytes);
+        QFETCH(double, expected);
+        const MeshAxis axis{"x", g, {bandwidth, latency}, false};
+        const double got = collectiveSeconds(kind, bytes, axis);
+        QVERIFY2(expected == 0 ? got == 0 : near(got, expected, 1e-9), qPrintable(QString::number(got, 'g', 10)));
+    }
+
+    // Resharding a bf16 [8,16,32] tensor (8192 bytes whole) on handMesh (x: 2 @ 10 GB/s,
+    // y: 4 @ 100 GB/s). Sizes n per the collectives.cpp convention.
+    void reshard_data()
+    {
+        QTest::addColumn<QString>("from");
+        QTest::addColumn<QString>("to");
+        QTest::addColumn<QString>("plan");
+        QTest::addColumn<double>("seconds");
+        QTest::newRow("same") << "[-,y,-]" << "[-,y,-]" << "" << 0.0;
+        // partial -> replicated: all-reduce 2*3/4 * 8192/1e11 = 1.2288e-7
+        QTest::newRow("all-reduce") << "[-,-,-]+y" << "[-,-,-]" << "AR y 8192" << 1.2288e-7;
+        // partial -> split: reduce-scatter 3/4 * 8192/1e11 = 6.144e-8
+        QTest::newRow("reduce-scatter") << "[-,-,-]+y" << "[-,-,y]" << "RS y 8192" << 6.144e-8;
+        // split -> replicated: all-gather, n = gathered 8192: 6.144e-8
+        QTest::newRow("all-gather") << "[-,-,y]" << "[-,-,-]" << "AG y 8192" << 6.144e-8;
+        // split dim 2 -> dim 0: all-to-all, n = 4 * 2048: 3/16 * 8192/1e11 = 1.536e-8
+        QTest::newRow("all-to-all") << "[-,-,y]" << "[y,-,-]" << "A2A y 8192" << 1.536e-8;
+        // replicated -> split: a local slice
+        QTest::newRow("slice") << "[-,-,-]" << "[-,x,-]" << "" << 0.0;
+        // [-,-,x*y] -> [x,-,y]: y is minor inside x, so gather y (n = 8192/2 = 4096:
+        // 3/4*4096/1e11 = 3.072e-8), move x to dim 0 (n = 2 * 4096: 1/4*8192/1e10 = 2.048e-7),
+        // slice y: 2.3552e-7.
+        QTest::newRow("two axes") << "[-,-,x*y]" << "[x,-,y]" << "AG y 4096; A2A x 8192" << 2.3552e-7;
+        // partial over both, to split on y: reduce-scatter y first (8192: 6.144e-8), then the
+        // slow x all-reduce on the quarter (2048: 2*1/2*2048/1e10 = 2.048e-7): 2.6624e-7.
+        QTest::newRow("partial x+y") << "[-,-,-]+x+y" << "[-,-,y]" << "RS y 8192; AR x 2048" << 2.6624e-7;
+        // [y,-,-]+x -> [-,-,x]: reduce-scatter x onto dim 2 (n = 8192/4 = 2048: 1/2*2048/1e10
+        // = 1.024e-7), then gather y (shard 1024 * 4 = 4096: 3/4*4096/1e11 = 3.072e-8).
+        QTest::newRow("partial and move") << "[y,-,-]+x" << "[-,-,x]" << "RS x 2048; AG y 4096" << 1.3312e-7;
+        // Order of axes in one dim differs: gather both (y: 1024*4 = 4096 -> 3.072e-8;
+        // x: 4096*2 = 8192 -> 1/2*8192/1e10 = 4.096e-7), then slice: 4.4032e-7.
+        QTest::newRow("axis order") << "[x*y,-,-]" << "[y*x,-,-]" << "AG y 4096; AG x 8192" << 4.4032e-7;
+        // Becoming partial is free, but the x split must go first: all-gather 4.096e-7.
+        QTest::newRow("to partial") << "[x,-,-]" << "[-,-,-]+y" << "AG x 8192" << 4.096e-7;
+        // Partial on both sides stays; the y split moves dim 0 -> 1 (all-to-all 1.536e-8).
+        QTest::newRow("keep partial") << "[y,-,-]+x" << "[-,y,-]+x" << "A2A y 8192" << 1.536e-8;
+    }
+    void reshard()
+    {
+        QFETCH(QString, from);
+        QFETCH(QString, to);
+        QFETCH(QString, plan);
+        QFETCH(double, seconds);
+        const Mesh m = handMesh();
+        const std::vector<std::int64_t> shape{8, 16, 32};
+        const auto calls = planReshard(parseSpec(from.toStdString(), shape, m), parseSpec(to.toStdString(), shape, m),
+                                       shape, 2, m, Phase::Forward);
+        QCOMPARE(QString::fromStdString(planText(calls, m)), plan);
+        double total = 0;
+        for (const auto& c : calls) total += c.seconds;
+        QVERIFY2(seconds == 0 ? total == 0 : near(total, seconds, 1e-9), qPrintable(QString::number(total, 'g', 10)));
+    }
+
+    // Every pair of specs of a [4,4] tensor on mesh 2x2 has a plan that ends at the target.
+    void reshardAnyToAny()
+    {
+        const Mesh m = parseMesh("2x2", loadHardware("a100-80g-dgx"));
+        const std::vector<std::int64_t> shape{4, 4};
+        std::vector<std::string> specs;
+        const char* dimChoices[] = {"-", "x", "y", "x*y", "y*x"};
+        const char* partials[] = {"", "+x", "+y", "+x+y"};
+        for (auto a : dimChoices)
+            for (auto b : dimChoices)
+                for (auto p : partials) {
+                    const std::string t = std::string("[") + a + "," + b + "]" + p;
+                    try {
+                        parseSpec(t, shape, m);
+                        specs.push_back(t);
+                    } catch (const InputError&) {
+                    }
+                }
+        // Per dim pair with distinct axes: (-,-) (-,x) (-,y) (-,x*y) (-,y*x) (x,-) (x,y) (y,-)
+        // (y,x) (x*y,-) (y*x,-), each with the unused axes optionally partial:
+        // 4+2+2+1+1+2+1+2+1+1+1 = 18 specs, 324 pairs.
+        QCOMPARE(specs.size(), size_t(18));
+        for (const auto& f : specs)
+            for (const auto& t : specs) {
+                const auto calls = planReshard(parseSpec(f, shape, m), parseSpec(t, shape, m), shape, 2, m, Phase::Forward);
+                QVERIFY2(f != t || calls.empty(), f.c_str());
+                QVERIFY(calls.size() <= 6);
+            }
+    }
+
+    // ZeRO (Rajbhandari et al.): mixed-precision Adam keeps 2 + 2 + 12 = 16 bytes per
+    // parameter; their 7.5B-parameter example needs 120 GB. One linear with a 75000 x 100000
+    // weight (7.5e9 parameters): 120e9 bytes replicated, 120e9 / 8 = 15e9 with f split 8 ways.
+    void modelStates()
+    {
+        Graph g;
+        const TensorId x = g.addTensor("x", {8, 75000}, DType::BF16, TensorRole::Input);
+        const TensorId w = g.addTensor("w", {75000, 100000}, DType::BF16, TensorRole::Weight);
+        const TensorId y = g.addTensor("y", {8, 100000}, DType::BF16, TensorRole::Output);
+        g.addOp("fc", OpKind::Linear, {x, w}, {y}, "bk,kf->bf");
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel model(g, parseMesh("8", hw), hw);
+        const OpCost& rep = model.opCost(0, 0);
+        QCOMPARE(rep.paramBytes + rep.gradBytes + rep.optimizerBytes, 120e9);
+        QCOMPARE(rep.paramBytes, 15e9);
+        const int col = model.findStrategy(0, parseStrategy("f=x", model.signature(0), model.mesh()));
+        QVERIFY(col > 0);
+        const OpCost& sharded = model.opCost(0, col);
+        QCOMPARE(sharded.paramBytes + sharded.gradBytes + sharded.optimizerBytes, 15e9);
+        // Data parallel (b=x): the weight stays whole and its gradient (2 bytes x 7.5e9) is
+        // all-reduced over x: 2*7/8 * 15e9 / 235e9 + 14 * 5 us.
+        const int dp = model.findStrategy(0, parseStrategy("b=x", model.signature(0), model.mesh()));
+        const OpCost& d = model.opCost(0, dp);
+        QCOMPARE(int(d.collectives.size()), 1);
+        QCOMPARE(d.collectives[0].phase, Phase::Gradient);
+        QVERIFY(near(d.commSeconds, 1.75 * 15e9 / 235e9 + 70e-6, 1e-12));
+        // Inference keeps only the bf16 parameters.
+        CostSettings infer;
+        infer.training = false;
+        const CostModel inf(g, parseMesh("8", hw), hw, infer);
+        QCOMPARE(inf.opCost(0, 0).memoryBytes(), 15e9);
+    }
+
+    // Korthikanti et al. 2022, activation bytes per transformer layer (fp16, 1-byte masks):
+    //   no parallelism:            s*b*h*(34 + 5*a*s/h)
+    //   tensor parallel t:         s*b*h*(10 + 24/t + 5*a*s/(h*t))
+    //   + sequence parallel:       s*b*h/t*(34 + 5*a*s/h)
+    //   selective recompute, TP:   s*b*h*(10 + 24/t);   with SP too: s*b*h*34/t
+    void korthikanti_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mode");
+        QTest::addColumn<double>("expected");
+        const double t = 8;
+        auto add = [&](const char* model, double s, double b, double h, double a) {
+            const double sbh = s * b * h;
+            const QString m(model);
+            QTest::newRow(qPrintable(m + " none")) << m << "none" << sbh * (34 + 5 * a * s / h);
+            QTest::newRow(qPrintable(m + " tp")) << m << "tp" << sbh * (10 + 24 / t + 5 * a * s / (h * t));
+            QTest::newRow(qPrintable(m + " tp+sp")) << m << "sp" << sbh / t * (34 + 5 * a * s / h);
+            QTest::newRow(qPrintable(m + " tp selective")) << m << "tp-sel" << sbh * (10 + 24 / t);
+            QTest::newRow(qPrintable(m + " tp+sp selective")) << m << "sp-sel" << sbh * 34 / t;
+            QTest::newRow(qPrintable(m + " tp full")) << m << "tp-full" << 0.0;
+        };
+        add("gpt3-175b", 2048, 1, 12288, 96); // none: 2048*12288*(34 + 80) = 2.869e9 bytes
+        add("gpt-22b", 2048, 4, 6144, 64);
+        // Micro-batch 1 of the 22B model's batch 4: the same formula with b = 1.
+        QTest::newRow("gpt-22b tp micro-batch 1") << "gpt-22b" << "tp-micro1"
+                                                  << 2048.0 * 6144 * (10 + 24 / t + 5 * 64 * 2048 / (6144 * t));
+    }
+    void korthikanti()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mode);
+        QFETCH(double, expected);
+        const Graph g = model == "gpt3-175b" ? gpt3(3, 1).graph : gpt22b(3);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings settings;
+        if (mode == "tp-micro1") settings.microBatch = 1;
+        const CostModel m(g, parseMesh(mode == "none" ? "1" : "8", hw), hw, settings);
+        std::vector<int> plan(g.ops.size(), 0);
+        if (mode != "none") plan = megatronAssignment(m, {mode.startsWith("sp")});
+        const Recompute r = mode.endsWith("sel") ? Recompute::Selective : mode.endsWith("full") ? Recompute::Full : Recompute::None;
+        const double got = layerActivation(m, plan, r);
+        QVERIFY2(expected == 0 ? got == 0 : near(got, expected, 0.01),
+                 qPrintable(QStringLiteral("%1 vs %2 (%3)").arg(got, 0, 'e', 5).arg(expected, 0, 'e', 5).arg(got / expected)));
+    }
+
+    // Megatron-LM: per layer per step, 2 forward all-reduces (after the attention output
+    // projection and after fc2) and 2 backward ones (the input gradients of the column-parallel
+    // q/k/v and fc1), each of b*s*h elements; nothing else in the layer on mesh 8 (no data
+    // parallelism, so no gradient all-reduce). GPT-3 175B, b = 1536: 1536*2048*12288*2 bytes.
+    void megatronFourAllReduces()
+    {
+        const auto lm = gpt3(0, 1536);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel m(lm.graph, parseMesh("8", hw), hw);
+        const auto plan = megatronAssignment(m);
+        const Breakdown b = m.evaluate(plan);
+        const double bsh2 = 1536.0 * 2048 * 12288 * 2;
+        for (int layer : {0, 1, 50, 95}) {
+            const std::string prefix = "layers." + std::to_string(layer) + "/";
+            int forward = 0, backward = 0, other = 0;
+            for (const auto& c : b.collectives) {
+                if (lm.graph.op(c.at).name.rfind(prefix, 0) != 0) continue;
+                if (c.kind == CollectiveKind::AllReduce && c.bytes == bsh2)
+                    (c.phase == Phase::Forward ? forward : c.phase == Phase::Backward ? backward : other) += 1;
+                else
+                    ++other;
+            }
+            QCOMPARE(forward, 2);
+            QCOMPARE(backward, 2);
+            QCOMPARE(other, 0);
+        }
+        const auto name = [&](const char* n) {
+            for (const auto& op : lm.graph.ops)
+                if (op.name == n) return QString::fromStdString(
+                    strategyToString(m.strategies(op.id)[static_cast<size_t>(plan[static_cast<size_t>(op.id)])], m.signature(op.id), m.mesh()));
+            return QString();
+        };
+        QCOMPARE(name("layers.3/attn/q"), QString("f=x"));
+        QCOMPARE(name("layers.3/attn/scores"), QString("n=x"));
+        QCOMPARE(name("layers.3/attn/softmax"), QString("s=x")); // its default equation names dim 1 's'
+        QCOMPARE(name("layers.3/attn/q_heads"), QString("n=x"));
+        QCOMPARE(name("layers.3/attn/merge_heads"), QString("n=x"));
+        QCOMPARE(name("layers.3/attn/out"), QString("h=x"));
+        QCOMPARE(name("layers.3/mlp/fc1"), QString("f=x"));
+        QCOMPARE(name("layers.3/mlp/fc2"), QString("h=x"));
+        QCOMPARE(name("layers.3/ln1"), QString("-"));
+        qInfo("Megatron GPT-3 175B, b=1536, mesh 8, a100-80g-dgx: step %.3f s, compute %.3f s, comm %.3f s, "
+              "memory %.1f GiB/device (params+grads+opt %.1f, activations %.1f)",
+              b.stepSeconds, b.computeSeconds, b.commSeconds, b.perDeviceBytes / 1073741824.0,
+              (b.paramBytes + b.gradBytes + b.optimizerBytes) / 1073741824.0, b.activationBytes / 1073741824.0);
+    }
+
+    // Tensor parallelism across nodes: on mesh 16 the one axis is InfiniBand (20 GB/s per GPU)
+    // instead of NVLink (235 GB/s); the same all-reduces cost far more (Narayanan et al. 2021).
+    void megatronAcrossNodesCostsMore()
+    {
+        const auto lm = gpt3(0, 64);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel m8(lm.graph, parseMesh("8", hw), hw);
+        const CostModel m16(lm.graph, parseMesh("16", hw), hw);
+        const Breakdown b8 = m8.evaluate(megatronAssignment(m8));
+        const Breakdown b16 = m16.evaluate(megatronAssignment(m16));
+        qInfo("Megatron GPT-3 175B b=64 comm: mesh 8 %.3f s, mesh 16 %.3f s", b8.commSeconds, b16.commSeconds);
+        QVERIFY(b16.commSeconds > 5 * b8.commSeconds);
+    }
+
+    // The search's contract: evaluate() is the sum of the node and edge costs it exposes.
+    void evaluateIsTheSumOfItsParts_data()
+    {
+        QTest::addColumn<int>("overlap");
+        QTest::newRow("no overlap") << 1;
+        QTest::newRow("overlap 4") << 4;
+    }
+    void evaluateIsTheSumOfItsParts()
+    {
+        QFETCH(int, overlap);
+        const auto lm = gpt3(2, 16);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.overlapChunks = overlap;
+        const CostModel m(lm.graph, parseMesh("2x8", hw), hw, s);
+        const auto plan = megatronAssignment(m, {true});
+        std::vector<Recompute> rec(lm.graph.ops.size(), Recompute::None);
+        for (size_t i = 0; i < rec.size(); i += 3) rec[i] = Recompute::Selective;
+        const Breakdown b = m.evaluate(plan, rec);
+        const auto prod = lm.graph.producers();
+        double step = 0, mem = 0, hidden = 0;
+        for (const auto& op : lm.graph.ops) {
+            const int st = plan[static_cast<size_t>(op.id)];
+            const OpCost& c = m.opCost(op.id, st, rec[static_cast<size_t>(op.id)]);
+            step += c.seconds();
+            mem += c.memoryBytes();
+            for (size_t i = 0; i < op.inputs.size(); ++i) {
+                const OpId p = prod[static_cast<size_t>(op.inputs[i])];
+                if (p < 0) continue;
+                int slot = 0;
+                while (lm.graph.op(p).outputs[static_cast<size_t>(slot)] != op.inputs[i]) ++slot;
+                const auto e = m.edgeCost(&m.outputSpec(p, plan[static_cast<size_t>(p)], slot), op.id, int(i), st);
+                step += e.exposedSeconds;
+                hidden += e.seconds - e.exposedSeconds;
+            }
+        }
+        QCOMPARE(b.stepSeconds, step);
+        QCOMPARE(b.perDeviceBytes, mem);
+        QVERIFY(near(b.stepSeconds, b.computeSeconds + b.exposedCommSeconds, 1e-12));
+        QVERIFY(near(b.commSeconds, b.exposedCommSeconds + b.hiddenCommSeconds, 1e-12));
+        if (overlap == 1) QCOMPARE(hidden, 0.0);
+        else QVERIFY(hidden > 0);
+        QCOMPARE(b.capacityBytes, hw.hbmBytes);
+        QCOMPARE(int(b.ops.size()), int(lm.graph.ops.size()));
+    }
+
+    // Overlap with k chunks: exposed = comm/k + max(0, (comm - compute)(k-1)/k). Inference (one
+    // phase): fc (column-parallel on mesh 4) feeds a replicated ReLU, so its output is
+    // all-gathered; the matmul next to it is fc, the producer.
+    void overlapFormula()
+    {
+        Graph g;
+        const TensorId x = g.addTensor("x", {4096, 1024}, DType::BF16, TensorRole::Input);
+        const TensorId w = g.addTensor("w", {1024, 4096}, DType::BF16, TensorRole::Weight);
+        const TensorId y = g.addTensor("y", {4096, 4096}, DType::BF16, TensorRole::Activation);
+        const TensorId z = g.addTensor("z", {4096, 4096}, DType::BF16, TensorRole::Output);
+        g.addOp("fc", OpKind::Linear, {x, w}, {y}, "bk,kf->bf");
+        g.addOp("act", OpKind::ReLU, {y}, {z});
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.training = false;
+        const CostModel one(g, parseMesh("4", hw), hw, s);
+        s.overlapChunks = 4;
+        const CostModel four(g, parseMesh("4", hw), hw, s);
+        const int col = one.findStrategy(0, parseStrategy("f=x", one.signature(0), one.mesh()));
+        const TensorSpec& produced = one.outputSpec(0, col, 0);
+        const EdgeCost e1 = one.edgeCost(&produced, 1, 0, 0), e4 = four.edgeCost(&produced, 1, 0, 0);
+        // comm: all-gather of 4096*4096*2 bytes on NVLink: 3/4 * 33554432 / 235e9 + 3 * 5 us
+        const double comm = 0.75 * 33554432 / 235e9 + 15e-6;
+        // compute: 2*4096*1024*4096 / 4 / (312e12 * 0.869)
+        const double compute = 2.0 * 4096 * 1024 * 4096 / 4 / (312e12 * 0.869);
+        QVERIFY(near(e1.seconds, comm, 1e-12));
+        QCOMPARE(e1.exposedSeconds, e1.seconds);
+        QVERIFY(near(one.opCost(0, col).computeSeconds, compute, 1e-12));
+        QVERIFY(near(e4.exposedSeconds, comm / 4 + std::max(0.0, (comm - compute) * 3 / 4), 1e-12));
+        QVERIFY(e4.exposedSeconds < e4.seconds);
+    }
+
+    // Both baselines give a valid strategy for every op of every built-in model, and evaluate.
+    void baselinesOnEveryModel()
+    {
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        for (const auto& name : builtinModelNames()) {
+            ModelOptions o;
+            o.batch = 8;
+            const auto lm = loadModel(name, o);
+            for (const char* mesh : {"8", "2x4"}) {
+                const CostModel m(lm.graph, parseMesh(mesh, hw), hw);
+                for (const auto& plan : {megatronAssignment(m), megatronAssignment(m, {true}), dataParallelAssignment(m)}) {
+                    QCOMPARE(plan.size(), lm.graph.ops.size());
+                    for (const auto& op : lm.graph.ops) {
+                        const int s = plan[static_cast<size_t>(op.id)];
+                        QVERIFY2(s >= 0 && s < int(m.strategies(op.id).size()), (name + ": " + op.name).c_str());
+                    }
+                    const Breakdown b = m.evaluate(plan);
+                    QVERIFY2(b.stepSeconds > 0, name.c_str());
+                }
+            }
+        }
+    }
+
+    // Pure data parallelism on mesh 8: the batch is split 8 ways, the only communication is
+    // the gradient all-reduce of every weight (2 bytes per parameter in all). The position
+    // embedding has no batch loop, so its [s, h] output's gradient is all-reduced on the edge
+    // into the batch-split add (backward phase) instead: with positions = seq that is exactly
+    // wpe's size.
+    void dataParallel()
+    {
+        const auto lm = gpt3(2, 16);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel m(lm.graph, parseMesh("8", hw), hw);
+        const Breakdown b = m.evaluate(dataParallelAssignment(m));
+        double gradBytes = 0;
+        int backward = 0;
+        for (const auto& c : b.collectives) {
+            QVERIFY(c.phase == Phase::Gradient || c.phase == Phase::Backward);
+            QCOMPARE(c.kind, CollectiveKind::AllReduce);
+            gradBytes += c.bytes;
+            backward += c.phase == Phase::Backward;
+        }
+        QCOMPARE(backward, 1);
+        QCOMPARE(gradBytes, 2.0 * double(lm.graph.parameterCount()));
+        QCOMPARE(b.paramBytes, 2.0 * double(lm.graph.parameterCount()));
+    }
+
+    void settingsErrors()
+    {
+        const auto lm = gpt3(1, 8);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.overlapChunks = 0;
+        QVERIFY_THROWS_EXCEPTION(InputError, CostModel(lm.graph, parseMesh("8", hw), hw, s));
+        const CostModel m(lm.graph, parseMesh("8", hw), hw);
+        QVERIFY_THROWS_EXCEPTION(InputError, m.evaluate({0, 1}));
+        std::vector<int> bad(lm.graph.ops.size(), 0);
+        bad[3] = 100000;
+        try {
+            m.evaluate(bad);
+            QFAIL("expected InputError");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains(QString::fromStdString(lm.graph.op(3).name)), e.what());
+        }
+    }
+
+    // Not a timing assertion: prints how long a cold cost model of GPT-3 175B on 8x8 takes.
+    void coldBuildTime()
+    {
+        const auto lm = gpt3(0, 1536);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        QElapsedTimer timer;
+        timer.start();
+        const CostModel m(lm.graph, parseMesh("8x8", hw), hw);
+        const qint64 build = timer.nsecsElapsed();
+        std::size_t strategies = 0;
+        for (const auto& op : lm.graph.ops) strategies += m.strategies(op.id).size();
+        timer.restart();
+        const auto plan = megatronAssignment(m);
+        const qint64 baseline = timer.nsecsElapsed();
+        timer.restart();
+        const Breakdown b = m.evaluate(plan);
+        const qint64 eval = timer.nsecsElapsed();
+        qInfo("GPT-3 175B on 8x8: %zu ops, %zu op strategies; cost model %.1f ms, megatron %.1f ms, evaluate %.1f ms; "
+              "megatron step %.2f s (compute %.2f, comm %.2f), %.1f GiB/device",
+              lm.graph.ops.size(), strategies, build / 1e6, baseline / 1e6, eval / 1e6, b.stepSeconds,
+              b.computeSeconds, b.commSeconds, b.perDeviceBytes / 1073741824.0);
+        QVERIFY(strategies > lm.graph.ops.size());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCost)
+#include "tst_cost.moc"

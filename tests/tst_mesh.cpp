@@ -1,0 +1,150 @@
+// Meshes and hardware presets: parsing, the hierarchical link assignment (ATP), and the preset
+// figures against ../shared/reference.md.
+#include <QtTest>
+
+#include "mesh/mesh.h"
+#include "util/error.h"
+
+using namespace tp;
+
+class TestMesh : public QObject {
+    Q_OBJECT
+private slots:
+    void parse_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<int>("devices");
+        QTest::addColumn<QString>("names");
+        QTest::newRow("1d") << "8" << "8" << 8 << "x";
+        QTest::newRow("2d") << "2x8" << "2x8" << 16 << "xy";
+        QTest::newRow("3d") << "4x4x8" << "4x4x8" << 128 << "xyz";
+    }
+    void parse()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, shape);
+        QFETCH(int, devices);
+        QFETCH(QString, names);
+        const Mesh m = parseMesh(text.toStdString(), loadHardware("a100-80g-dgx"));
+        QCOMPARE(QString::fromStdString(m.shapeText()), shape);
+        QCOMPARE(m.devices(), devices);
+        QString got;
+        for (const auto& a : m.axes) got += QString::fromStdString(a.name);
+        QCOMPARE(got, names);
+    }
+
+    void parseErrors_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::newRow("empty") << "";
+        QTest::newRow("zero") << "0";
+        QTest::newRow("trailing x") << "2x";
+        QTest::newRow("letters") << "axb";
+        QTest::newRow("negative") << "-2";
+        QTest::newRow("too many axes") << "2x2x2x2x2";
+    }
+    void parseErrors()
+    {
+        QFETCH(QString, text);
+        QVERIFY_THROWS_EXCEPTION(InputError, parseMesh(text.toStdString(), loadHardware("a100-80g-dgx")));
+    }
+
+    // ATP's hierarchical model: an axis whose groups stay inside a node gets NVLink, one whose
+    // groups span nodes the per-GPU share of the inter-node network. DGX A100 (8 GPUs/node):
+    // 2x8: y groups are 8 consecutive GPUs (one node) -> NVLink 235 GB/s; x groups are GPUs
+    // 8 apart (two nodes) -> InfiniBand 20 GB/s. 16: one group of 16 spans two nodes -> IB.
+    // 8x2: y (pairs) in a node; x spans 8 pairs = 16 GPUs -> IB. 4x2: everything in one node.
+    void links_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("crosses"); // per axis: N (NVLink) or I (InfiniBand)
+        QTest::newRow("2x8") << "2x8" << "IN";
+        QTest::newRow("16") << "16" << "I";
+        QTest::newRow("8") << "8" << "N";
+        QTest::newRow("8x2") << "8x2" << "IN";
+        QTest::newRow("4x2") << "4x2" << "NN";
+        QTest::newRow("4x4x8") << "4x4x8" << "IIN";
+    }
+    void links()
+    {
+        QFETCH(QString, mesh);
+        QFETCH(QString, crosses);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const Mesh m = parseMesh(mesh.toStdString(), hw);
+        for (int a = 0; a < m.rank(); ++a) {
+            const bool ib = crosses[a] == 'I';
+            const auto& axis = m.axes[static_cast<size_t>(a)];
+            QCOMPARE(axis.crossesNodes, ib);
+            QCOMPARE(axis.link.bandwidth, ib ? 20e9 : 235e9);
+            QCOMPARE(axis.link.latency, ib ? hw.interNode.latency : hw.intraNode.latency);
+        }
+    }
+
+    // reference.md figures. HBM capacity: NVIDIA's marketed "GB" for HBM is the binary unit
+    // (nvidia-smi shows an A100 80GB as 81920 MiB = 80 GiB; an H200 "141GB" as 143771 MiB =
+    // 140.4 GiB), so capacities are compared in GiB. Link bandwidths are bus bandwidths:
+    // the measured nccl busbw where reference.md has one (DGX A100 235 GB/s; NVLink4 ring
+    // 367 GB/s), else ~80% of the unidirectional link (stas00's rule): V100 NVLink2 150 -> 120;
+    // per-GPU IB: A100 200 GB/s per node / 8 = 25 -> 20; H100/H200 400 / 8 = 50 -> 40;
+    // DGX-2H 100 GB/s per 16-GPU server -> 6.25 -> 5; PCIe Gen4 31 -> 25.
+    void presets_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<double>("bf16Tflops");
+        QTest::addColumn<double>("hbmGiB");
+        QTest::addColumn<double>("hbmGBps");
+        QTest::addColumn<double>("nvlinkGBps");
+        QTest::addColumn<double>("ibGBps");
+        QTest::addColumn<int>("gpusPerNode");
+        QTest::newRow("v100-dgx2") << "v100-dgx2" << 125.0 << 32.0 << 900.0 << 120.0 << 5.0 << 16;
+        QTest::newRow("a100-40g-dgx") << "a100-40g-dgx" << 312.0 << 40.0 << 1555.0 << 235.0 << 20.0 << 8;
+        QTest::newRow("a100-80g-dgx") << "a100-80g-dgx" << 312.0 << 80.0 << 2039.0 << 235.0 << 20.0 << 8;
+        QTest::newRow("h100-dgx") << "h100-dgx" << 989.0 << 80.0 << 3350.0 << 367.0 << 40.0 << 8;
+        QTest::newRow("h200-dgx") << "h200-dgx" << 989.0 << 141.0 << 4800.0 << 367.0 << 40.0 << 8;
+        QTest::newRow("a100-pcie") << "a100-pcie" << 312.0 << 80.0 << 1935.0 << 25.0 << 1.25 << 8;
+    }
+    void presets()
+    {
+        QFETCH(QString, name);
+        QFETCH(double, bf16Tflops);
+        QFETCH(double, hbmGiB);
+        QFETCH(double, hbmGBps);
+        QFETCH(double, nvlinkGBps);
+        QFETCH(double, ibGBps);
+        QFETCH(int, gpusPerNode);
+        const Hardware hw = loadHardware(name.toStdString());
+        auto near = [](double a, double b) { return std::abs(a / b - 1) < 0.01; };
+        QVERIFY(near(hw.peak(DType::BF16), bf16Tflops * 1e12));
+        QVERIFY2(near(hw.hbmBytes, hbmGiB * 1024 * 1024 * 1024), qPrintable(QString::number(hw.hbmBytes)));
+        QVERIFY(near(hw.hbmBandwidth, hbmGBps * 1e9));
+        QVERIFY(near(hw.intraNode.bandwidth, nvlinkGBps * 1e9));
+        QVERIFY(near(hw.interNode.bandwidth, ibGBps * 1e9));
+        QCOMPARE(hw.gpusPerNode, gpusPerNode);
+        QVERIFY(hw.matmulEfficiency > 0.5 && hw.matmulEfficiency <= 1);
+    }
+
+    void presetNames()
+    {
+        const auto names = hardwarePresetNames();
+        for (const char* n : {"v100-dgx2", "a100-40g-dgx", "a100-80g-dgx", "h100-dgx", "h200-dgx", "a100-pcie"})
+            QVERIFY2(std::find(names.begin(), names.end(), n) != names.end(), n);
+        // MAMF (stas00): A100 271.2 of 312 TF/s = 86.9%; H100 794.5 of 989 = 80.3%.
+        QCOMPARE(loadHardware("a100-80g-dgx").matmulEfficiency, 0.869);
+        QCOMPARE(loadHardware("h100-dgx").matmulEfficiency, 0.803);
+    }
+
+    void hardwareErrors()
+    {
+        QVERIFY_THROWS_EXCEPTION(InputError, loadHardware("no-such-gpu"));
+        try {
+            hardwareFromJson(R"({"peak_tflops": {"bf16": 1}, "matmul_efficiency": 0.5})", "mine.json");
+            QFAIL("expected an error");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("hbm_gib"), e.what());
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestMesh)
+#include "tst_mesh.moc"
