@@ -64,10 +64,9 @@ struct Builder {
         const auto& sig = model.signature(id);
         OpStrategy st = OpStrategy::replicated(sig);
         if (bLoop >= 0) st.loopAxes[static_cast<size_t>(bLoop)] = batchAxes;
-        if (tpLoop >= 0) {
-            if (tpLoop == bLoop && !batchAxes.empty()) return -1;
-            st.loopAxes[static_cast<size_t>(tpLoop)].push_back(tpAxis);
-        }
+        // The tensor-parallel axis is the innermost, so on the batch loop it goes after the
+        // batch axes (axes on one loop are in mesh order).
+        if (tpLoop >= 0) st.loopAxes[static_cast<size_t>(tpLoop)].push_back(tpAxis);
         if (!strategyProblem(st, sig, mesh).empty()) return -1;
         return model.findStrategy(id, st);
     }

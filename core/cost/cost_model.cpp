@@ -190,16 +190,21 @@ void CostModel::Impl::build()
                     recomputedSel[i] = true;
     }
 
-    // Which tensors have the batch as dim 0: graph inputs of rank >= 2 seed it; a loop that
-    // indexes dim 0 of a batch tensor carries it to every operand whose dim 0 it indexes.
+    // Which tensors have the batch as dim 0. The batch is dim 0 of the first graph input of
+    // rank >= 2 (tokens, images); graph inputs of rank >= 2 with that dim 0 seed it (not, say,
+    // T5's [s, t] position buckets); a loop that indexes dim 0 of a batch tensor carries it to
+    // every operand whose dim 0 it leads, until nothing changes (labels, a decoder's tokens).
     batch0.assign(nTensors, false);
     for (const auto& t : graph.tensors)
         if (t.role == TensorRole::Input && t.shape.size() >= 2) {
-            batch0[static_cast<size_t>(t.id)] = true;
             if (graphBatch == 0) graphBatch = t.shape[0];
+            if (t.shape[0] == graphBatch) batch0[static_cast<size_t>(t.id)] = true;
         }
-    for (int pass = 0; pass < 2; ++pass)
-        for (const auto id : graph.topologicalOrder()) {
+    const auto topo = graph.topologicalOrder();
+    for (bool changed = true; changed;) {
+        changed = false;
+        const auto before = std::count(batch0.begin(), batch0.end(), true);
+        for (const auto id : topo) {
             const auto& op = graph.op(id);
             const auto& sig = sigs[static_cast<size_t>(id)];
             std::vector<bool> batchLoop(sig.loops.size(), false);
@@ -207,6 +212,9 @@ void CostModel::Impl::build()
             for (size_t i = 0; i < op.inputs.size(); ++i)
                 if (batch0[static_cast<size_t>(op.inputs[i])] && lead(sig.inputs[i]) >= 0)
                     batchLoop[static_cast<size_t>(lead(sig.inputs[i]))] = true;
+            for (size_t o = 0; o < op.outputs.size(); ++o)
+                if (batch0[static_cast<size_t>(op.outputs[o])] && lead(sig.outputs[o]) >= 0)
+                    batchLoop[static_cast<size_t>(lead(sig.outputs[o]))] = true;
             for (size_t i = 0; i < op.inputs.size(); ++i)
                 if (lead(sig.inputs[i]) >= 0 && batchLoop[static_cast<size_t>(lead(sig.inputs[i]))] &&
                     graph.tensor(op.inputs[i]).role != TensorRole::Weight)
@@ -215,6 +223,8 @@ void CostModel::Impl::build()
                 if (lead(sig.outputs[o]) >= 0 && batchLoop[static_cast<size_t>(lead(sig.outputs[o]))])
                     batch0[static_cast<size_t>(op.outputs[o])] = true;
         }
+        changed = std::count(batch0.begin(), batch0.end(), true) != before;
+    }
 
     // Facts per op, then one class per distinct facts.
     std::map<std::string, int> classIndex;
