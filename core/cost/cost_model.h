@@ -86,6 +86,10 @@ struct Breakdown {
     std::vector<CollectiveRecord> collectives; ///< in op-id order
 };
 
+/// Built once per (graph, mesh, hardware, settings): every op's strategies and node costs are
+/// computed in the constructor (shared between ops with identical facts, e.g. the layers of a
+/// transformer), so all methods are const, allocation-light and safe to call from several
+/// threads. The graph is referenced, not copied: it must outlive the model.
 class CostModel {
 public:
     CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings = {});
@@ -111,6 +115,10 @@ public:
     bool matmulLike(OpId op) const;
 
     /// Node cost of op under strategy index s with the given recomputation mode of its block.
+    /// Activation bytes are those of the op's OUTPUTS kept for backward (at this op's output
+    /// spec) plus its dropout mask. Selective: the attention core (ops between two weightless
+    /// contractions, and the contraction feeding them) keeps nothing and pays its forward again.
+    /// Full: the op keeps nothing and pays its forward again; the caller adds the block input.
     const OpCost& opCost(OpId op, int s, Recompute recompute = Recompute::None) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
     const TensorSpec& outputSpec(OpId op, int s, int output) const;
@@ -118,9 +126,16 @@ public:
     /// Edge cost of feeding input `input` of `consumer` (under strategy s) from a tensor laid
     /// out as `produced`: the forward resharding plus the backward dual for the gradient.
     /// Graph inputs (no producer) and weights cost nothing: pass std::nullopt-like `nullptr`.
+    /// Backward: a tensor read by several ops gets the sum of their gradients; the first
+    /// consumer (op-id order) pays the reduction of its partial sums, later consumers only
+    /// change layout and leave theirs partial (one all-reduce for q/k/v, as Megatron's fused
+    /// QKV). Forward reshardings are charged per consumer.
     EdgeCost edgeCost(const TensorSpec* produced, OpId consumer, int input, int s) const;
 
     /// Full evaluation of one strategy per op (index into strategies()), recompute per op.
+    /// stepSeconds is one running sum in op-id order of opCost(op).seconds() followed by the
+    /// exposedSeconds of the edges into the op's inputs (input order); perDeviceBytes likewise
+    /// sums opCost(op).memoryBytes(). Throws InputError naming the op for a bad index.
     Breakdown evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp = {}) const;
 
 private:
