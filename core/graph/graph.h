@@ -41,7 +41,7 @@ using Attrs = std::map<std::string, AttrValue>;
 enum class OpKind : std::uint8_t {
     Linear, BatchMatMul, Conv2d, Embedding, LayerNorm, RMSNorm, BatchNorm, Softmax,
     GeLU, SiLU, ReLU, Tanh, Sigmoid, Add, Mul, Dropout, Reshape, Transpose, Concat, Split,
-    Reduce, MaxPool, AvgPool, CrossEntropy, Dispatch, Combine, Opaque,
+    Reduce, MaxPool, AvgPool, CrossEntropy, Dispatch, Combine, Pointwise, Opaque,
 };
 
 struct Op {

@@ -38,6 +38,9 @@ const std::vector<OpKindInfo> kOpKinds = {
     {OpKind::CrossEntropy, "CrossEntropy", 2, 2, 1, 1, RoleRule::NormalizedLast,   5.0, 1.0, 0b01, false, 0, false},
     {OpKind::Dispatch,     "Dispatch",     2, 2, 1,-1, RoleRule::Routed,           1.0, 1.0, 0b00, false, 0, false},
     {OpKind::Combine,      "Combine",      2,-1, 1, 1, RoleRule::Routed,           1.0, 1.0, 0b00, false, 0, false},
+    // Elementwise arithmetic without a row of its own (Sub, Div, Pow, Sqrt, Erf, Where, Expand,
+    // arithmetic with a constant, ...), as imported from ONNX; attr "op" names the operation.
+    {OpKind::Pointwise,    "Pointwise",    1, 3, 1, 1, RoleRule::None,             1.0, 1.0, 0b01, false, 0, true},
     {OpKind::Opaque,       "Opaque",       0,-1, 1,-1, RoleRule::None,             0.0, 1.0, 0b00, false, 0, false},
 };
 // clang-format on

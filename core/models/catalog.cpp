@@ -6,6 +6,7 @@
 
 #include "../graph/validate.h"
 #include "../io/graph_json.h"
+#include "../io/onnx_import.h"
 #include "../util/error.h"
 #include "builtin_resources.h"
 #include "hf_config.h"
@@ -80,6 +81,14 @@ LoadedModel loadModel(const std::string& source, const ModelOptions& options)
         if (!options.overrides.empty() || options.batch > 0 || options.seq > 0)
             throw InputError(source + ": --set, --batch and --seq do not apply to a graph file (its shapes are fixed)");
         model.graph = readGraphJson(readWholeFile(source), source);
+        model.name = model.graph.name;
+    } else if (endsWith(source, ".onnx")) {
+        if (!options.overrides.empty()) throw InputError(source + ": --set does not apply to an ONNX file");
+        OnnxImportOptions onnx;
+        onnx.batch = options.batch;
+        onnx.seq = options.seq;
+        onnx.opaqueUnsupported = options.onnxOpaqueUnsupported;
+        model.graph = importOnnxFile(source, onnx);
         model.name = model.graph.name;
     } else if (endsWith(source, ".json")) {
         if (!std::filesystem::exists(source)) throw InputError(source + ": no such file");

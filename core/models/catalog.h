@@ -19,6 +19,7 @@ struct ModelOptions {
     std::vector<std::string> overrides; ///< "key=value", applied to configs
     std::int64_t batch = 0;             ///< global batch; 0 keeps the source's
     std::int64_t seq = 0;               ///< sequence length; 0 keeps the source's
+    bool onnxOpaqueUnsupported = false; ///< .onnx: keep unsupported operators as Opaque ops
 };
 
 struct LoadedModel {

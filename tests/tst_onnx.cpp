@@ -1,0 +1,269 @@
+// The ONNX importer: real PyTorch exports import with their exact parameter counts and fold like
+// the built-in models; everything in Debian's ONNX test data either imports or is refused with an
+// InputError (no crash, no hang).
+#include <QtTest>
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "fold/fold.h"
+#include "graph/opkinds.h"
+#include "io/onnx_import.h"
+#include "models/catalog.h"
+#include "util/error.h"
+
+using namespace tp;
+
+namespace {
+
+const QString kFixtures = QStringLiteral(TP_TEST_DATA "/onnx");
+
+nlohmann::json fixtureTable()
+{
+    QFile f(kFixtures + "/fixtures.json");
+    if (!f.open(QIODevice::ReadOnly)) return nlohmann::json::object();
+    return nlohmann::json::parse(f.readAll().toStdString());
+}
+
+std::string fixturePath(const char* name) { return (kFixtures + "/" + name).toStdString(); }
+
+std::map<OpKind, int> kindCounts(const Graph& g)
+{
+    std::map<OpKind, int> counts;
+    for (const auto& op : g.ops) ++counts[op.kind];
+    return counts;
+}
+
+const Op* findOp(const Graph& g, const std::string& name)
+{
+    for (const auto& op : g.ops)
+        if (op.name == name) return &op;
+    return nullptr;
+}
+
+} // namespace
+
+class TestOnnx : public QObject {
+    Q_OBJECT
+private slots:
+    void fixtureImportsWithExactParameterCount_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<qint64>("params");
+        const auto table = fixtureTable();
+        QVERIFY(table.size() >= 5);
+        for (const auto& [name, entry] : table.items())
+            QTest::newRow(name.c_str()) << QString::fromStdString(entry.at("file").get<std::string>())
+                                        << qint64(entry.at("params").get<std::int64_t>());
+    }
+
+    void fixtureImportsWithExactParameterCount()
+    {
+        QFETCH(QString, file);
+        QFETCH(qint64, params);
+        const Graph g = importOnnxFile((kFixtures + "/" + file).toStdString());
+        QCOMPARE(qint64(g.parameterCount()), params);
+        // Every op of a PyTorch export maps onto a real kind; nothing is left opaque.
+        QCOMPARE(kindCounts(g)[OpKind::Opaque], 0);
+        qInfo("%s: %zu ops, %zu tensors, %lld parameters", qPrintable(file), g.ops.size(), g.tensors.size(),
+              static_cast<long long>(g.parameterCount()));
+    }
+
+    // The decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add) and
+    // GeLU (Div, Erf, Add, Mul, Mul) of the opset-14 exports collapse into one op each; shape
+    // subgraphs vanish; linear layers (MatMul of a transposed weight + bias) become Linear ops.
+    void gptStyleStructure()
+    {
+        const Graph g = importOnnxFile(fixturePath("gpt2_style.onnx"));
+        auto counts = kindCounts(g);
+        QCOMPARE(counts[OpKind::LayerNorm], 4 * 2 + 1);
+        QCOMPARE(counts[OpKind::GeLU], 4);
+        QCOMPARE(counts[OpKind::Linear], 4 * 4 + 1); // qkv, proj, fc1, fc2 per layer + tied head
+        QCOMPARE(counts[OpKind::Embedding], 2);
+        QCOMPARE(counts[OpKind::Softmax], 4);
+        QCOMPARE(counts[OpKind::BatchMatMul], 4 * 2);
+        for (const auto& op : g.ops) {
+            const auto onnxOp = op.attrs.find("onnx_op");
+            if (onnxOp == op.attrs.end()) continue;
+            const auto& type = std::get<std::string>(onnxOp->second);
+            for (const char* folded : {"Shape", "Constant", "ConstantOfShape", "Cast", "Unsqueeze", "Range", "Erf",
+                                       "Sqrt", "Pow", "ReduceMean", "Identity"})
+                QVERIFY2(type != folded, qPrintable(QString::fromStdString(op.name + " is a " + type)));
+        }
+        // Scopes survive: "/layers.3/attn/qkv/MatMul" -> "layers.3/attn/qkv/MatMul".
+        const Op* qkv = findOp(g, "layers.3/attn/qkv/MatMul");
+        QVERIFY(qkv);
+        QCOMPARE(qkv->kind, OpKind::Linear);
+        QCOMPARE(qkv->inputs.size(), size_t(3)); // the bias Add is fused
+        QCOMPARE(g.tensor(qkv->inputs[1]).name, std::string("layers.3.attn.qkv.weight"));
+        QCOMPARE(g.tensor(qkv->inputs[1]).role, TensorRole::Weight);
+        const Op* ln = findOp(g, "layers.0/ln_1/LayerNorm");
+        QVERIFY(ln);
+        QCOMPARE(ln->inputs.size(), size_t(3)); // x, scale, bias
+        // The tied head reads the embedding table itself (stored [vocab, hidden]).
+        const Op* embed = findOp(g, "wte/Gather");
+        QVERIFY(embed);
+        QCOMPARE(embed->kind, OpKind::Embedding);
+        int readers = 0;
+        for (const auto& op : g.ops)
+            for (auto t : op.inputs) readers += t == embed->inputs[1];
+        QCOMPARE(readers, 2);
+    }
+
+    void gptStyleFoldsToOneClassOfFour()
+    {
+        const Graph g = importOnnxFile(fixturePath("gpt2_style.onnx"));
+        const FoldedGraph folded = foldGraph(g);
+        checkFold(g, folded);
+        int longest = 0;
+        for (const auto& run : folded.runs) longest = std::max(longest, run.count);
+        QCOMPARE(longest, 4);
+        QVERIFY2(folded.foldRatio() > 2.0, qPrintable(QString::number(folded.foldRatio())));
+    }
+
+    // Dynamic dims (exported with dynamic_axes) take the batch and seq options.
+    void dynamicDimsFollowOptions_data()
+    {
+        QTest::addColumn<qint64>("batch");
+        QTest::addColumn<qint64>("seq");
+        QTest::newRow("defaults") << qint64(0) << qint64(0);
+        QTest::newRow("3x32") << qint64(3) << qint64(32);
+        QTest::newRow("8x128") << qint64(8) << qint64(128);
+    }
+
+    void dynamicDimsFollowOptions()
+    {
+        QFETCH(qint64, batch);
+        QFETCH(qint64, seq);
+        OnnxImportOptions options;
+        options.batch = batch;
+        options.seq = seq;
+        const Graph g = importOnnxFile(fixturePath("gpt2_style.onnx"), options);
+        const std::int64_t b = batch ? batch : 1, s = seq ? seq : 128;
+        const Tensor* ids = nullptr;
+        const Tensor* logits = nullptr;
+        for (const auto& t : g.tensors) {
+            if (t.name == "input_ids") ids = &t;
+            if (t.role == TensorRole::Output) logits = &t;
+        }
+        QVERIFY(ids && logits);
+        QCOMPARE(ids->shape, (std::vector<std::int64_t>{b, s}));
+        QCOMPARE(logits->shape, (std::vector<std::int64_t>{b, s, 5000}));
+        QCOMPARE(g.parameterCount(), std::int64_t(4472320)); // independent of batch and seq
+    }
+
+    // A file with stored initializers, a Gemm and a MatMul + Add: both become Linear ops with
+    // bias, named by their scopes; a fixed batch dim is replaced by the batch option.
+    void initializersAndGemm()
+    {
+        OnnxImportOptions options;
+        options.batch = 4;
+        const Graph g = importOnnxFile(fixturePath("scoped_mlp.onnx"), options);
+        QCOMPARE(g.ops.size(), size_t(3));
+        const Op* fc1 = findOp(g, "mlp/fc1/Gemm");
+        const Op* fc2 = findOp(g, "mlp/fc2/MatMul");
+        QVERIFY(fc1 && fc2);
+        QCOMPARE(fc1->kind, OpKind::Linear);
+        QCOMPARE(fc1->einsum, std::string("mk,nk,n->mn"));
+        QCOMPARE(fc2->kind, OpKind::Linear);
+        QCOMPARE(fc2->inputs.size(), size_t(3));
+        QCOMPARE(g.tensor(fc2->outputs[0]).shape, (std::vector<std::int64_t>{4, 8}));
+        QCOMPARE(g.tensor(fc2->outputs[0]).role, TensorRole::Output);
+    }
+
+    void loadModelOpensOnnxFiles()
+    {
+        ModelOptions options;
+        options.batch = 2;
+        const auto m = loadModel(fixturePath("resnet50.onnx"), options);
+        QCOMPARE(m.graph.parameterCount(), std::int64_t(25557032));
+        auto counts = kindCounts(m.graph);
+        QCOMPARE(counts[OpKind::Conv2d], 53);
+        QCOMPARE(counts[OpKind::BatchNorm], 53);
+        for (const auto& t : m.graph.tensors)
+            if (t.name == "image") QCOMPARE(t.shape.front(), std::int64_t(2));
+    }
+
+    void unsupportedOpIsNamedOrOpaque()
+    {
+        const std::string path = fixturePath("unsupported_op.onnx");
+        try {
+            importOnnxFile(path);
+            QFAIL("an unsupported op was accepted");
+        } catch (const InputError& e) {
+            QCOMPARE(QString::fromUtf8(e.what()),
+                     QString::fromStdString(path + ": node '/head/DepthToSpace' (op type DepthToSpace, node 1) is not "
+                                                   "supported: no op kind of TP Studio corresponds to it; import with "
+                                                   "the option to keep unsupported ops as opaque ops"));
+        }
+        OnnxImportOptions options;
+        options.opaqueUnsupported = true;
+        const Graph g = importOnnxFile(path, options);
+        QCOMPARE(g.ops.size(), size_t(2));
+        QCOMPARE(g.ops[1].kind, OpKind::Opaque);
+        QCOMPARE(g.ops[1].name, std::string("head/DepthToSpace"));
+        QCOMPARE(g.tensor(g.ops[1].outputs[0]).shape, (std::vector<std::int64_t>{1, 4, 16, 16}));
+    }
+
+    void garbageIsRefused_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("text") << QByteArray("this is not protobuf") << "mem.onnx: not an ONNX model (the protobuf message does not parse)";
+        QTest::newRow("empty") << QByteArray() << "mem.onnx: the ONNX model has no graph";
+        QFile f(kFixtures + "/scoped_mlp.onnx");
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray whole = f.readAll();
+        QTest::newRow("truncated") << whole.left(whole.size() / 2)
+                                   << "mem.onnx: not an ONNX model (the protobuf message does not parse)";
+    }
+
+    void garbageIsRefused()
+    {
+        QFETCH(QByteArray, bytes);
+        QFETCH(QString, message);
+        try {
+            importOnnx(bytes.toStdString(), "mem.onnx");
+            QFAIL("garbage accepted");
+        } catch (const InputError& e) {
+            QCOMPARE(QString::fromUtf8(e.what()), message);
+        }
+    }
+
+    // Every model of Debian's libonnx-testdata imports or is refused with an InputError.
+    void debianTestDataImportsOrIsRefused()
+    {
+        const QString root = QStringLiteral("/usr/share/libonnx-testdata/data");
+        if (!QDir(root).exists()) QSKIP("libonnx-testdata is not installed");
+        QStringList files;
+        QDirIterator it(root, {QStringLiteral("*.onnx")}, QDir::Files, QDirIterator::Subdirectories);
+        while (it.hasNext()) files << it.next();
+        files.sort();
+        int imported = 0, refused = 0;
+        QStringList other;
+        std::map<std::string, int> reasons;
+        for (const auto& file : files) {
+            try {
+                importOnnxFile(file.toStdString());
+                ++imported;
+            } catch (const InputError& e) {
+                ++refused;
+                std::string why = e.what();
+                const auto cut = why.find(": ", file.size() + 2);
+                ++reasons[why.substr(file.size() + 2, cut == std::string::npos ? 40 : std::min<size_t>(cut - file.size() - 2, 60))];
+            } catch (const std::exception& e) {
+                other << file + ": " + e.what();
+            }
+        }
+        qInfo("libonnx-testdata: %lld models, %d imported, %d refused with a message", static_cast<long long>(files.size()),
+              imported, refused);
+        QVERIFY2(other.isEmpty(), qPrintable(other.join('\n')));
+        QVERIFY(files.size() > 100);
+        QCOMPARE(imported + refused, int(files.size()));
+        QVERIFY(imported > files.size() / 4);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestOnnx)
+#include "tst_onnx.moc"
