@@ -160,6 +160,7 @@ private slots:
         OnnxImportOptions options;
         options.batch = 4;
         const Graph g = importOnnxFile(fixturePath("scoped_mlp.onnx"), options);
+        QCOMPARE(g.name, std::string("scoped_mlp")); // the file's stem, not the exporter's graph name
         QCOMPARE(g.ops.size(), size_t(3));
         const Op* fc1 = findOp(g, "mlp/fc1/Gemm");
         const Op* fc2 = findOp(g, "mlp/fc2/MatMul");
