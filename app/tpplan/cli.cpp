@@ -104,6 +104,7 @@ const std::vector<Command>& commands()
     static const std::vector<Command> table = {
         {"models", "tpplan models                          built-in models, hardware presets, mesh examples", &runModels},
         {"info", "tpplan info MODEL [--set k=v] [--json]   ops, tensors, parameters, FLOPs per step", &runInfo},
+        {"plan", "tpplan plan MODEL [options] [--json] [-o F]  search (or a baseline) and the breakdown", &runPlan},
         {"fold", "tpplan fold MODEL [--set k=v] [--json]   block classes, instances, runs, fold time", &runFold},
     };
     return table;

@@ -54,6 +54,7 @@ ModelOptions modelOptions(const Options& options);
 
 int runModels(const Options& options, std::ostream& out);
 int runInfo(const Options& options, std::ostream& out);
+int runPlan(const Options& options, std::ostream& out);
 int runFold(const Options& options, std::ostream& out);
 
 /// Human-readable numbers: 174.6B, 1.23 GiB, 3.1 ms.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -122,8 +123,19 @@ int specIndex(const std::vector<TensorSpec>& domain, const TensorSpec& spec)
     return (it != domain.end() && *it == spec) ? static_cast<int>(it - domain.begin()) : -1;
 }
 
+/// Stands in a class's input domain for "this instance's input has no producer" (a graph
+/// input): such a tensor arrives laid out as needed, at no cost.
+TensorSpec freeSpec()
+{
+    TensorSpec s;
+    s.partial = ~AxisMask{0};
+    return s;
+}
+bool isFree(const TensorSpec& spec) { return spec.partial == ~AxisMask{0}; }
+
 double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec)
 {
+    if (isFree(spec)) return 0;
     const Tensor& tensor = model.graph().tensor(t);
     double bytes = static_cast<double>(spec.shardNumel(tensor.shape, model.mesh())) * dtypeBytes(tensor.dtype);
     const auto micro = model.settings().microBatch;
@@ -148,7 +160,8 @@ struct ModeSolve {
 struct ClassTable {
     int classId = -1;
     std::vector<std::vector<TensorSpec>> inputDomains; ///< per input position; empty: no variable
-    std::vector<std::vector<TensorSpec>> outputDomains;
+    std::vector<std::vector<TensorSpec>> outputDomains; ///< per entry of outputPos
+    std::vector<int> outputPos;                        ///< instance output positions that are table dims
     std::vector<int> dims;                             ///< inputs with a variable, then outputs
     std::vector<int> inputDim;                         ///< per input position: index into dims or -1
     std::vector<double> table;                         ///< min over modes
@@ -235,22 +248,40 @@ struct PlannerSession::Impl {
         const BlockInstance& rep = bc.instances[0];
         ct->opCount = static_cast<int>(rep.ops.size());
 
+        // Tensors exchanged with the siblings this block absorbs are internal to its table.
+        std::set<OpId> siblingOps;
+        for (const auto& [scls, sinst] : siblingsOf(cls, 0))
+            for (OpId op : folded.classes[static_cast<size_t>(scls)].instances[static_cast<size_t>(sinst)].ops) siblingOps.insert(op);
+        const auto consumers = model.graph().consumers();
+        auto absorbedInput = [&](TensorId t) { return siblingOps.count(origin[static_cast<size_t>(t)].producer) > 0; };
+        auto absorbedOutput = [&](TensorId t) {
+            const auto& readers = consumers[static_cast<size_t>(t)];
+            return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId c) { return siblingOps.count(c) > 0; });
+        };
         // Input domains: the union of what the producers of each input position can produce.
         ct->inputDomains.resize(rep.inputs.size());
         for (size_t k = 0; k < rep.inputs.size(); ++k) {
+            if (absorbedInput(rep.inputs[k])) continue;
             std::vector<TensorSpec> domain;
+            bool someFree = false;
             for (const auto& inst : bc.instances) {
                 const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
-                if (o.producer < 0) continue;
+                if (o.producer < 0) {
+                    someFree = true;
+                    continue;
+                }
                 const auto& specs = producerSpecs(o.producer, o.slot).specs;
                 domain.insert(domain.end(), specs.begin(), specs.end());
             }
+            if (someFree && !domain.empty()) domain.push_back(freeSpec());
             std::sort(domain.begin(), domain.end());
             domain.erase(std::unique(domain.begin(), domain.end()), domain.end());
             ct->inputDomains[k] = std::move(domain);
         }
-        for (TensorId t : rep.outputs) {
-            const TensorOrigin o = origin[static_cast<size_t>(t)];
+        for (size_t j = 0; j < rep.outputs.size(); ++j) {
+            if (absorbedOutput(rep.outputs[j])) continue;
+            const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[j])];
+            ct->outputPos.push_back(static_cast<int>(j));
             ct->outputDomains.push_back(producerSpecs(o.producer, o.slot).specs);
         }
         ct->inputDim.assign(rep.inputs.size(), -1);
@@ -337,8 +368,9 @@ struct PlannerSession::Impl {
         std::vector<Factor> factors;
         std::map<OpId, int> local;
         for (size_t i = 0; i < rep.ops.size(); ++i) local[rep.ops[i]] = static_cast<int>(i);
-        std::map<TensorId, int> inputPosition;
-        for (size_t k = 0; k < rep.inputs.size(); ++k) inputPosition[rep.inputs[k]] = static_cast<int>(k);
+        std::map<TensorId, int> inputPosition; // inputs with a variable
+        for (size_t k = 0; k < rep.inputs.size(); ++k)
+            if (ct.inputVar[k] >= 0) inputPosition[rep.inputs[k]] = static_cast<int>(k);
         // Tensors produced by absorbed siblings: (sibling, output position).
         std::map<TensorId, std::pair<int, int>> siblingOutput;
         const auto sibInstances = siblingsOf(ct.classId, 0);
@@ -439,7 +471,8 @@ struct PlannerSession::Impl {
 
         // Keep the boundary: input spec variables and the producers of the outputs.
         std::vector<int> producerVarOfOutput;
-        for (TensorId t : rep.outputs) {
+        for (int j : ct.outputPos) {
+            const TensorId t = rep.outputs[static_cast<size_t>(j)];
             auto it = local.find(origin[static_cast<size_t>(t)].producer);
             if (it == local.end()) throw std::logic_error("search: a block output is not produced by one of its own ops");
             producerVarOfOutput.push_back(it->second);
@@ -467,9 +500,9 @@ struct PlannerSession::Impl {
             for (size_t p = 0; p < keep.size(); ++p) assignment[static_cast<size_t>(keep[p])] = digits[p];
             for (size_t k = 0; k < rep.inputs.size(); ++k)
                 if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = assignment[static_cast<size_t>(ct.inputVar[k])];
-            const size_t firstOut = ct.dims.size() - rep.outputs.size();
-            for (size_t j = 0; j < rep.outputs.size(); ++j) {
-                const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[j])];
+            const size_t firstOut = ct.dims.size() - ct.outputPos.size();
+            for (size_t j = 0; j < ct.outputPos.size(); ++j) {
+                const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[static_cast<size_t>(ct.outputPos[j])])];
                 entry[firstOut + j] = producerSpecs(o.producer, o.slot).specOfStrategy[static_cast<size_t>(assignment[static_cast<size_t>(producerVarOfOutput[j])])];
             }
             const std::size_t e = ravel(entry, ct.dims);
@@ -513,7 +546,8 @@ struct PlannerSession::Impl {
         f.values.resize(static_cast<size_t>(nv * nc));
         for (int v = 0; v < nv; ++v)
             for (int c = 0; c < nc; ++c) {
-                const double cost = model.edgeCost(&domain[static_cast<size_t>(v)], consumer, input, c).exposedSeconds;
+                const TensorSpec& spec = domain[static_cast<size_t>(v)];
+                const double cost = isFree(spec) ? 0.0 : model.edgeCost(&spec, consumer, input, c).exposedSeconds;
                 const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
                 f.values[idx] = cost;
             }
@@ -629,20 +663,22 @@ struct PlannerSession::Impl {
         if (run.count < 2 || flat) return std::nullopt;
         const BlockClass& bc = folded.classes[static_cast<size_t>(run.classId)];
         const auto& first = bc.instances[static_cast<size_t>(run.firstInstance)];
-        if (first.outputs.size() != 1) return std::nullopt;
+        const ClassTable& ct = *tables.at(run.classId);
+        if (ct.outputPos.size() != 1) return std::nullopt;
+        const size_t out = static_cast<size_t>(ct.outputPos[0]);
         const auto& second = bc.instances[static_cast<size_t>(run.firstInstance + 1)];
         int chain = -1;
         for (size_t k = 0; k < second.inputs.size(); ++k)
-            if (second.inputs[k] == first.outputs[0]) chain = static_cast<int>(k);
+            if (second.inputs[k] == first.outputs[out] && ct.inputDim[k] >= 0) chain = static_cast<int>(k);
         if (chain < 0) return std::nullopt;
         const auto consumers = model.graph().consumers();
         for (int a = run.firstInstance; a + 1 < run.firstInstance + run.count; ++a) {
             const auto& cur = bc.instances[static_cast<size_t>(a)];
             const auto& next = bc.instances[static_cast<size_t>(a + 1)];
-            if (next.inputs[static_cast<size_t>(chain)] != cur.outputs[0]) return std::nullopt;
+            if (next.inputs[static_cast<size_t>(chain)] != cur.outputs[out]) return std::nullopt;
             for (size_t k = 0; k < next.inputs.size(); ++k)
-                if (static_cast<int>(k) != chain && next.inputs[k] != first.inputs[k]) return std::nullopt;
-            for (OpId c : consumers[static_cast<size_t>(cur.outputs[0])])
+                if (static_cast<int>(k) != chain && ct.inputDim[k] >= 0 && next.inputs[k] != first.inputs[k]) return std::nullopt;
+            for (OpId c : consumers[static_cast<size_t>(cur.outputs[out])])
                 if (folded.classOfOp[static_cast<size_t>(c)] != run.classId || folded.instanceOfOp[static_cast<size_t>(c)] != a + 1)
                     return std::nullopt;
             if (siblingsOf(run.classId, a).size() != siblingsOf(run.classId, run.firstInstance).size()) return std::nullopt;
@@ -654,6 +690,7 @@ struct PlannerSession::Impl {
         Run run;
         std::optional<ChainShape> chain;
         std::vector<int> inputTopVar;  ///< per input position of the first instance: top var or -1
+        std::vector<int> inputFixed;   ///< per input position: the free-spec index when it has no producer, else -1
         std::vector<int> outputTopVar; ///< per output position of the last (or only) instance
     };
 
@@ -679,11 +716,11 @@ struct PlannerSession::Impl {
             const auto& inst = bc.instances[static_cast<size_t>(instIndex)];
             const auto& ct = *tables.at(item.run.classId);
             std::vector<int> vars;
-            for (size_t j = 0; j < inst.outputs.size(); ++j) {
+            for (size_t j = 0; j < ct.outputPos.size(); ++j) {
                 const int var = static_cast<int>(topDomain.size());
                 topDomain.push_back(static_cast<int>(ct.outputDomains[j].size()));
                 topSpecs[var] = ct.outputDomains[j];
-                topVarOfTensor[inst.outputs[j]] = var;
+                topVarOfTensor[inst.outputs[static_cast<size_t>(ct.outputPos[j])]] = var;
                 vars.push_back(var);
             }
             return vars;
@@ -707,8 +744,13 @@ struct PlannerSession::Impl {
             const auto& first = bc.instances[static_cast<size_t>(item.run.firstInstance)];
             const auto& ct = *tables.at(item.run.classId);
             item.inputTopVar.assign(first.inputs.size(), -1);
+            item.inputFixed.assign(first.inputs.size(), -1);
             for (size_t k = 0; k < first.inputs.size(); ++k) {
                 if (ct.inputDim[k] < 0) continue;
+                if (!hasVariable(first.inputs[k])) {
+                    item.inputFixed[k] = specIndex(ct.inputDomains[k], freeSpec());
+                    continue;
+                }
                 auto it = topVarOfTensor.find(first.inputs[k]);
                 if (it == topVarOfTensor.end())
                     throw std::logic_error("search: block input '" + g.tensor(first.inputs[k]).name + "' has no top-level producer");
@@ -729,6 +771,7 @@ struct PlannerSession::Impl {
             const auto& ct = *tables.at(item.run.classId);
             std::vector<int> entry(ct.dims.size(), 0);
             auto inputEntry = [&](size_t k) {
+                if (item.inputFixed[k] >= 0) return item.inputFixed[k];
                 const int var = item.inputTopVar[k];
                 return specIndex(ct.inputDomains[k], topSpecs.at(var)[static_cast<size_t>(topAssignment[static_cast<size_t>(var)])]);
             };
@@ -798,10 +841,15 @@ struct PlannerSession::Impl {
         // dims of the class table -> (top var, map from class domain index to top value)
         std::vector<int> varOfDim(ct.dims.size(), -1);
         std::vector<std::vector<int>> valueMap(ct.dims.size());
+        std::vector<int> fixedOfDim(ct.dims.size(), -1);
         for (size_t k = 0; k < item.inputTopVar.size(); ++k) {
             if (ct.inputDim[k] < 0) continue;
-            const int var = item.inputTopVar[k];
             const size_t d = static_cast<size_t>(ct.inputDim[k]);
+            if (item.inputFixed[k] >= 0) {
+                fixedOfDim[d] = item.inputFixed[k];
+                continue;
+            }
+            const int var = item.inputTopVar[k];
             varOfDim[d] = var;
             for (const auto& spec : ct.inputDomains[k]) valueMap[d].push_back(specIndex(topSpecs.at(var), spec));
         }
@@ -811,7 +859,8 @@ struct PlannerSession::Impl {
             for (int v = 0; v < ct.dims[firstOut + j]; ++v) valueMap[firstOut + j].push_back(v);
         }
         Factor f;
-        f.vars = varOfDim;
+        for (int v : varOfDim)
+            if (v >= 0) f.vars.push_back(v);
         std::sort(f.vars.begin(), f.vars.end());
         std::vector<int> fdims;
         for (int v : f.vars) fdims.push_back(topDomain[static_cast<size_t>(v)]);
@@ -822,6 +871,10 @@ struct PlannerSession::Impl {
             unravel(e, ct.dims, digits);
             bool ok = true;
             for (size_t d = 0; d < digits.size() && ok; ++d) {
+                if (varOfDim[d] < 0) {
+                    ok = digits[d] == fixedOfDim[d];
+                    continue;
+                }
                 const int value = valueMap[d][static_cast<size_t>(digits[d])];
                 if (value < 0) ok = false;
                 const size_t pos = static_cast<size_t>(std::lower_bound(f.vars.begin(), f.vars.end(), varOfDim[d]) - f.vars.begin());
@@ -842,16 +895,18 @@ struct PlannerSession::Impl {
         for (size_t k = 0; k < item.inputTopVar.size(); ++k)
             if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) contextPositions.push_back(k);
         const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
-        // Variables: context top vars, chain input top var, output top var.
+        const int chainVar = item.inputTopVar[static_cast<size_t>(chain)];
+        // Variables: context top vars, chain input top var, output top var (fixed inputs have none).
         std::vector<int> vars;
-        for (size_t k : contextPositions) vars.push_back(item.inputTopVar[k]);
-        vars.push_back(item.inputTopVar[static_cast<size_t>(chain)]);
+        for (size_t k : contextPositions)
+            if (item.inputTopVar[k] >= 0) vars.push_back(item.inputTopVar[k]);
+        if (chainVar >= 0) vars.push_back(chainVar);
         vars.push_back(item.outputTopVar[0]);
         Factor f;
         f.vars = vars;
         std::sort(f.vars.begin(), f.vars.end());
-        // Domain sizes of the top variables come from their producers' spec lists.
-        const auto& inputSpecsTop = topSpecs.at(item.inputTopVar[static_cast<size_t>(chain)]);
+        // The chain input as the top level sees it: its producer's specs, or the free spec.
+        const std::vector<TensorSpec> inputSpecsTop = chainVar >= 0 ? topSpecs.at(chainVar) : std::vector<TensorSpec>{freeSpec()};
         std::vector<int> fdims;
         for (int v : f.vars) fdims.push_back(static_cast<int>(topSpecs.at(v).size()));
         f.values.assign(product(fdims), kInfinity);
@@ -868,6 +923,10 @@ struct PlannerSession::Impl {
             for (size_t p = 0; p < contextPositions.size(); ++p) {
                 const size_t k = contextPositions[p];
                 context[k] = ctxDigits[p];
+                if (item.inputTopVar[k] < 0) {
+                    if (ctxDigits[p] != item.inputFixed[k]) ok = false;
+                    continue;
+                }
                 const int top = specIndex(topSpecs.at(item.inputTopVar[k]), ct.inputDomains[k][static_cast<size_t>(ctxDigits[p])]);
                 if (top < 0) ok = false;
                 topValues[posOf(item.inputTopVar[k])] = top;
@@ -879,7 +938,7 @@ struct PlannerSession::Impl {
             for (size_t a = 0; a < inputSpecsTop.size(); ++a) {
                 const int i = specIndex(stateDomain, inputSpecsTop[a]);
                 if (i < 0) continue;
-                topValues[posOf(item.inputTopVar[static_cast<size_t>(chain)])] = static_cast<int>(a);
+                if (chainVar >= 0) topValues[posOf(chainVar)] = static_cast<int>(a);
                 for (size_t o = 0; o < ct.outputDomains[0].size(); ++o) {
                     const int j = specIndex(stateDomain, ct.outputDomains[0][o]);
                     if (j < 0) continue;

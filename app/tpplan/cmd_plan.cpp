@@ -1,0 +1,118 @@
+// tpplan plan: search (or a baseline) and the breakdown.
+#include <iomanip>
+#include <iostream>
+#include <ostream>
+
+#include "cli.h"
+#include "graph/opkinds.h"
+#include "plan/planner.h"
+
+namespace tp::cli {
+
+PlanRequest planRequest(const Options& o)
+{
+    if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
+    PlanRequest r;
+    r.model = o.positional[0];
+    r.modelOptions = modelOptions(o);
+    r.mesh = o.mesh;
+    r.hardware = o.hardware;
+    r.mode = o.mode;
+    r.memoryLimit = o.memoryLimit;
+    r.microBatch = o.microBatch;
+    r.locks = o.locks;
+    r.baseline = o.baseline;
+    return r;
+}
+
+namespace {
+
+// The class whose instances hold the most ops: the layer of a transformer.
+int mainClass(const FoldedGraph& folded)
+{
+    int best = 0;
+    size_t bestOps = 0;
+    for (const auto& c : folded.classes) {
+        const size_t ops = c.instances.size() * c.instances[0].ops.size();
+        if (ops > bestOps) {
+            bestOps = ops;
+            best = c.id;
+        }
+    }
+    return best;
+}
+
+void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& out)
+{
+    const CostModel& model = *ws.costModel;
+    const Breakdown& b = r.breakdown;
+    const Mesh& mesh = model.mesh();
+    out << ws.context.modelName << " on mesh " << mesh.shapeText() << " (";
+    for (size_t i = 0; i < mesh.axes.size(); ++i)
+        out << (i ? ", " : "") << mesh.axes[i].name << "=" << mesh.axes[i].size << " "
+            << (mesh.axes[i].crossesNodes ? "inter-node" : "intra-node") << " " << mesh.axes[i].link.bandwidth / 1e9 << " GB/s";
+    out << "), " << ws.hardware.name << ", " << ws.context.mode << ", batch " << ws.context.batch << "\n";
+    out << "  method          " << r.method;
+    if (r.method == "folded" || r.method == "flat")
+        out << ": " << r.blockClasses << " block classes, " << r.opsSearched << " ops searched, "
+            << formatSeconds(r.searchMs / 1e3) << " (fold " << formatSeconds(ws.foldMs / 1e3) << ")";
+    out << "\n";
+    out << "  step time       " << formatSeconds(b.stepSeconds) << "  (compute " << formatSeconds(b.computeSeconds)
+        << ", communication " << formatSeconds(b.commSeconds);
+    if (b.hiddenCommSeconds > 0) out << ", of which hidden " << formatSeconds(b.hiddenCommSeconds);
+    out << ")\n";
+    for (const auto& [kind, seconds] : b.commByKind)
+        out << "    " << std::left << std::setw(14) << collectiveName(kind) << formatSeconds(seconds) << "\n";
+    out << "  memory/device   " << formatBytes(b.perDeviceBytes) << " of " << formatBytes(b.capacityBytes)
+        << (r.fits ? "" : "  DOES NOT FIT") << "\n"
+        << "    parameters    " << formatBytes(b.paramBytes) << "\n"
+        << "    gradients     " << formatBytes(b.gradBytes) << "\n"
+        << "    optimizer     " << formatBytes(b.optimizerBytes) << "\n"
+        << "    activations   " << formatBytes(b.activationBytes) << "\n";
+    const int cls = mainClass(ws.folded);
+    const auto& bc = ws.folded.classes[static_cast<size_t>(cls)];
+    out << "  block '" << bc.label << "' x" << bc.instances.size() << " (representative strategies):\n";
+    for (OpId op : bc.instances[0].ops) {
+        const int s = r.strategyOfOp[static_cast<size_t>(op)];
+        const Signature& sig = model.signature(op);
+        out << "    " << std::left << std::setw(34) << model.graph().op(op).name << std::setw(13)
+            << opKindName(model.graph().op(op).kind) << std::setw(22) << sig.equation << std::setw(12)
+            << strategyToString(model.strategies(op)[static_cast<size_t>(s)], sig, mesh)
+            << specToString(model.outputSpec(op, s, 0), mesh)
+            << (r.lockedOp[static_cast<size_t>(op)] ? "  [locked]" : "")
+            << (r.recomputeOfOp[static_cast<size_t>(op)] != Recompute::None
+                    ? "  recompute " + std::string(recomputeName(r.recomputeOfOp[static_cast<size_t>(op)]))
+                    : "")
+            << "\n";
+    }
+    out << "  collectives per instance of '" << bc.label << "':\n";
+    int shown = 0;
+    for (const auto& c : summarizeCollectives(b, ws.folded)) {
+        if (ws.folded.classOfOp[static_cast<size_t>(c.at)] != cls) continue;
+        out << "    " << std::left << std::setw(15) << collectiveName(c.kind) << std::setw(10) << phaseName(c.phase)
+            << "axis " << mesh.axes[static_cast<size_t>(c.axis)].name << "  " << std::setw(12) << formatBytes(c.bytes)
+            << formatSeconds(c.seconds) << "  after " << model.graph().op(c.at).name << "\n";
+        ++shown;
+    }
+    if (!shown) out << "    none\n";
+}
+
+} // namespace
+
+int runPlan(const Options& o, std::ostream& out)
+{
+    const PlanRequest request = planRequest(o);
+    auto ws = preparePlan(request);
+    const SearchResult r = tp::runPlan(*ws, request);
+    const nlohmann::json doc = planToJson(ws->context, *ws->costModel, ws->folded, r);
+    if (o.json || !o.output.empty()) emitJson(o, doc, out);
+    if (!o.json) printSummary(*ws, r, out);
+    if (!r.fits) {
+        std::cerr << "tpplan: no plan fits " << formatBytes(r.memoryLimitBytes) << " per device; the smallest found needs "
+                  << formatBytes(r.breakdown.perDeviceBytes) << "\n";
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace tp::cli

@@ -1,0 +1,394 @@
+// The search: exact under the cost model (equal to brute force), folded equal to flat,
+// Megatron rediscovered, locks honoured, memory limits met.
+#include <QtTest>
+
+#include <random>
+
+#include "cost/baselines.h"
+#include "fold/fold.h"
+#include "graph/validate.h"
+#include "models/builder.h"
+#include "models/catalog.h"
+#include "search/factor.h"
+#include "search/search.h"
+#include "util/error.h"
+
+using namespace tp;
+
+namespace {
+
+Hardware testHardware() { return loadHardware("a100-80g-dgx"); }
+
+/// Exhaustive minimum of sum(node) + sum(edges) over every strategy combination, by depth-first
+/// enumeration in topological order (edge costs are added once both ends are assigned).
+double bruteForce(const CostModel& model)
+{
+    const Graph& g = model.graph();
+    const auto order = g.topologicalOrder();
+    const auto producers = g.producers();
+    std::vector<int> chosen(g.ops.size(), -1);
+    double best = kInfinity;
+    std::function<void(size_t, double)> visit = [&](size_t depth, double sum) {
+        if (depth == order.size()) {
+            best = std::min(best, sum);
+            return;
+        }
+        const OpId op = order[depth];
+        const Op& o = g.op(op);
+        const int n = static_cast<int>(model.strategies(op).size());
+        for (int s = 0; s < n; ++s) {
+            double cost = model.opCost(op, s).seconds();
+            for (size_t k = 0; k < o.inputs.size(); ++k) {
+                const OpId p = producers[static_cast<size_t>(o.inputs[k])];
+                if (p < 0) continue;
+                const Op& po = g.op(p);
+                const int slot = static_cast<int>(std::find(po.outputs.begin(), po.outputs.end(), o.inputs[k]) - po.outputs.begin());
+                const TensorSpec& produced = model.outputSpec(p, chosen[static_cast<size_t>(p)], slot);
+                cost += model.edgeCost(&produced, op, static_cast<int>(k), s).exposedSeconds;
+            }
+            chosen[static_cast<size_t>(op)] = s;
+            visit(depth + 1, sum + cost);
+        }
+        chosen[static_cast<size_t>(op)] = -1;
+    };
+    visit(0, 0.0);
+    return best;
+}
+
+double combinations(const CostModel& model)
+{
+    double n = 1;
+    for (const auto& op : model.graph().ops) n *= static_cast<double>(model.strategies(op.id).size());
+    return n;
+}
+
+/// A random small DAG of transformer-like ops over [4, 4, 8] activations.
+Graph randomGraph(std::mt19937& rng, int opCount)
+{
+    GraphBuilder b("random", DType::BF16);
+    std::vector<TensorId> pool{b.input("x", {4, 4, 8}, DType::BF16)};
+    std::uniform_int_distribution<int> kindPick(0, 7);
+    auto pickTensor = [&](std::int64_t lastDim) -> TensorId {
+        std::vector<TensorId> fits;
+        for (TensorId t : pool)
+            if (b.shape(t).size() == 3 && b.shape(t)[2] == lastDim) fits.push_back(t);
+        if (fits.empty()) return -1;
+        return fits[std::uniform_int_distribution<size_t>(0, fits.size() - 1)(rng)];
+    };
+    for (int i = 0; i < opCount; ++i) {
+        const std::string name = "op" + std::to_string(i);
+        const int kind = kindPick(rng);
+        TensorId x = pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)];
+        const std::int64_t h = b.shape(x).back();
+        TensorId y = -1;
+        switch (kind) {
+        case 0: case 1: y = b.linear(name, x, h, h == 8 ? 16 : 8, kind == 0); break;
+        case 2: y = b.unary(OpKind::GeLU, name, x); break;
+        case 3: y = b.layerNorm(name, x); break;
+        case 4: y = b.unary(OpKind::Softmax, name, x); break;
+        case 5: y = b.unary(OpKind::Dropout, name, x); break;
+        default: {
+            TensorId other = pickTensor(h);
+            y = b.binary(kind == 6 ? OpKind::Add : OpKind::Mul, name, x, other);
+        }
+        }
+        pool.push_back(y);
+    }
+    return b.take();
+}
+
+/// k copies of one random block chained through a [4, 4, 8] tensor.
+Graph stackedGraph(std::mt19937& rng, int copies, int opsPerBlock)
+{
+    const unsigned seed = rng();
+    GraphBuilder b("stacked", DType::BF16);
+    TensorId x = b.input("x", {4, 4, 8}, DType::BF16);
+    for (int c = 0; c < copies; ++c) {
+        std::mt19937 blockRng(seed); // same block every time
+        auto scope = b.scope("block" + std::to_string(c));
+        std::vector<TensorId> pool{x};
+        for (int i = 0; i < opsPerBlock; ++i) {
+            const std::string name = "op" + std::to_string(i);
+            TensorId in = pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(blockRng)];
+            const std::int64_t h = b.shape(in).back();
+            switch (std::uniform_int_distribution<int>(0, 3)(blockRng)) {
+            case 0: pool.push_back(b.linear(name, in, h, h == 8 ? 16 : 8, true)); break;
+            case 1: pool.push_back(b.unary(OpKind::GeLU, name, in)); break;
+            case 2: pool.push_back(b.layerNorm(name, in)); break;
+            default: pool.push_back(b.unary(OpKind::Dropout, name, in)); break;
+            }
+        }
+        // Close the block back onto the chain shape.
+        TensorId last = pool.back();
+        if (b.shape(last).back() != 8) last = b.linear("close", last, b.shape(last).back(), 8, false);
+        x = b.binary(OpKind::Add, "residual", x, last);
+    }
+    return b.take();
+}
+
+} // namespace
+
+class TestSearch : public QObject {
+    Q_OBJECT
+private slots:
+    void globs_data()
+    {
+        QTest::addColumn<QString>("pattern");
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<bool>("matches");
+        QTest::newRow("star in the middle") << "layers.*/mlp/fc1" << "layers.17/mlp/fc1" << true;
+        QTest::newRow("other op") << "layers.*/mlp/fc1" << "layers.17/mlp/fc2" << false;
+        QTest::newRow("exact") << "layers.3/attn/q" << "layers.3/attn/q" << true;
+        QTest::newRow("prefix only") << "layers.3" << "layers.3/attn/q" << false;
+        QTest::newRow("trailing star") << "layers.3/*" << "layers.3/attn/q" << true;
+        QTest::newRow("two stars") << "*attn*" << "layers.3/attn/q" << true;
+    }
+
+    void globs()
+    {
+        QFETCH(QString, pattern);
+        QFETCH(QString, name);
+        QFETCH(bool, matches);
+        QCOMPARE(globMatch(pattern.toStdString(), name.toStdString()), matches);
+    }
+
+    // 200+ random small graphs on meshes 4 and 2x2: the search equals brute force.
+    void exactOnRandomGraphs_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("seed");
+        for (int seed = 0; seed < 110; ++seed) {
+            QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed;
+            QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed;
+        }
+    }
+
+    void exactOnRandomGraphs()
+    {
+        QFETCH(QString, mesh);
+        QFETCH(int, seed);
+        std::mt19937 rng(static_cast<unsigned>(seed) * 7919u + 17u);
+        const Hardware hw = testHardware();
+        const Mesh m = parseMesh(mesh.toStdString(), hw);
+        // Up to ~12 ops, as many as keep the exhaustive enumeration small.
+        for (int ops = 12; ops >= 2; --ops) {
+            std::mt19937 attempt(rng());
+            Graph g = randomGraph(attempt, ops);
+            validateGraph(g);
+            CostModel model(g, m, hw);
+            if (combinations(model) > 3e5) continue;
+            SearchOptions options;
+            options.memoryLimitBytes = -1;
+            const SearchResult r = searchPlan(model, foldGraph(g), options);
+            const double brute = bruteForce(model);
+            QVERIFY2(std::abs(r.objective - brute) <= 1e-9 * std::max(1.0, brute),
+                     qPrintable(QStringLiteral("search %1 vs brute force %2 (%3 ops)").arg(r.objective, 0, 'g', 12).arg(brute, 0, 'g', 12).arg(ops)));
+            // The reported breakdown is the same assignment costed by the model.
+            QVERIFY(std::abs(r.breakdown.stepSeconds - r.objective) <= 1e-9 * std::max(1.0, brute));
+            return;
+        }
+        QFAIL("no small enough graph generated");
+    }
+
+    // Stacked identical blocks: folded (with run powers) == flat == brute force when small.
+    void foldedEqualsFlatOnStacks_data()
+    {
+        QTest::addColumn<int>("seed");
+        QTest::addColumn<int>("copies");
+        for (int seed = 0; seed < 12; ++seed) QTest::newRow(qPrintable(QStringLiteral("s%1").arg(seed))) << seed << 2 + seed % 9;
+    }
+
+    void foldedEqualsFlatOnStacks()
+    {
+        QFETCH(int, seed);
+        QFETCH(int, copies);
+        std::mt19937 rng(static_cast<unsigned>(seed) + 1000u);
+        Graph g = stackedGraph(rng, copies, 3);
+        validateGraph(g);
+        const Hardware hw = testHardware();
+        for (const char* meshText : {"4", "2x2"}) {
+            CostModel model(g, parseMesh(meshText, hw), hw);
+            const FoldedGraph folded = foldGraph(g);
+            SearchOptions options;
+            options.memoryLimitBytes = -1;
+            const SearchResult a = searchPlan(model, folded, options);
+            options.flat = true;
+            const SearchResult b = searchPlan(model, folded, options);
+            QVERIFY2(std::abs(a.objective - b.objective) <= 1e-9 * std::max(1.0, b.objective),
+                     qPrintable(QStringLiteral("folded %1 flat %2").arg(a.objective, 0, 'g', 12).arg(b.objective, 0, 'g', 12)));
+            if (combinations(model) <= 3e5) QVERIFY(std::abs(a.objective - bruteForce(model)) <= 1e-9 * std::max(1.0, a.objective));
+        }
+    }
+
+    // Every built-in model at small depth: folded equals flat.
+    void foldedEqualsFlatOnBuiltins_data()
+    {
+        QTest::addColumn<QString>("model");
+        for (const auto& name : builtinModelNames()) QTest::newRow(name.c_str()) << QString::fromStdString(name);
+    }
+
+    void foldedEqualsFlatOnBuiltins()
+    {
+        QFETCH(QString, model);
+        ModelOptions options;
+        options.batch = 8;
+        ModelConfig config = builtinModelConfig(model.toStdString());
+        if (config.contains("layers")) options.overrides.push_back("layers=3");
+        const auto m = loadModel(model.toStdString(), options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh("2x4", hw), hw);
+        const FoldedGraph folded = foldGraph(m.graph);
+        SearchOptions so;
+        so.memoryLimitBytes = -1;
+        const SearchResult a = searchPlan(cost, folded, so);
+        so.flat = true;
+        const SearchResult b = searchPlan(cost, folded, so);
+        QVERIFY2(std::abs(a.objective - b.objective) <= 1e-9 * b.objective,
+                 qPrintable(QStringLiteral("folded %1 flat %2").arg(a.objective, 0, 'g', 12).arg(b.objective, 0, 'g', 12)));
+    }
+
+    // GPT-3 175B on one DGX A100 (mesh 8), batch 8: the search picks Megatron's layout:
+    // column-parallel q/k/v and fc1, row-parallel out and fc2, heads split; and is no slower
+    // than the megatron baseline.
+    void rediscoversMegatron_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("column");
+        QTest::addColumn<QStringList>("row");
+        QTest::newRow("gpt3-175b") << "gpt3-175b" << QStringList{"attn/q", "attn/k", "attn/v", "mlp/fc1"}
+                                   << QStringList{"attn/out", "mlp/fc2"};
+        QTest::newRow("llama2-70b") << "llama2-70b" << QStringList{"attn/q", "attn/k", "attn/v", "mlp/gate", "mlp/up"}
+                                    << QStringList{"attn/o", "mlp/down"};
+    }
+
+    void rediscoversMegatron()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, column);
+        QFETCH(QStringList, row);
+        if (!isBuiltinModel(model.toStdString())) QSKIP("model not built in yet");
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=4"};
+        const auto m = loadModel(model.toStdString(), options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh("8", hw), hw);
+        const FoldedGraph folded = foldGraph(m.graph);
+        SearchOptions so;
+        so.memoryLimitBytes = -1;
+        const SearchResult r = searchPlan(cost, folded, so);
+        const SearchResult megatron = evaluateAssignment(cost, megatronAssignment(cost), "megatron");
+        QVERIFY2(r.breakdown.stepSeconds <= megatron.breakdown.stepSeconds * (1 + 1e-9),
+                 qPrintable(QStringLiteral("search %1 s, megatron %2 s").arg(r.breakdown.stepSeconds).arg(megatron.breakdown.stepSeconds)));
+        auto strategyOf = [&](const QString& suffix) {
+            for (const auto& op : m.graph.ops)
+                if (QString::fromStdString(op.name) == "layers.1/" + suffix)
+                    return QString::fromStdString(strategyToString(cost.strategies(op.id)[static_cast<size_t>(r.strategyOfOp[static_cast<size_t>(op.id)])],
+                                                                   cost.signature(op.id), cost.mesh()));
+            return QStringLiteral("<missing>");
+        };
+        for (const auto& c : column) {
+            const QString s = strategyOf(c);
+            QVERIFY2(s == "f=x", qPrintable(c + " is " + s + ", expected column-parallel f=x"));
+        }
+        for (const auto& c : row) {
+            const QString s = strategyOf(c);
+            QVERIFY2(s == "h=x", qPrintable(c + " is " + s + ", expected row-parallel h=x"));
+        }
+    }
+
+    void locksAreHonoured()
+    {
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=6"};
+        const auto m = loadModel("gpt3-6.7b", options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh("8", hw), hw);
+        PlannerSession session(cost, foldGraph(m.graph));
+        session.setMemoryLimit(-1);
+        const SearchResult free = session.solve();
+        // Class-wide lock: every fc1 row-parallel instead of column-parallel.
+        session.setLocks({parseLockRequest("layers.*/mlp/fc1=h=x")});
+        const SearchResult locked = session.solve();
+        int lockedCount = 0;
+        for (const auto& op : m.graph.ops)
+            if (globMatch("layers.*/mlp/fc1", op.name)) {
+                ++lockedCount;
+                QVERIFY(locked.lockedOp[static_cast<size_t>(op.id)]);
+                QCOMPARE(QString::fromStdString(strategyToString(cost.strategies(op.id)[static_cast<size_t>(locked.strategyOfOp[static_cast<size_t>(op.id)])], cost.signature(op.id), cost.mesh())),
+                         QStringLiteral("h=x"));
+            }
+        QCOMPARE(lockedCount, 6);
+        QVERIFY(locked.objective >= free.objective);
+        // Per-instance lock: only layer 3 changes; the others keep their strategies or change
+        // only where the boundary with layer 3 requires.
+        session.setLocks({parseLockRequest("layers.3/mlp/fc1=h=x")});
+        const SearchResult one = session.solve();
+        for (const auto& op : m.graph.ops) {
+            const bool inLayer3 = QString::fromStdString(op.name).startsWith("layers.3/");
+            const bool neighbour = QString::fromStdString(op.name).startsWith("layers.2/") || QString::fromStdString(op.name).startsWith("layers.4/");
+            if (!inLayer3 && !neighbour)
+                QCOMPARE(one.strategyOfOp[static_cast<size_t>(op.id)], free.strategyOfOp[static_cast<size_t>(op.id)]);
+        }
+        QVERIFY(one.objective >= free.objective && one.objective <= locked.objective);
+    }
+
+    void badLocksNameTheProblem_data()
+    {
+        QTest::addColumn<QString>("lock");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("no match") << "layers.*/mlp/fc9=f=x" << "no op matches 'layers.*/mlp/fc9'";
+        QTest::newRow("unknown axis") << "layers.0/mlp/fc1=f=q" << "unknown mesh axis 'q'";
+        QTest::newRow("unknown dim") << "layers.0/mlp/fc1=z=x" << "the op has no dim 'z'";
+        QTest::newRow("not splittable") << "layers.0/ln1=h=x" << "may not be split";
+        QTest::newRow("no strategy") << "layers.0/ln1" << "expected GLOB=STRATEGY";
+    }
+
+    void badLocksNameTheProblem()
+    {
+        QFETCH(QString, lock);
+        QFETCH(QString, message);
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=2"};
+        const auto m = loadModel("gpt2", options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh("8", hw), hw);
+        try {
+            resolveLocks(cost, {parseLockRequest(lock.toStdString())});
+            QFAIL("bad lock accepted");
+        } catch (const InputError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(message), e.what());
+        }
+    }
+
+    void memoryLimitIsMetOrReported()
+    {
+        ModelOptions options;
+        options.batch = 64;
+        options.overrides = {"layers=8"};
+        const auto m = loadModel("gpt3-6.7b", options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh("8", hw), hw);
+        const FoldedGraph folded = foldGraph(m.graph);
+        SearchOptions so;
+        so.memoryLimitBytes = -1;
+        const SearchResult unlimited = searchPlan(cost, folded, so);
+        // Half the unconstrained plan's memory: the search must find a plan within it (more
+        // sharding or recomputation), at a time no better than the unconstrained one.
+        so.memoryLimitBytes = unlimited.breakdown.perDeviceBytes / 2;
+        const SearchResult limited = searchPlan(cost, folded, so);
+        QVERIFY(limited.fits);
+        QVERIFY(limited.breakdown.perDeviceBytes <= so.memoryLimitBytes);
+        QVERIFY(limited.breakdown.stepSeconds >= unlimited.breakdown.stepSeconds * (1 - 1e-9));
+        // An impossible limit: not fits, and the smallest memory found is reported.
+        so.memoryLimitBytes = 1e6;
+        const SearchResult impossible = searchPlan(cost, folded, so);
+        QVERIFY(!impossible.fits);
+        QVERIFY(impossible.breakdown.perDeviceBytes < unlimited.breakdown.perDeviceBytes);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSearch)
+#include "tst_search.moc"
