@@ -77,6 +77,19 @@ struct CostModel::Impl {
     std::vector<OpId> producer;      // per tensor
     std::vector<int> producerSlot;   // per tensor: output index in its producer
     std::vector<std::pair<OpId, int>> firstUse; // per tensor: first (consumer, input) in id order
+    /// (tensor, reader group) -> first (consumer, input) of that group, for tensors with readers
+    /// in several groups.
+    std::map<std::pair<TensorId, int>, std::pair<OpId, int>> firstUseInGroup;
+    int readerGroup(OpId op) const
+    {
+        return settings.readerGroupOfOp.empty() ? 0 : settings.readerGroupOfOp.at(static_cast<size_t>(op));
+    }
+    bool paysGradientReduction(TensorId t, OpId consumer, int input) const
+    {
+        if (settings.readerGroupOfOp.empty()) return firstUse[static_cast<size_t>(t)] == std::make_pair(consumer, input);
+        auto it = firstUseInGroup.find({t, readerGroup(consumer)});
+        return it != firstUseInGroup.end() && it->second == std::make_pair(consumer, input);
+    }
     std::int64_t graphBatch = 0;
     std::vector<bool> batch0;        // per tensor: dim 0 is the graph's batch
 
@@ -127,9 +140,15 @@ void CostModel::Impl::build()
     for (const auto& op : graph.ops) {
         for (size_t o = 0; o < op.outputs.size(); ++o) producerSlot[static_cast<size_t>(op.outputs[o])] = static_cast<int>(o);
         for (size_t i = 0; i < op.inputs.size(); ++i)
+        {
             if (firstUse[static_cast<size_t>(op.inputs[i])].first < 0)
                 firstUse[static_cast<size_t>(op.inputs[i])] = {op.id, static_cast<int>(i)};
+            if (!settings.readerGroupOfOp.empty())
+                firstUseInGroup.try_emplace({op.inputs[i], readerGroup(op.id)}, std::make_pair(op.id, static_cast<int>(i)));
+        }
     }
+    if (!settings.readerGroupOfOp.empty() && settings.readerGroupOfOp.size() != nOps)
+        throw InputError("cost settings: field 'readerGroupOfOp' must have one entry per op");
     const auto consumers = graph.consumers();
 
     std::vector<Signature> sigs;
@@ -435,8 +454,7 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
         grad.partial = inputGradientPartial(c.sig, c.strategies[static_cast<size_t>(s)], static_cast<size_t>(input));
         TensorSpec target = *produced;
         target.partial = 0;
-        const auto first = im.firstUse[static_cast<size_t>(tid)];
-        if (first.first != consumer || first.second != input) target.partial = grad.partial & ~target.splitAxes();
+        if (!im.paysGradientReduction(tid, consumer, input)) target.partial = grad.partial & ~target.splitAxes();
         auto back = planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward);
         e.collectives.insert(e.collectives.end(), back.begin(), back.end());
     }

@@ -30,6 +30,11 @@ struct CostSettings {
     /// Chunk-based overlap (ATP): matmuls run in this many chunks so each chunk's collective
     /// hides under the next chunk's compute; 1 = no overlap.
     int overlapChunks = 1;
+    /// Readers of one tensor add their gradients locally and reduce once: the first reader in
+    /// op-id order pays the reduction. With groups (one id per op, e.g. the block instance it
+    /// belongs to), the first reader within each group pays, so that identical blocks cost the
+    /// same wherever they sit. Empty: one group.
+    std::vector<int> readerGroupOfOp;
 };
 
 /// Time and memory of one op under one strategy, per device.

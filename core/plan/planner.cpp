@@ -20,10 +20,11 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
     settings.training = request.mode == "train";
     settings.microBatch = request.microBatch;
     settings.overlapChunks = request.overlapChunks;
-    ws->costModel = std::make_unique<CostModel>(ws->model.graph, ws->mesh, ws->hardware, settings);
     const auto start = std::chrono::steady_clock::now();
     ws->folded = foldGraph(ws->model.graph);
     ws->foldMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    settings.readerGroupOfOp = readerGroupsOf(ws->folded);
+    ws->costModel = std::make_unique<CostModel>(ws->model.graph, ws->mesh, ws->hardware, settings);
     PlanContext& c = ws->context;
     c.modelName = ws->model.name;
     c.modelSource = request.model;

@@ -686,131 +686,228 @@ struct PlannerSession::Impl {
         return ChainShape{chain};
     }
 
+    /// How one dim of a class table is bound at the top level: to a variable whose values map
+    /// to class-domain indices, or fixed (a graph input's free spec).
+    struct DimBinding {
+        int var = -1;
+        std::vector<int> toClass; ///< per value of var: class-domain index, -1 = impossible
+        int fixed = -1;
+    };
+
     struct TopItem {
         Run run;
         std::optional<ChainShape> chain;
-        std::vector<int> inputTopVar;  ///< per input position of the first instance: top var or -1
-        std::vector<int> inputFixed;   ///< per input position: the free-spec index when it has no producer, else -1
-        std::vector<int> outputTopVar; ///< per output position of the last (or only) instance
+        std::vector<DimBinding> inputs; ///< per input position of the first instance (var -1 and fixed -1: no dim)
+        std::vector<int> outputVars;    ///< per table output (ClassTable::outputPos) of the last instance
     };
+
+    /// Where the top level finds a tensor: the strategy variable of its inlined producer, or the
+    /// spec variable of a table item's output.
+    struct TensorVar {
+        int var = -1;
+        bool isOpVar = false;
+        OpId producer = -1;
+        int slot = 0;
+    };
+
+    static constexpr double kMaxTableEntries = 4e6;
+
+    /// Classes whose boundary is too wide for a table are not tabulated: their ops join the top
+    /// level directly (exact all the same, only without sharing the solve between instances).
+    std::set<int> inlinedClasses()
+    {
+        std::set<int> inlined;
+        for (const auto& bc : folded.classes) {
+            const auto& rep = bc.instances[0];
+            double entries = 1;
+            std::set<OpId> mine(rep.ops.begin(), rep.ops.end());
+            for (TensorId t : rep.inputs)
+                if (hasVariable(t)) {
+                    const TensorOrigin o = origin[static_cast<size_t>(t)];
+                    entries *= static_cast<double>(producerSpecs(o.producer, o.slot).specs.size() + 1);
+                }
+            for (TensorId t : rep.outputs) {
+                const TensorOrigin o = origin[static_cast<size_t>(t)];
+                entries *= static_cast<double>(producerSpecs(o.producer, o.slot).specs.size());
+            }
+            // Absorbed siblings shrink the boundary; without knowing it here, count generously
+            // only for blocks that have none.
+            if (siblingsOf(bc.id, 0).empty() && entries > kMaxTableEntries) inlined.insert(bc.id);
+        }
+        // A parent whose siblings are inlined cannot absorb them: inline it too.
+        for (const auto& g : folded.siblings)
+            if (inlined.count(g.classId)) inlined.insert(g.parentClass);
+        return inlined;
+    }
 
     SearchResult solveAt(double lambda, bool recomputeAllowed)
     {
         tables.clear();
+        topDomain.clear();
+        topSpecs.clear();
         const Graph& g = model.graph();
         SearchResult result;
         result.strategyOfOp.assign(g.ops.size(), 0);
         result.recomputeOfOp.assign(g.ops.size(), Recompute::None);
 
-        // Top-level items and their boundary variables.
+        const std::set<int> inlined = inlinedClasses();
+        // Instances at the top level: runs, plus the siblings of inlined parents.
+        std::vector<Run> topRuns = folded.runs;
+        for (const auto& group : folded.siblings)
+            if (inlined.count(group.parentClass))
+                for (int i : group.instances) topRuns.push_back(Run{group.classId, i, 1});
+
+        std::vector<OpId> inlinedOps;
         std::vector<TopItem> items;
-        topDomain.clear();
-        topSpecs.clear();
-        std::map<TensorId, int> topVarOfTensor;
-        for (const Run& run : folded.runs) {
+        for (const Run& run : topRuns) {
+            if (inlined.count(run.classId)) {
+                for (int a = 0; a < run.count; ++a)
+                    for (OpId op : folded.classes[static_cast<size_t>(run.classId)].instances[static_cast<size_t>(run.firstInstance + a)].ops)
+                        inlinedOps.push_back(op);
+                continue;
+            }
             classTable(run.classId, lambda, recomputeAllowed);
-            items.push_back(TopItem{run, chainShape(run), {}, {}});
+            auto chain = chainShape(run);
+            if (chain || run.count == 1) {
+                items.push_back(TopItem{run, chain, {}, {}});
+            } else {
+                for (int a = 0; a < run.count; ++a) items.push_back(TopItem{Run{run.classId, run.firstInstance + a, 1}, std::nullopt, {}, {}});
+            }
         }
-        auto declareOutputs = [&](TopItem& item, int instIndex) {
-            const auto& bc = folded.classes[static_cast<size_t>(item.run.classId)];
-            const auto& inst = bc.instances[static_cast<size_t>(instIndex)];
+        std::sort(inlinedOps.begin(), inlinedOps.end());
+
+        // Variables: inlined ops' strategies, then the spec of every table item output.
+        std::map<TensorId, TensorVar> varOfTensor;
+        std::map<OpId, int> opVar;
+        for (OpId op : inlinedOps) {
+            const int var = static_cast<int>(topDomain.size());
+            topDomain.push_back(static_cast<int>(model.strategies(op).size()));
+            opVar[op] = var;
+            const Op& o = g.op(op);
+            for (size_t k = 0; k < o.outputs.size(); ++k) varOfTensor[o.outputs[k]] = TensorVar{var, true, op, static_cast<int>(k)};
+        }
+        for (auto& item : items) {
             const auto& ct = *tables.at(item.run.classId);
-            std::vector<int> vars;
+            const auto& last = folded.classes[static_cast<size_t>(item.run.classId)].instances[static_cast<size_t>(item.run.firstInstance + item.run.count - 1)];
             for (size_t j = 0; j < ct.outputPos.size(); ++j) {
                 const int var = static_cast<int>(topDomain.size());
                 topDomain.push_back(static_cast<int>(ct.outputDomains[j].size()));
                 topSpecs[var] = ct.outputDomains[j];
-                topVarOfTensor[inst.outputs[static_cast<size_t>(ct.outputPos[j])]] = var;
-                vars.push_back(var);
-            }
-            return vars;
-        };
-        // Without compression a run is its instances, one item each.
-        std::vector<TopItem> expanded;
-        for (auto& item : items) {
-            if (item.chain || item.run.count == 1) {
-                expanded.push_back(item);
-            } else {
-                for (int a = 0; a < item.run.count; ++a)
-                    expanded.push_back(TopItem{Run{item.run.classId, item.run.firstInstance + a, 1}, std::nullopt, {}, {}});
+                varOfTensor[last.outputs[static_cast<size_t>(ct.outputPos[j])]] = TensorVar{var, false, -1, 0};
+                item.outputVars.push_back(var);
             }
         }
-        items = std::move(expanded);
-        for (auto& item : items) item.outputTopVar = declareOutputs(item, item.run.firstInstance + item.run.count - 1);
-
-        std::vector<Factor> topFactors;
+        // Bind each item's inputs.
         for (auto& item : items) {
-            const auto& bc = folded.classes[static_cast<size_t>(item.run.classId)];
-            const auto& first = bc.instances[static_cast<size_t>(item.run.firstInstance)];
             const auto& ct = *tables.at(item.run.classId);
-            item.inputTopVar.assign(first.inputs.size(), -1);
-            item.inputFixed.assign(first.inputs.size(), -1);
+            const auto& first = folded.classes[static_cast<size_t>(item.run.classId)].instances[static_cast<size_t>(item.run.firstInstance)];
+            item.inputs.assign(first.inputs.size(), DimBinding{});
             for (size_t k = 0; k < first.inputs.size(); ++k) {
                 if (ct.inputDim[k] < 0) continue;
+                DimBinding& b = item.inputs[k];
+                const auto& domain = ct.inputDomains[k];
                 if (!hasVariable(first.inputs[k])) {
-                    item.inputFixed[k] = specIndex(ct.inputDomains[k], freeSpec());
+                    b.fixed = specIndex(domain, freeSpec());
                     continue;
                 }
-                auto it = topVarOfTensor.find(first.inputs[k]);
-                if (it == topVarOfTensor.end())
+                auto it = varOfTensor.find(first.inputs[k]);
+                if (it == varOfTensor.end())
                     throw std::logic_error("search: block input '" + g.tensor(first.inputs[k]).name + "' has no top-level producer");
-                item.inputTopVar[k] = it->second;
+                const TensorVar& tv = it->second;
+                b.var = tv.var;
+                if (tv.isOpVar) {
+                    const auto& ps = producerSpecs(tv.producer, tv.slot);
+                    for (int spec : ps.specOfStrategy) b.toClass.push_back(specIndex(domain, ps.specs[static_cast<size_t>(spec)]));
+                } else {
+                    for (const auto& spec : topSpecs.at(tv.var)) b.toClass.push_back(specIndex(domain, spec));
+                }
             }
-            topFactors.push_back(item.chain ? runFactor(item, ct) : instanceFactor(item, ct));
         }
 
-        EliminationResult top = eliminate(topFactors, topDomain, {});
+        std::vector<Factor> factors;
+        // Inlined ops: node costs and the edges into them.
+        for (OpId op : inlinedOps) {
+            const int var = opVar.at(op);
+            Factor f{{var}, {}};
+            for (int s = 0; s < topDomain[static_cast<size_t>(var)]; ++s) {
+                const int lockedTo = forced[static_cast<size_t>(op)];
+                if (lockedTo >= 0 && lockedTo != s) {
+                    f.values.push_back(kInfinity);
+                    continue;
+                }
+                const OpCost& c = model.opCost(op, s, Recompute::None);
+                f.values.push_back(c.seconds() + lambda * c.memoryBytes());
+            }
+            factors.push_back(std::move(f));
+            const Op& o = g.op(op);
+            for (size_t k = 0; k < o.inputs.size(); ++k) {
+                const TensorOrigin src = origin[static_cast<size_t>(o.inputs[k])];
+                if (src.producer < 0) continue;
+                auto it = varOfTensor.find(o.inputs[k]);
+                if (it == varOfTensor.end())
+                    throw std::logic_error("search: op '" + o.name + "' reads a tensor the top level cannot see");
+                if (it->second.isOpVar)
+                    factors.push_back(edgeFromOp(it->second.var, src, var, op, static_cast<int>(k), topDomain));
+                else
+                    factors.push_back(edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain));
+            }
+        }
+        for (const auto& item : items) factors.push_back(itemFactor(item, *tables.at(item.run.classId)));
+
+        EliminationResult top = eliminate(std::move(factors), topDomain, {});
         const double objective = top.remaining.values.empty() ? 0.0 : top.remaining.values[0];
         if (!(objective < kInfinity)) throw InputError("no plan satisfies the locks (every combination is forbidden)");
-        std::vector<int> topAssignment(topDomain.size(), 0);
-        decode(top, topDomain, topAssignment);
+        std::vector<int> assignment(topDomain.size(), 0);
+        decode(top, topDomain, assignment);
         result.objective = objective;
 
-        // Decode every instance.
-        for (const auto& item : items) {
-            const auto& ct = *tables.at(item.run.classId);
-            std::vector<int> entry(ct.dims.size(), 0);
-            auto inputEntry = [&](size_t k) {
-                if (item.inputFixed[k] >= 0) return item.inputFixed[k];
-                const int var = item.inputTopVar[k];
-                return specIndex(ct.inputDomains[k], topSpecs.at(var)[static_cast<size_t>(topAssignment[static_cast<size_t>(var)])]);
-            };
-            if (!item.chain) {
-                for (size_t k = 0; k < item.inputTopVar.size(); ++k)
-                    if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = inputEntry(k);
-                const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
-                for (size_t j = 0; j < item.outputTopVar.size(); ++j)
-                    entry[firstOut + j] = topAssignment[static_cast<size_t>(item.outputTopVar[j])];
-                decodeInstance(ct, item.run.classId, item.run.firstInstance, ravel(entry, ct.dims), result);
-                continue;
-            }
-            // A compressed run: recover the chain of states, then each instance's entry.
-            const int chain = item.chain->chainInput;
-            const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
-            std::vector<int> context(item.inputTopVar.size(), -1);
-            for (size_t k = 0; k < item.inputTopVar.size(); ++k)
-                if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) context[k] = inputEntry(k);
-            MinPlus step = chainMatrix(ct, chain, context);
-            std::vector<MinPlus> nodes;
-            const int root = power(nodes, step, item.run.count, true);
-            const int startState = inputEntry(static_cast<size_t>(chain));
-            const auto& lastSpec = ct.outputDomains[0][static_cast<size_t>(topAssignment[static_cast<size_t>(item.outputTopVar[0])])];
-            const int endState = specIndex(stateDomain, lastSpec);
-            std::vector<int> states{startState};
-            expand(nodes, root, startState, endState, states);
-            for (int a = 0; a < item.run.count; ++a) {
-                for (size_t k = 0; k < item.inputTopVar.size(); ++k)
-                    if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? states[static_cast<size_t>(a)] : context[k];
-                entry[ct.dims.size() - 1] = specIndex(ct.outputDomains[0], stateDomain[static_cast<size_t>(states[static_cast<size_t>(a + 1)])]);
-                decodeInstance(ct, item.run.classId, item.run.firstInstance + a, ravel(entry, ct.dims), result);
-            }
-        }
+        for (OpId op : inlinedOps) result.strategyOfOp[static_cast<size_t>(op)] = assignment[static_cast<size_t>(opVar.at(op))];
+        for (const auto& item : items) decodeItem(item, assignment, result);
         result.lambda = lambda;
         return result;
     }
 
-    /// The transition matrix of one chained instance for fixed context entries: state = spec of
-    /// the chained input (its domain); the output spec maps into the same domain.
+    /// Class-domain digit of an input position under a top-level assignment (-1: impossible).
+    static int boundDigit(const DimBinding& b, const std::vector<int>& assignment)
+    {
+        if (b.var < 0) return b.fixed;
+        return b.toClass[static_cast<size_t>(assignment[static_cast<size_t>(b.var)])];
+    }
+
+    void decodeItem(const TopItem& item, const std::vector<int>& assignment, SearchResult& result)
+    {
+        const auto& ct = *tables.at(item.run.classId);
+        std::vector<int> entry(ct.dims.size(), 0);
+        if (!item.chain) {
+            for (size_t k = 0; k < item.inputs.size(); ++k)
+                if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = boundDigit(item.inputs[k], assignment);
+            const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
+            for (size_t j = 0; j < item.outputVars.size(); ++j) entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
+            decodeInstance(ct, item.run.classId, item.run.firstInstance, ravel(entry, ct.dims), result);
+            return;
+        }
+        // A compressed run: recover the chain of states, then each instance's entry.
+        const int chain = item.chain->chainInput;
+        const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+        std::vector<int> context(item.inputs.size(), -1);
+        for (size_t k = 0; k < item.inputs.size(); ++k)
+            if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) context[k] = boundDigit(item.inputs[k], assignment);
+        std::vector<MinPlus> nodes;
+        const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, true);
+        const int startState = boundDigit(item.inputs[static_cast<size_t>(chain)], assignment);
+        const auto& lastSpec = ct.outputDomains[0][static_cast<size_t>(assignment[static_cast<size_t>(item.outputVars[0])])];
+        const int endState = specIndex(stateDomain, lastSpec);
+        std::vector<int> states{startState};
+        expand(nodes, root, startState, endState, states);
+        for (int a = 0; a < item.run.count; ++a) {
+            for (size_t k = 0; k < item.inputs.size(); ++k)
+                if (ct.inputDim[k] >= 0)
+                    entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? states[static_cast<size_t>(a)] : context[k];
+            entry[ct.dims.size() - 1] = specIndex(ct.outputDomains[0], stateDomain[static_cast<size_t>(states[static_cast<size_t>(a + 1)])]);
+            decodeInstance(ct, item.run.classId, item.run.firstInstance + a, ravel(entry, ct.dims), result);
+        }
+    }
+
     MinPlus chainMatrix(const ClassTable& ct, int chain, const std::vector<int>& context) const
     {
         const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
@@ -835,118 +932,54 @@ struct PlannerSession::Impl {
         return m;
     }
 
-    // A top-level factor for one instance: its table re-indexed by the top-level variables.
-    Factor instanceFactor(const TopItem& item, const ClassTable& ct) const
+    /// The top-level factor of an item: its table (or, for a compressed run, the run's min-plus
+    /// power) as a function of the variables its boundary is bound to.
+    Factor itemFactor(const TopItem& item, const ClassTable& ct) const
     {
-        // dims of the class table -> (top var, map from class domain index to top value)
-        std::vector<int> varOfDim(ct.dims.size(), -1);
-        std::vector<std::vector<int>> valueMap(ct.dims.size());
-        std::vector<int> fixedOfDim(ct.dims.size(), -1);
-        for (size_t k = 0; k < item.inputTopVar.size(); ++k) {
-            if (ct.inputDim[k] < 0) continue;
-            const size_t d = static_cast<size_t>(ct.inputDim[k]);
-            if (item.inputFixed[k] >= 0) {
-                fixedOfDim[d] = item.inputFixed[k];
-                continue;
-            }
-            const int var = item.inputTopVar[k];
-            varOfDim[d] = var;
-            for (const auto& spec : ct.inputDomains[k]) valueMap[d].push_back(specIndex(topSpecs.at(var), spec));
-        }
-        const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
-        for (size_t j = 0; j < item.outputTopVar.size(); ++j) {
-            varOfDim[firstOut + j] = item.outputTopVar[j];
-            for (int v = 0; v < ct.dims[firstOut + j]; ++v) valueMap[firstOut + j].push_back(v);
-        }
         Factor f;
-        for (int v : varOfDim)
-            if (v >= 0) f.vars.push_back(v);
+        for (const auto& b : item.inputs)
+            if (b.var >= 0) f.vars.push_back(b.var);
+        for (int v : item.outputVars) f.vars.push_back(v);
         std::sort(f.vars.begin(), f.vars.end());
+        f.vars.erase(std::unique(f.vars.begin(), f.vars.end()), f.vars.end());
         std::vector<int> fdims;
         for (int v : f.vars) fdims.push_back(topDomain[static_cast<size_t>(v)]);
         f.values.assign(product(fdims), kInfinity);
-        std::vector<int> digits, topValues(f.vars.size());
-        for (std::size_t e = 0; e < ct.table.size(); ++e) {
-            if (ct.table[e] == kInfinity) continue;
-            unravel(e, ct.dims, digits);
+        std::vector<int> assignment(topDomain.size(), 0), digits;
+        const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
+        const int chain = item.chain ? item.chain->chainInput : -1;
+        std::map<std::vector<int>, MinPlus> powers; // per context digits
+        std::vector<int> entry(ct.dims.size(), 0);
+        for (std::size_t idx = 0; idx < f.values.size(); ++idx) {
+            unravel(idx, fdims, digits);
+            for (size_t p = 0; p < f.vars.size(); ++p) assignment[static_cast<size_t>(f.vars[p])] = digits[p];
             bool ok = true;
-            for (size_t d = 0; d < digits.size() && ok; ++d) {
-                if (varOfDim[d] < 0) {
-                    ok = digits[d] == fixedOfDim[d];
-                    continue;
-                }
-                const int value = valueMap[d][static_cast<size_t>(digits[d])];
-                if (value < 0) ok = false;
-                const size_t pos = static_cast<size_t>(std::lower_bound(f.vars.begin(), f.vars.end(), varOfDim[d]) - f.vars.begin());
-                topValues[pos] = value;
+            std::vector<int> context(item.inputs.size(), -1);
+            for (size_t k = 0; k < item.inputs.size() && ok; ++k) {
+                if (ct.inputDim[k] < 0) continue;
+                const int d = boundDigit(item.inputs[k], assignment);
+                if (d < 0) ok = false;
+                entry[static_cast<size_t>(ct.inputDim[k])] = d;
+                if (static_cast<int>(k) != chain) context[k] = d;
             }
             if (!ok) continue;
-            double& cell = f.values[ravel(topValues, fdims)];
-            cell = std::min(cell, ct.table[e]);
-        }
-        return f;
-    }
-
-    // A top-level factor for a compressed run: (context vars, first input var, last output var).
-    Factor runFactor(const TopItem& item, const ClassTable& ct) const
-    {
-        const int chain = item.chain->chainInput;
-        std::vector<size_t> contextPositions;
-        for (size_t k = 0; k < item.inputTopVar.size(); ++k)
-            if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) contextPositions.push_back(k);
-        const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
-        const int chainVar = item.inputTopVar[static_cast<size_t>(chain)];
-        // Variables: context top vars, chain input top var, output top var (fixed inputs have none).
-        std::vector<int> vars;
-        for (size_t k : contextPositions)
-            if (item.inputTopVar[k] >= 0) vars.push_back(item.inputTopVar[k]);
-        if (chainVar >= 0) vars.push_back(chainVar);
-        vars.push_back(item.outputTopVar[0]);
-        Factor f;
-        f.vars = vars;
-        std::sort(f.vars.begin(), f.vars.end());
-        // The chain input as the top level sees it: its producer's specs, or the free spec.
-        const std::vector<TensorSpec> inputSpecsTop = chainVar >= 0 ? topSpecs.at(chainVar) : std::vector<TensorSpec>{freeSpec()};
-        std::vector<int> fdims;
-        for (int v : f.vars) fdims.push_back(static_cast<int>(topSpecs.at(v).size()));
-        f.values.assign(product(fdims), kInfinity);
-        // Enumerate context assignments (class-domain indices).
-        std::vector<int> ctxDims;
-        for (size_t k : contextPositions) ctxDims.push_back(static_cast<int>(ct.inputDomains[k].size()));
-        const std::size_t ctxCount = product(ctxDims);
-        std::vector<int> ctxDigits, topValues(f.vars.size());
-        auto posOf = [&](int var) { return static_cast<size_t>(std::lower_bound(f.vars.begin(), f.vars.end(), var) - f.vars.begin()); };
-        for (std::size_t c = 0; c < ctxCount; ++c) {
-            unravel(c, ctxDims, ctxDigits);
-            std::vector<int> context(item.inputTopVar.size(), -1);
-            bool ok = true;
-            for (size_t p = 0; p < contextPositions.size(); ++p) {
-                const size_t k = contextPositions[p];
-                context[k] = ctxDigits[p];
-                if (item.inputTopVar[k] < 0) {
-                    if (ctxDigits[p] != item.inputFixed[k]) ok = false;
-                    continue;
-                }
-                const int top = specIndex(topSpecs.at(item.inputTopVar[k]), ct.inputDomains[k][static_cast<size_t>(ctxDigits[p])]);
-                if (top < 0) ok = false;
-                topValues[posOf(item.inputTopVar[k])] = top;
+            if (!item.chain) {
+                for (size_t j = 0; j < item.outputVars.size(); ++j) entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
+                f.values[idx] = ct.table[ravel(entry, ct.dims)];
+                continue;
             }
-            if (!ok) continue;
-            std::vector<MinPlus> nodes;
-            const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, false);
-            const MinPlus& r = nodes[static_cast<size_t>(root)];
-            for (size_t a = 0; a < inputSpecsTop.size(); ++a) {
-                const int i = specIndex(stateDomain, inputSpecsTop[a]);
-                if (i < 0) continue;
-                if (chainVar >= 0) topValues[posOf(chainVar)] = static_cast<int>(a);
-                for (size_t o = 0; o < ct.outputDomains[0].size(); ++o) {
-                    const int j = specIndex(stateDomain, ct.outputDomains[0][o]);
-                    if (j < 0) continue;
-                    topValues[posOf(item.outputTopVar[0])] = static_cast<int>(o);
-                    double& cell = f.values[ravel(topValues, fdims)];
-                    cell = std::min(cell, r.v[static_cast<size_t>(i) * static_cast<size_t>(r.n) + static_cast<size_t>(j)]);
-                }
+            auto it = powers.find(context);
+            if (it == powers.end()) {
+                std::vector<MinPlus> nodes;
+                const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, false);
+                it = powers.emplace(context, std::move(nodes[static_cast<size_t>(root)])).first;
             }
+            const MinPlus& r = it->second;
+            const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+            const int i = entry[static_cast<size_t>(ct.inputDim[static_cast<size_t>(chain)])];
+            const int j = specIndex(stateDomain, ct.outputDomains[0][static_cast<size_t>(assignment[static_cast<size_t>(item.outputVars[0])])]);
+            if (j < 0) continue;
+            f.values[idx] = r.v[static_cast<size_t>(i) * static_cast<size_t>(r.n) + static_cast<size_t>(j)];
         }
         return f;
     }
@@ -1133,6 +1166,17 @@ SearchResult PlannerSession::solve()
     if (d.flat) d.folded = saved;
     best.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     return best;
+}
+
+std::vector<int> readerGroupsOf(const FoldedGraph& folded)
+{
+    std::vector<int> group(folded.classOfOp.size(), 0);
+    for (size_t i = 0; i < folded.sequence.size(); ++i) {
+        const auto& [cls, inst] = folded.sequence[i];
+        for (OpId op : folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)].ops)
+            group[static_cast<size_t>(op)] = static_cast<int>(i);
+    }
+    return group;
 }
 
 SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const SearchOptions& options)

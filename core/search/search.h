@@ -89,6 +89,10 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+/// Per op, the index of its block instance in folded.sequence: the reader groups to give the
+/// cost model (CostSettings::readerGroupOfOp) so that identical blocks cost the same.
+std::vector<int> readerGroupsOf(const FoldedGraph& folded);
+
 /// One-shot search.
 SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const SearchOptions& options = {});
 
