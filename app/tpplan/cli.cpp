@@ -106,6 +106,9 @@ const std::vector<Command>& commands()
         {"info", "tpplan info MODEL [--set k=v] [--json]   ops, tensors, parameters, FLOPs per step", &runInfo},
         {"plan", "tpplan plan MODEL [options] [--json] [-o F]  search (or a baseline) and the breakdown", &runPlan},
         {"fold", "tpplan fold MODEL [--set k=v] [--json]   block classes, instances, runs, fold time", &runFold},
+        {"check", "tpplan check PLAN.tpplan.json [--json]   re-validate a saved plan, re-cost it, list differences", &runCheck},
+        {"export", "tpplan export PLAN.tpplan.json --format csv|dot|svg|png|pytorch|megatron|hf-tp-plan -o OUT", &runExport},
+        {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)", &runBench},
     };
     return table;
 }

@@ -56,6 +56,11 @@ int runModels(const Options& options, std::ostream& out);
 int runInfo(const Options& options, std::ostream& out);
 int runPlan(const Options& options, std::ostream& out);
 int runFold(const Options& options, std::ostream& out);
+int runCheck(const Options& options, std::ostream& out);
+int runExport(const Options& options, std::ostream& out);
+/// The whole file; throws InputError naming the path when it cannot be read.
+std::string readTextFile(const std::string& path);
+int runBench(const Options& options, std::ostream& out);
 
 /// Human-readable numbers: 174.6B, 1.23 GiB, 3.1 ms.
 std::string formatCount(double value);

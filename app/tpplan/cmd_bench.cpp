@@ -1,0 +1,656 @@
+// tpplan bench: the benchmark suite of docs/PERFORMANCE.md.
+//
+// Every case runs in a child process (this executable, `tpplan bench CASE`), for two reasons:
+// its peak RSS is the child's own ru_maxrss (getrusage of one process only grows), and a case
+// never inherits another's heap or warm caches. The parent runs the cases in a fixed order,
+// collects one JSON object from each, prints a table and writes the document.
+//
+// Times are medians over repetitions, as wall clock and as the thread's CPU time (on a shared
+// machine the CPU time is the steadier of the two). No case asserts anything about speed.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "cli.h"
+#include "fold/fold.h"
+#include "ilp/ilp.h"
+#include "plan/planner.h"
+#include "search/search.h"
+#include "sharding/strategy.h"
+#include "util/error.h"
+
+#ifndef TP_BUILD_TYPE
+#define TP_BUILD_TYPE "unknown"
+#endif
+
+namespace tp::cli {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Measuring
+
+double threadCpuMs()
+{
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+struct Sample {
+    double wallMs = 0;
+    double cpuMs = 0;
+};
+
+/// Runs `work` `repetitions` times and returns the median wall and CPU times (each median taken
+/// on its own). The last run's side effects are what the caller keeps.
+template <typename Work>
+Sample medianOf(int repetitions, Work&& work)
+{
+    std::vector<double> wall, cpu;
+    for (int i = 0; i < repetitions; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        const double cpuStart = threadCpuMs();
+        work();
+        cpu.push_back(threadCpuMs() - cpuStart);
+        wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(wall.begin(), wall.end());
+    std::sort(cpu.begin(), cpu.end());
+    return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
+}
+
+Json sampleJson(const Sample& s) { return {{"wall_ms", s.wallMs}, {"cpu_ms", s.cpuMs}}; }
+
+double relativeDifference(double a, double b) { return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-300}); }
+
+// ---------------------------------------------------------------------------------------------
+// The suite: which cases, in which order
+
+struct Suite {
+    bool quick = false;
+    std::vector<int> scalingLayers;
+    std::vector<std::string> compareModels;
+    std::vector<std::string> compareMeshes;
+    int repetitions = 0;       ///< fast measurements (fold, folded search, cold plan, lock)
+    int slowRepetitions = 0;   ///< slow ones (flat search)
+    double ilpSeconds = 0;     ///< CBC time limit per program
+    std::string coldModel = "llama3-8b";
+    std::string coldMesh = "2x8";
+    std::string hardware = "a100-80g-dgx";
+    std::string scalingModel = "gpt3-175b";
+    std::string scalingMesh = "8";
+};
+
+Suite suiteFor(bool quick)
+{
+    Suite s;
+    s.quick = quick;
+    if (quick) {
+        // Under a minute on 2 shared cores: the scaling curve, one small and one large
+        // comparison, and the interactive figures.
+        s.scalingLayers = {24, 96, 384, 1536};
+        s.compareModels = {"gpt3-1.3b", "gpt3-175b"};
+        s.compareMeshes = {"8"};
+        s.repetitions = 3;
+        s.slowRepetitions = 1;
+        s.ilpSeconds = 5;
+    } else {
+        s.scalingLayers = {24, 96, 384, 1536, 4800};
+        s.compareModels = {"gpt3-1.3b", "gpt3-6.7b", "gpt3-175b", "llama2-70b", "t5-3b", "resnet50"};
+        s.compareMeshes = {"8", "2x8", "8x8"};
+        s.repetitions = 7;
+        s.slowRepetitions = 3;
+        s.ilpSeconds = 60;
+    }
+    return s;
+}
+
+Json suiteJson(const Suite& s)
+{
+    return {{"quick", s.quick},
+            {"repetitions", s.repetitions},
+            {"slow_repetitions", s.slowRepetitions},
+            {"ilp_time_limit_s", s.ilpSeconds},
+            {"hardware", s.hardware},
+            {"mode", "train"},
+            {"scaling_model", s.scalingModel},
+            {"scaling_mesh", s.scalingMesh},
+            {"search_memory_limit", "none (pure step time, so that folded, flat and the ILP minimise the same objective)"}};
+}
+
+std::vector<std::string> caseList(const Suite& s)
+{
+    std::vector<std::string> cases;
+    for (int layers : s.scalingLayers) cases.push_back("scale:" + std::to_string(layers));
+    for (const auto& model : s.compareModels)
+        for (const auto& mesh : s.compareMeshes)
+            for (const char* method : {"folded", "flat", "ilp"}) cases.push_back(std::string("search:") + model + ":" + mesh + ":" + method);
+    cases.push_back("cold");
+    cases.push_back("lock");
+    cases.push_back("gui");
+    return cases;
+}
+
+std::vector<std::string> splitColons(const std::string& text)
+{
+    std::vector<std::string> parts;
+    std::stringstream in(text);
+    std::string part;
+    while (std::getline(in, part, ':')) parts.push_back(part);
+    return parts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases (run in the child)
+
+std::unique_ptr<CostModel> makeCostModel(const Graph& graph, const Mesh& mesh, const Hardware& hw)
+{
+    return std::make_unique<CostModel>(graph, mesh, hw);
+}
+
+SearchOptions unlimitedSearch(bool flat)
+{
+    SearchOptions o;
+    o.memoryLimitBytes = -1;
+    o.flat = flat;
+    return o;
+}
+
+/// Fold and folded search of GPT-3 175B's layer stack at a given depth.
+Json runScaleCase(const Suite& s, int layers)
+{
+    ModelOptions mo;
+    mo.overrides = {"layers=" + std::to_string(layers)};
+    LoadedModel model;
+    const Sample load = medianOf(1, [&] { model = loadModel(s.scalingModel, mo); });
+    FoldedGraph folded;
+    const Sample fold = medianOf(s.repetitions, [&] { folded = foldGraph(model.graph); });
+    const Hardware hw = loadHardware(s.hardware);
+    const Mesh mesh = parseMesh(s.scalingMesh, hw);
+    std::unique_ptr<CostModel> cost;
+    const Sample costBuild = medianOf(1, [&] { cost = makeCostModel(model.graph, mesh, hw); });
+    SearchResult r;
+    const Sample search = medianOf(s.repetitions, [&] { r = searchPlan(*cost, folded, unlimitedSearch(false)); });
+    const double ops = static_cast<double>(model.graph.ops.size());
+    return {{"layers", layers},
+            {"ops", model.graph.ops.size()},
+            {"block_classes", folded.classes.size()},
+            {"searched_ops", folded.searchedOps()},
+            {"build_graph_ms", load.wallMs},
+            {"fold", sampleJson(fold)},
+            {"fold_ops_per_s", ops / (fold.cpuMs / 1e3)},
+            {"cost_model_ms", costBuild.wallMs},
+            {"search", sampleJson(search)},
+            {"step_time_s", r.objective}};
+}
+
+/// One method (folded search, flat search or the ILP) on one model and mesh.
+Json runSearchCase(const Suite& s, const std::string& modelName, const std::string& meshText, const std::string& method)
+{
+    const LoadedModel model = loadModel(modelName);
+    const Hardware hw = loadHardware(s.hardware);
+    const Mesh mesh = parseMesh(meshText, hw);
+    std::unique_ptr<CostModel> cost;
+    const Sample costBuild = medianOf(1, [&] { cost = makeCostModel(model.graph, mesh, hw); });
+    Json j = {{"model", modelName}, {"mesh", meshText}, {"method", method}, {"ops", model.graph.ops.size()}, {"cost_model_ms", costBuild.wallMs}};
+    if (method == "folded" || method == "flat") {
+        FoldedGraph folded;
+        const Sample fold = medianOf(method == "folded" ? s.repetitions : 1, [&] { folded = foldGraph(model.graph); });
+        SearchResult r;
+        const Sample search = medianOf(method == "folded" ? s.repetitions : s.slowRepetitions,
+                                       [&] { r = searchPlan(*cost, folded, unlimitedSearch(method == "flat")); });
+        j["fold"] = sampleJson(fold);
+        j["search"] = sampleJson(search);
+        j["cost_s"] = r.objective;
+        j["block_classes"] = r.blockClasses;
+        j["ops_searched"] = r.opsSearched;
+        j["status"] = "optimal";
+        return j;
+    }
+    if (method != "ilp") throw InputError("bench case: unknown method '" + method + "'");
+    IlpOptions options;
+    options.timeLimitSeconds = s.ilpSeconds;
+    IlpResult r;
+    const Sample total = medianOf(1, [&] { r = solveIlp(*cost, options); });
+    j["search"] = sampleJson(total); // build + solve: all the peer spends
+    j["ilp_build_ms"] = r.buildMs;
+    j["ilp_solve_ms"] = r.solveMs;
+    j["status"] = std::string(ilpStatusName(r.status));
+    if (!r.strategyOfOp.empty()) j["cost_s"] = r.objective;
+    j["bound_s"] = r.bestBound;
+    j["gap"] = r.gap;
+    j["variables"] = r.variables;
+    j["integer_variables"] = r.integerVariables;
+    j["constraints"] = r.constraints;
+    j["nonzeros"] = r.nonzeros;
+    j["pair_factors"] = r.pairFactors;
+    return j;
+}
+
+PlanRequest coldRequest(const Suite& s)
+{
+    PlanRequest request;
+    request.model = s.coldModel;
+    request.mesh = s.coldMesh;
+    request.hardware = s.hardware;
+    return request;
+}
+
+/// A cold plan as tpplan and the GUI make it: load, cost model, fold, search (default memory
+/// limit: the hardware's capacity). The first run pays one-time costs (built-in resources).
+Json runColdCase(const Suite& s)
+{
+    const PlanRequest request = coldRequest(s);
+    std::vector<double> prepare, search;
+    double firstMs = 0;
+    SearchResult r;
+    const Sample total = medianOf(s.repetitions, [&] {
+        const auto start = std::chrono::steady_clock::now();
+        auto ws = preparePlan(request);
+        const auto prepared = std::chrono::steady_clock::now();
+        r = runPlan(*ws, request);
+        const auto done = std::chrono::steady_clock::now();
+        prepare.push_back(std::chrono::duration<double, std::milli>(prepared - start).count());
+        search.push_back(std::chrono::duration<double, std::milli>(done - prepared).count());
+        if (firstMs == 0) firstMs = std::chrono::duration<double, std::milli>(done - start).count();
+    });
+    std::sort(prepare.begin(), prepare.end());
+    std::sort(search.begin(), search.end());
+    return {{"model", s.coldModel},
+            {"mesh", s.coldMesh},
+            {"total", sampleJson(total)},
+            {"first_run_ms", firstMs},
+            {"prepare_ms", prepare[prepare.size() / 2]},
+            {"search_ms", search[search.size() / 2]},
+            {"step_time_s", r.breakdown.stepSeconds},
+            {"fits", r.fits}};
+}
+
+/// Re-solving a PlannerSession after one lock on a layer op: for the whole class
+/// ("layers.*/mlp/down") and for one instance ("layers.5/mlp/down", which splits it out).
+Json runLockCase(const Suite& s)
+{
+    const PlanRequest request = coldRequest(s);
+    auto ws = preparePlan(request);
+    const CostModel& model = *ws->costModel;
+    const Graph& g = model.graph();
+    OpId target = -1;
+    for (const Op& op : g.ops)
+        if (op.kind == OpKind::Linear && op.name.rfind("layers.5/", 0) == 0 && (target < 0 || op.name.ends_with("/down"))) target = op.id;
+    if (target < 0) throw InputError("bench lock: no linear op in layers.5 of " + s.coldModel);
+    const std::string instanceName = g.op(target).name;
+    const std::string className = "layers.*" + instanceName.substr(std::strlen("layers.5"));
+
+    Json j = {{"model", s.coldModel}, {"mesh", s.coldMesh}, {"op", instanceName}};
+    for (const bool wholeClass : {true, false}) {
+        std::string lockText;
+        double firstSolveMs = 0;
+        SearchResult locked;
+        std::vector<double> wall, cpu;
+        for (int i = 0; i < s.repetitions; ++i) {
+            PlannerSession session(model, ws->folded);
+            const SearchResult before = session.solve();
+            firstSolveMs = before.searchMs;
+            // Lock the op to a candidate the free plan does not use: the first other one.
+            const int chosen = before.strategyOfOp[static_cast<size_t>(target)];
+            const int other = chosen == 0 ? 1 : 0;
+            lockText = (wholeClass ? className : instanceName) + "=" +
+                       strategyToString(model.strategies(target)[static_cast<size_t>(other)], model.signature(target), model.mesh());
+            const auto start = std::chrono::steady_clock::now();
+            const double cpuStart = threadCpuMs();
+            session.setLocks({parseLockRequest(lockText)});
+            locked = session.solve();
+            cpu.push_back(threadCpuMs() - cpuStart);
+            wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        }
+        std::sort(wall.begin(), wall.end());
+        std::sort(cpu.begin(), cpu.end());
+        j[wholeClass ? "class_lock" : "instance_lock"] = {{"lock", lockText},
+                                                           {"resolve", {{"wall_ms", wall[wall.size() / 2]}, {"cpu_ms", cpu[cpu.size() / 2]}}},
+                                                           {"first_solve_ms", firstSolveMs},
+                                                           {"tables_solved", locked.tablesSolved},
+                                                           {"step_time_s", locked.breakdown.stepSeconds}};
+    }
+    return j;
+}
+
+std::filesystem::path selfExecutable() { return std::filesystem::read_symlink("/proc/self/exe"); }
+
+/// Runs a program, returning its stdout, exit status and peak RSS (from wait4).
+struct ChildResult {
+    std::string output;
+    int exitCode = -1;
+    long peakRssKiB = 0;
+    double wallMs = 0;
+};
+
+ChildResult runChild(const std::vector<std::string>& argv, const std::vector<std::string>& extraEnv = {})
+{
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("bench: pipe failed");
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("bench: fork failed");
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        for (const auto& kv : extraEnv) putenv(const_cast<char*>(kv.c_str()));
+        std::vector<char*> args;
+        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    close(fds[1]);
+    ChildResult result;
+    char buffer[65536];
+    ssize_t got = 0;
+    while ((got = read(fds[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, static_cast<size_t>(got));
+    close(fds[0]);
+    int status = 0;
+    rusage usage{};
+    wait4(pid, &status, 0, &usage);
+    result.wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.peakRssKiB = usage.ru_maxrss; // KiB on Linux
+    return result;
+}
+
+/// The GUI's open-to-first-paint, as `tpstudio MODEL --screenshot FILE` offscreen (process start
+/// to exit, so an upper bound). A placeholder when the GUI has no --screenshot yet.
+Json runGuiCase(const Suite& s)
+{
+    const auto gui = selfExecutable().parent_path() / "tpstudio" / "tpstudio";
+    Json j = {{"model", s.scalingModel}, {"mesh", "8x8"}, {"available", false}};
+    if (!std::filesystem::exists(gui)) {
+        j["reason"] = "tpstudio not built next to tpplan (" + gui.string() + ")";
+        return j;
+    }
+    const auto png = std::filesystem::temp_directory_path() / ("tpbench-" + std::to_string(getpid()) + ".png");
+    std::vector<double> wall;
+    long rss = 0;
+    for (int i = 0; i < std::max(1, s.repetitions / 2); ++i) {
+        std::filesystem::remove(png);
+        const ChildResult c = runChild({gui.string(), s.scalingModel, "--mesh", "8x8", "--screenshot", png.string()},
+                                       {"QT_QPA_PLATFORM=offscreen"});
+        if (c.exitCode != 0 || !std::filesystem::exists(png)) {
+            j["reason"] = "tpstudio --screenshot did not write an image (exit " + std::to_string(c.exitCode) +
+                          "): not implemented yet; GUI timings come from the GUI's own tests";
+            return j;
+        }
+        wall.push_back(c.wallMs);
+        rss = std::max(rss, c.peakRssKiB);
+    }
+    std::filesystem::remove(png);
+    std::sort(wall.begin(), wall.end());
+    j["available"] = true;
+    j["open_to_screenshot_ms"] = wall[wall.size() / 2];
+    j["gui_peak_rss_bytes"] = static_cast<double>(rss) * 1024.0;
+    return j;
+}
+
+Json runCase(const Suite& s, const std::string& spec)
+{
+    const auto parts = splitColons(spec);
+    if (parts.size() == 2 && parts[0] == "scale") return runScaleCase(s, std::stoi(parts[1]));
+    if (parts.size() == 4 && parts[0] == "search") return runSearchCase(s, parts[1], parts[2], parts[3]);
+    if (spec == "cold") return runColdCase(s);
+    if (spec == "lock") return runLockCase(s);
+    if (spec == "gui") return runGuiCase(s);
+    throw UsageError("bench: unknown case '" + spec + "'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Machine information
+
+std::string firstMatch(const char* file, const std::string& key)
+{
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(key, 0) == 0) {
+            const auto colon = line.find(':');
+            std::string value = colon == std::string::npos ? "" : line.substr(colon + 1);
+            value.erase(0, value.find_first_not_of(" \t"));
+            return value;
+        }
+    return "";
+}
+
+std::vector<double> loadAverage()
+{
+    std::ifstream in("/proc/loadavg");
+    double a = 0, b = 0, c = 0;
+    in >> a >> b >> c;
+    return {a, b, c};
+}
+
+Json machineJson()
+{
+    const std::string memKiB = firstMatch("/proc/meminfo", "MemTotal");
+#if defined(__clang__)
+    const std::string compiler = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+    const std::string compiler = std::string("gcc ") + __VERSION__;
+#else
+    const std::string compiler = "unknown";
+#endif
+    return {{"cpu", firstMatch("/proc/cpuinfo", "model name")},
+            {"cores", std::thread::hardware_concurrency()},
+            {"ram_bytes", std::atof(memKiB.c_str()) * 1024.0},
+            {"kernel", firstMatch("/proc/sys/kernel/osrelease", "")},
+            {"compiler", compiler},
+            {"build_type", TP_BUILD_TYPE},
+            {"load_average_start", loadAverage()}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assembling the document and the table
+
+/// Groups the per-case objects into the document's sections and derives the ratios.
+Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& results)
+{
+    Json doc = {{"format", "tpstudio.bench"}, {"version", 1}};
+    doc["settings"] = suiteJson(s);
+    Json scaling = Json::array(), comparison = Json::array();
+    std::map<std::pair<std::string, std::string>, Json> rows;
+    std::vector<std::pair<std::string, std::string>> order;
+    for (const auto& [spec, j] : results) {
+        const auto parts = splitColons(spec);
+        if (parts[0] == "scale") scaling.push_back(j);
+        else if (parts[0] == "search") {
+            const auto key = std::make_pair(parts[1], parts[2]);
+            if (!rows.count(key)) {
+                order.push_back(key);
+                rows[key] = {{"model", parts[1]}, {"mesh", parts[2]}};
+            }
+            rows[key][parts[3]] = j;
+            if (j.contains("ops")) rows[key]["ops"] = j["ops"];
+        } else if (spec == "cold") doc["cold_plan"] = j;
+        else if (spec == "lock") doc["lock_resolve"] = j;
+        else if (spec == "gui") doc["gui"] = j;
+    }
+    doc["scaling"] = scaling;
+    Json summary = Json::object();
+    auto layersRow = [&](int layers) -> const Json* {
+        for (const auto& row : scaling)
+            if (row.value("layers", 0) == layers && row.contains("search")) return &row;
+        return nullptr;
+    };
+    if (const Json *a = layersRow(24), *b = layersRow(1536); a && b) {
+        summary["search_ratio_1536_over_24_wall"] = (*b)["search"]["wall_ms"].get<double>() / (*a)["search"]["wall_ms"].get<double>();
+        summary["search_ratio_1536_over_24_cpu"] = (*b)["search"]["cpu_ms"].get<double>() / (*a)["search"]["cpu_ms"].get<double>();
+        summary["search_ratio_target"] = 1.5;
+    }
+    for (const auto& row : scaling)
+        if (row.value("ops", 0) >= 100000 && row.contains("fold")) summary["fold_ms_at_100k_ops"] = row["fold"]["cpu_ms"];
+    doc["scaling_summary"] = summary;
+
+    for (const auto& key : order) {
+        Json row = rows[key];
+        auto timeOf = [&](const char* m) { return row.contains(m) && row[m].contains("search") ? row[m]["search"]["wall_ms"].get<double>() : 0.0; };
+        auto costOf = [&](const char* m) { return row.contains(m) && row[m].contains("cost_s") ? row[m]["cost_s"].get<double>() : -1.0; };
+        const double folded = timeOf("folded"), flat = timeOf("flat"), ilp = timeOf("ilp");
+        const double foldMs = row.contains("folded") && row["folded"].contains("fold") ? row["folded"]["fold"]["wall_ms"].get<double>() : 0.0;
+        if (folded > 0 && flat > 0) row["speedup_vs_flat"] = flat / folded;
+        if (folded > 0 && ilp > 0) {
+            row["speedup_vs_ilp"] = ilp / folded;
+            row["speedup_vs_ilp_with_fold"] = ilp / (folded + foldMs);
+        }
+        if (costOf("folded") > 0 && costOf("flat") > 0) row["cost_rel_diff_flat"] = relativeDifference(costOf("folded"), costOf("flat"));
+        if (costOf("folded") > 0 && costOf("ilp") > 0) row["cost_rel_diff_ilp"] = relativeDifference(costOf("folded"), costOf("ilp"));
+        comparison.push_back(row);
+    }
+    doc["comparison"] = comparison;
+    return doc;
+}
+
+std::string fixed(double v, int precision)
+{
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(precision) << v;
+    return o.str();
+}
+
+std::string msText(const Json& sample, const char* key = "wall_ms")
+{
+    return sample.is_object() && sample.contains(key) ? fixed(sample[key].get<double>(), 2) : "-";
+}
+
+std::string rssText(const Json& j)
+{
+    return j.contains("peak_rss_bytes") ? fixed(j["peak_rss_bytes"].get<double>() / (1024.0 * 1024.0), 0) : "-";
+}
+
+void printTable(const Json& doc, std::ostream& out)
+{
+    const Json& m = doc["machine"];
+    out << "Machine: " << m["cpu"].get<std::string>() << ", " << m["cores"] << " cores, " << formatBytes(m["ram_bytes"].get<double>())
+        << " RAM, " << m["compiler"].get<std::string>() << ", " << m["build_type"].get<std::string>() << "\n"
+        << "Load average at start " << m["load_average_start"].dump() << ", at end " << m["load_average_end"].dump() << "\n"
+        << "Times are medians (wall ms; cpu ms = this thread's CPU time). Searches minimise step time without a memory limit.\n\n";
+
+    out << "Fold and folded search vs depth (" << doc["settings"]["scaling_model"].get<std::string>() << " layers, mesh "
+        << doc["settings"]["scaling_mesh"].get<std::string>() << ")\n";
+    out << std::right << std::setw(7) << "layers" << std::setw(9) << "ops" << std::setw(11) << "fold ms" << std::setw(11) << "fold cpu"
+        << std::setw(12) << "Mops/s" << std::setw(12) << "search ms" << std::setw(12) << "search cpu" << std::setw(11) << "costmdl ms"
+        << std::setw(10) << "RSS MiB" << "\n";
+    for (const auto& row : doc["scaling"]) {
+        if (row.contains("error")) {
+            out << std::setw(7) << row.value("layers", 0) << "  error: " << row["error"].get<std::string>() << "\n";
+            continue;
+        }
+        out << std::setw(7) << row["layers"].get<int>() << std::setw(9) << row["ops"].get<long>() << std::setw(11) << msText(row["fold"])
+            << std::setw(11) << msText(row["fold"], "cpu_ms") << std::setw(12) << fixed(row["fold_ops_per_s"].get<double>() / 1e6, 2)
+            << std::setw(12) << msText(row["search"]) << std::setw(12) << msText(row["search"], "cpu_ms") << std::setw(11)
+            << fixed(row["cost_model_ms"].get<double>(), 1) << std::setw(10) << rssText(row) << "\n";
+    }
+    const Json& sum = doc["scaling_summary"];
+    if (sum.contains("search_ratio_1536_over_24_wall"))
+        out << "search time 1536 / 24 layers: " << fixed(sum["search_ratio_1536_over_24_wall"].get<double>(), 2) << "x wall, "
+            << fixed(sum["search_ratio_1536_over_24_cpu"].get<double>(), 2) << "x cpu (target < 1.5x)\n";
+    out << "\n";
+
+    out << "Folded vs flat vs ILP (CBC, limit " << doc["settings"]["ilp_time_limit_s"].get<double>() << " s): search wall ms, step time s\n";
+    out << std::left << std::setw(11) << "model" << std::setw(5) << "mesh" << std::right << std::setw(7) << "ops" << std::setw(10) << "folded"
+        << std::setw(11) << "flat" << std::setw(11) << "ILP" << std::setw(9) << "x flat" << std::setw(10) << "x ILP" << std::setw(12)
+        << "cost" << std::setw(10) << "flat diff" << std::setw(10) << "ILP diff" << "  ILP status" << std::setw(7) << "RSS MiB f/fl/ilp" << "\n";
+    for (const auto& row : doc["comparison"]) {
+        auto t = [&](const char* k) { return row.contains(k) ? msText(row[k]["search"]) : std::string("-"); };
+        auto r = [&](const char* k) { return row.contains(k) ? rssText(row[k]) : std::string("-"); };
+        std::string ilpStatus = row.contains("ilp") ? row["ilp"].value("status", "error") : "-";
+        if (row.contains("ilp") && row["ilp"].value("status", "") == "time_limit") ilpStatus += " gap " + fixed(row["ilp"]["gap"].get<double>() * 100, 2) + "%";
+        out << std::left << std::setw(11) << row["model"].get<std::string>() << std::setw(5) << row["mesh"].get<std::string>() << std::right
+            << std::setw(7) << row.value("ops", 0) << std::setw(10) << t("folded") << std::setw(11) << t("flat") << std::setw(11) << t("ilp")
+            << std::setw(9) << (row.contains("speedup_vs_flat") ? fixed(row["speedup_vs_flat"].get<double>(), 0) : "-") << std::setw(10)
+            << (row.contains("speedup_vs_ilp") ? fixed(row["speedup_vs_ilp"].get<double>(), 0) : "-") << std::setw(12)
+            << (row.contains("folded") && row["folded"].contains("cost_s") ? fixed(row["folded"]["cost_s"].get<double>(), 5) : "-") << std::setw(10)
+            << (row.contains("cost_rel_diff_flat") ? fixed(row["cost_rel_diff_flat"].get<double>(), 7) : "-") << std::setw(10)
+            << (row.contains("cost_rel_diff_ilp") ? fixed(row["cost_rel_diff_ilp"].get<double>(), 7) : "-") << "  " << ilpStatus << "  "
+            << r("folded") << "/" << r("flat") << "/" << r("ilp") << "\n";
+    }
+    out << "\n";
+
+    if (doc.contains("cold_plan") && !doc["cold_plan"].contains("error")) {
+        const Json& c = doc["cold_plan"];
+        out << "Cold plan " << c["model"].get<std::string>() << " on " << c["mesh"].get<std::string>() << ": " << msText(c["total"])
+            << " ms median (first run " << fixed(c["first_run_ms"].get<double>(), 2) << " ms; prepare " << fixed(c["prepare_ms"].get<double>(), 2)
+            << " + search " << fixed(c["search_ms"].get<double>(), 2) << "), RSS " << rssText(c) << " MiB (target < 50 ms)\n";
+    }
+    if (doc.contains("lock_resolve") && !doc["lock_resolve"].contains("error")) {
+        const Json& l = doc["lock_resolve"];
+        for (const char* k : {"class_lock", "instance_lock"})
+            out << "Re-solve after " << l[k]["lock"].get<std::string>() << ": " << msText(l[k]["resolve"]) << " ms median ("
+                << l[k]["tables_solved"].get<int>() << " tables solved) (target < 10 ms)\n";
+    }
+    if (doc.contains("gui")) {
+        const Json& gjs = doc["gui"];
+        if (gjs.value("available", false))
+            out << "GUI open to screenshot (offscreen, " << gjs["model"].get<std::string>() << " " << gjs["mesh"].get<std::string>() << "): "
+                << fixed(gjs["open_to_screenshot_ms"].get<double>(), 1) << " ms\n";
+        else out << "GUI: not measured (" << gjs.value("reason", std::string("error")) << ")\n";
+    }
+}
+
+} // namespace
+
+int runBench(const Options& o, std::ostream& out)
+{
+    const Suite suite = suiteFor(o.quick);
+    if (o.positional.size() == 1) { // a child: one case, one JSON object on stdout
+        out << runCase(suite, o.positional[0]).dump() << "\n";
+        return 0;
+    }
+    if (!o.positional.empty()) throw UsageError("usage: tpplan bench [--quick] [--json] [-o FILE]");
+
+    Json machine = machineJson();
+    const std::string self = selfExecutable().string();
+    std::vector<std::pair<std::string, Json>> results;
+    int failures = 0;
+    for (const auto& spec : caseList(suite)) {
+        std::cerr << "bench: " << spec << " ..." << std::flush;
+        std::vector<std::string> argv{self, "bench", spec};
+        if (suite.quick) argv.push_back("--quick");
+        const ChildResult child = runChild(argv);
+        Json j;
+        try {
+            if (child.exitCode != 0) throw std::runtime_error("exit code " + std::to_string(child.exitCode));
+            j = Json::parse(child.output);
+        } catch (const std::exception& e) {
+            j = {{"error", std::string("case failed: ") + e.what()}};
+            ++failures;
+        }
+        j["peak_rss_bytes"] = static_cast<double>(child.peakRssKiB) * 1024.0;
+        j["process_wall_ms"] = child.wallMs;
+        std::cerr << " " << fixed(child.wallMs / 1e3, 1) << " s" << (j.contains("error") ? "  FAILED" : "") << "\n";
+        results.emplace_back(spec, std::move(j));
+    }
+    machine["load_average_end"] = loadAverage();
+    Json doc = assemble(suite, results);
+    doc["machine"] = machine;
+    if (o.json || !o.output.empty()) emitJson(o, doc, out);
+    if (!o.json) printTable(doc, out);
+    if (failures) {
+        std::cerr << "tpplan: bench: " << failures << " case(s) failed (their entries in the JSON say why)\n";
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace tp::cli
