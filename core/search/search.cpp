@@ -195,6 +195,7 @@ struct PlannerSession::Impl {
     std::vector<TensorOrigin> origin;
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     std::map<std::string, std::shared_ptr<const ModeSolve>> modeCache;
+    std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
     std::vector<int> forced; ///< per op: locked strategy or -1
     int tablesSolved = 0;
 
@@ -379,22 +380,13 @@ struct PlannerSession::Impl {
             for (size_t j = 0; j < inst.outputs.size(); ++j) siblingOutput[inst.outputs[j]] = {static_cast<int>(s), static_cast<int>(j)};
         }
 
-        // Node costs.
-        for (size_t i = 0; i < rep.ops.size(); ++i) {
-            const OpId op = rep.ops[i];
-            Factor f{{static_cast<int>(i)}, {}};
-            const int n = domains[i];
-            for (int s = 0; s < n; ++s) {
-                const int lockedTo = forced[static_cast<size_t>(op)];
-                if (lockedTo >= 0 && lockedTo != s) {
-                    f.values.push_back(kInfinity);
-                    continue;
-                }
-                const OpCost& c = model.opCost(op, s, mode);
-                f.values.push_back(c.seconds() + lambda * c.memoryBytes());
-            }
-            factors.push_back(std::move(f));
-        }
+        // Edges and sibling links do not depend on the price of memory or the recompute mode:
+        // build them once per class layout.
+        const std::string structureKey = key.substr(key.find('|', key.find('|') + 1));
+        auto cached = structureCache.find(structureKey);
+        if (cached == structureCache.end()) {
+            std::vector<Factor> structure;
+            std::vector<Factor>& factorsOut = structure;
         // Edges into each op.
         for (size_t i = 0; i < rep.ops.size(); ++i) {
             const OpId op = rep.ops[i];
@@ -405,15 +397,15 @@ struct PlannerSession::Impl {
                 const TensorOrigin src = origin[static_cast<size_t>(t)];
                 if (src.producer < 0) continue; // graph input or weight: laid out for free
                 if (auto it = local.find(src.producer); it != local.end()) {
-                    factors.push_back(edgeFromOp(it->second, src, consumerVar, op, static_cast<int>(k), domains));
+                    factorsOut.push_back(edgeFromOp(it->second, src, consumerVar, op, static_cast<int>(k), domains));
                 } else if (auto in = inputPosition.find(t); in != inputPosition.end()) {
-                    factors.push_back(edgeFromSpecs(ct.inputVar[static_cast<size_t>(in->second)],
+                    factorsOut.push_back(edgeFromSpecs(ct.inputVar[static_cast<size_t>(in->second)],
                                                     ct.inputDomains[static_cast<size_t>(in->second)], consumerVar, op,
                                                     static_cast<int>(k), domains));
                 } else if (auto so = siblingOutput.find(t); so != siblingOutput.end()) {
                     const auto& sib = *sibs[static_cast<size_t>(so->second.first)];
                     const int dim = static_cast<int>(sib.dims.size() - sib.outputDomains.size()) + so->second.second;
-                    factors.push_back(edgeFromSpecs(ct.siblingVars[static_cast<size_t>(so->second.first)][static_cast<size_t>(dim)],
+                    factorsOut.push_back(edgeFromSpecs(ct.siblingVars[static_cast<size_t>(so->second.first)][static_cast<size_t>(dim)],
                                                     sib.outputDomains[static_cast<size_t>(so->second.second)], consumerVar, op,
                                                     static_cast<int>(k), domains));
                 } else {
@@ -424,8 +416,6 @@ struct PlannerSession::Impl {
         // Absorbed siblings: their tables, tied to the specs of what feeds them.
         for (size_t s = 0; s < sibs.size(); ++s) {
             const auto& sib = *sibs[s];
-            Factor table{ct.siblingVars[s], sib.table};
-            factors.push_back(std::move(table));
             const auto& inst = folded.classes[static_cast<size_t>(sibInstances[s].first)].instances[static_cast<size_t>(sibInstances[s].second)];
             for (size_t k = 0; k < inst.inputs.size(); ++k) {
                 if (sib.inputDim[k] < 0) continue;
@@ -443,7 +433,7 @@ struct PlannerSession::Impl {
                                                     : static_cast<size_t>(v * domains[static_cast<size_t>(pv)] + sp);
                         f.values[idx] = 0;
                     }
-                    factors.push_back(std::move(f));
+                    factorsOut.push_back(std::move(f));
                 } else if (auto in = inputPosition.find(inst.inputs[k]); in != inputPosition.end()) {
                     const int iv = ct.inputVar[static_cast<size_t>(in->second)];
                     const auto& outer = ct.inputDomains[static_cast<size_t>(in->second)];
@@ -454,11 +444,31 @@ struct PlannerSession::Impl {
                         const size_t idx = iv < var ? a * domain.size() + static_cast<size_t>(v) : static_cast<size_t>(v) * outer.size() + a;
                         f.values[idx] = 0;
                     }
-                    factors.push_back(std::move(f));
+                    factorsOut.push_back(std::move(f));
                 } else {
                     throw std::logic_error("search: a sibling block reads a tensor its parent neither makes nor receives");
                 }
             }
+        }
+            cached = structureCache.emplace(structureKey, std::move(structure)).first;
+        }
+        factors.insert(factors.end(), cached->second.begin(), cached->second.end());
+        for (size_t s = 0; s < sibs.size(); ++s) factors.push_back(Factor{ct.siblingVars[s], sibs[s]->table});
+        // Node costs.
+        for (size_t i = 0; i < rep.ops.size(); ++i) {
+            const OpId op = rep.ops[i];
+            Factor f{{static_cast<int>(i)}, {}};
+            const int n = domains[i];
+            for (int s = 0; s < n; ++s) {
+                const int lockedTo = forced[static_cast<size_t>(op)];
+                if (lockedTo >= 0 && lockedTo != s) {
+                    f.values.push_back(kInfinity);
+                    continue;
+                }
+                const OpCost& c = model.opCost(op, s, mode);
+                f.values.push_back(c.seconds() + lambda * c.memoryBytes());
+            }
+            factors.push_back(std::move(f));
         }
         // Full recomputation keeps each block input.
         if (mode == Recompute::Full)
@@ -1119,40 +1129,32 @@ SearchResult PlannerSession::solve()
     };
     SearchResult best = attempt(0);
     if (limited && best.breakdown.perDeviceBytes > limit) {
-        // Lagrangian relaxation: raise the price of memory until the plan fits, then bisect
-        // (in log space) for the cheapest price that still fits.
-        double lo = 0, hi = 1e-15;
-        SearchResult fit;
-        bool found = false;
+        // Lagrangian relaxation: price memory at lambda seconds per byte. Bracket the cheapest
+        // price at which the plan fits (steps of 8x), then bisect the bracket in log space;
+        // keep the fastest plan that fits among all tried.
+        std::optional<SearchResult> fit;
         SearchResult smallest = best;
-        for (int i = 0; i < 60 && !found; ++i) {
-            SearchResult r = attempt(hi);
+        auto consider = [&](SearchResult r) {
+            const bool ok = r.breakdown.perDeviceBytes <= limit;
             if (r.breakdown.perDeviceBytes < smallest.breakdown.perDeviceBytes) smallest = r;
-            if (r.breakdown.perDeviceBytes <= limit) {
-                fit = std::move(r);
-                found = true;
-            } else {
-                lo = hi;
-                hi *= 4;
-            }
+            if (ok && (!fit || r.breakdown.stepSeconds < fit->breakdown.stepSeconds)) fit = std::move(r);
+            return ok;
+        };
+        double lo = 0, hi = 1e-12;
+        if (consider(attempt(hi))) {
+            for (lo = hi / 8; lo > 1e-20 && consider(attempt(lo)); lo /= 8) hi = lo;
+        } else {
+            for (lo = hi, hi *= 8; hi < 1e6 && !consider(attempt(hi)); hi *= 8) lo = hi;
         }
-        if (!found) {
+        if (fit) {
+            while (hi / lo > 1.1) {
+                const double mid = std::sqrt(lo * hi);
+                (consider(attempt(mid)) ? hi : lo) = mid;
+            }
+            best = std::move(*fit);
+        } else {
             best = std::move(smallest);
             best.fits = false;
-        } else {
-            for (int i = 0; i < 24; ++i) {
-                const double mid = lo == 0 ? hi / 4 : std::sqrt(lo * hi);
-                if (hi / std::max(mid, 1e-300) < 1.01) break;
-                SearchResult r = attempt(mid);
-                if (r.breakdown.perDeviceBytes <= limit) {
-                    hi = mid;
-                    if (r.breakdown.stepSeconds < fit.breakdown.stepSeconds) fit = std::move(r);
-                } else {
-                    lo = mid;
-                }
-                if (lo == 0 && i > 8) break;
-            }
-            best = std::move(fit);
         }
     }
     best.fits = best.fits && (!limited || best.breakdown.perDeviceBytes <= limit);
