@@ -11,6 +11,6 @@ if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
 fi
 echo "No display: planning $model from the command line (tpplan)."
 if build/dev/app/tpplan --help | grep -q "tpplan plan"; then
-  exec build/dev/app/tpplan plan "$model" --mesh 8x8 "${@:2}"
+  exec build/dev/app/tpplan plan "$model" --mesh 8x8 --micro-batch 1 "${@:2}"
 fi
 exec build/dev/app/tpplan info "$model" "${@:2}"

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "graph/stats.h"
+#include "mesh/mesh.h"
 #include "models/catalog.h"
 
 namespace tp::cli {
@@ -25,6 +26,11 @@ int runModels(const Options& o, std::ostream& out)
         doc["models"].push_back({{"name", name}, {"family", config.value("family", "")},
                                  {"description", config.value("description", "")}});
     }
+    doc["hardware"] = nlohmann::json::array();
+    for (const auto& name : hardwarePresetNames()) {
+        const Hardware hw = loadHardware(name);
+        doc["hardware"].push_back({{"name", name}, {"description", hw.description}});
+    }
     doc["mesh_examples"] = {"8", "2x8", "8x8", "4x4x8"};
     if (o.json || !o.output.empty()) {
         emitJson(o, doc, out);
@@ -34,6 +40,9 @@ int runModels(const Options& o, std::ostream& out)
     for (const auto& m : doc["models"])
         out << "  " << std::left << std::setw(20) << m["name"].get<std::string>() << m["description"].get<std::string>()
             << "\n";
+    out << "Hardware presets (--hardware NAME, or a JSON file):\n";
+    for (const auto& h : doc["hardware"])
+        out << "  " << std::left << std::setw(20) << h["name"].get<std::string>() << h["description"].get<std::string>() << "\n";
     out << "Mesh examples: 8 (1D), 2x8 (2 nodes x 8 GPUs), 8x8, 4x4x8\n";
     return 0;
 }
