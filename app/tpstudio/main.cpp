@@ -1,19 +1,118 @@
+// tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png]
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QTimer>
 
+#include <cstdio>
+
+#include "document.h"
 #include "mainwindow.h"
+
+namespace {
+
+bool saveGrab(QWidget* widget, const QString& path)
+{
+    const QPixmap pixmap = widget->grab();
+    if (pixmap.save(path)) return true;
+    std::fprintf(stderr, "tpstudio: %s: cannot write the screenshot\n", qPrintable(path));
+    return false;
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("TP Studio"));
     QApplication::setOrganizationName(QStringLiteral("TP Studio"));
+    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
     QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Visualizer and planner for tensor parallelism"));
     parser.addHelpOption();
-    parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("built-in model name or file"));
+    parser.addVersionOption();
+    parser.addPositionalArgument(QStringLiteral("source"),
+                                 QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
+    const QCommandLineOption mesh(QStringLiteral("mesh"), QStringLiteral("Device mesh, e.g. 8, 2x8, 4x4x8."), QStringLiteral("shape"));
+    const QCommandLineOption hardware(QStringLiteral("hardware"), QStringLiteral("Hardware preset or JSON file."), QStringLiteral("name"));
+    const QCommandLineOption batch(QStringLiteral("batch"), QStringLiteral("Global batch."), QStringLiteral("n"));
+    const QCommandLineOption seq(QStringLiteral("seq"), QStringLiteral("Sequence length."), QStringLiteral("n"));
+    const QCommandLineOption microBatch(QStringLiteral("micro-batch"), QStringLiteral("Micro-batch (gradient accumulation)."), QStringLiteral("n"));
+    const QCommandLineOption mode(QStringLiteral("mode"), QStringLiteral("train or infer."), QStringLiteral("mode"));
+    const QCommandLineOption memoryLimit(QStringLiteral("memory-limit"), QStringLiteral("e.g. 80GiB, none."), QStringLiteral("bytes"));
+    const QCommandLineOption lock(QStringLiteral("lock"), QStringLiteral("GLOB=STRATEGY (repeatable)."), QStringLiteral("lock"));
+    const QCommandLineOption select(QStringLiteral("select"), QStringLiteral("Op to select (name)."), QStringLiteral("op"));
+    const QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("Render the window after the first plan, save, exit."),
+                                        QStringLiteral("png"));
+    const QCommandLineOption screenshotBreakdown(QStringLiteral("screenshot-breakdown"),
+                                                 QStringLiteral("Also save the Breakdown dock."), QStringLiteral("png"));
+    const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."), QStringLiteral("WxH"));
+    parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot, screenshotBreakdown, size});
     parser.process(app);
-    tp::MainWindow window;
-    window.openModel(parser.positionalArguments().value(0, QStringLiteral("gpt3-175b")));
+
+    tp::PlanSettings base;
+    if (parser.isSet(mesh)) base.mesh = parser.value(mesh).toStdString();
+    if (parser.isSet(hardware)) base.hardware = parser.value(hardware).toStdString();
+    if (parser.isSet(batch)) base.batch = parser.value(batch).toLongLong();
+    if (parser.isSet(seq)) base.seq = parser.value(seq).toLongLong();
+    if (parser.isSet(microBatch)) base.microBatch = parser.value(microBatch).toLongLong();
+    if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
+    if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
+
+    const bool headless = parser.isSet(screenshot) || parser.isSet(screenshotBreakdown);
+    tp::MainWindow window(!headless);
+    if (parser.isSet(size)) {
+        const auto wh = parser.value(size).split(QLatin1Char('x'));
+        if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
+    } else if (headless) {
+        window.resize(1720, 1080);
+    }
+    const QStringList positional = parser.positionalArguments();
+    if (!positional.isEmpty()) {
+        if (!window.openSource(positional.first(), base)) {
+            std::fprintf(stderr, "tpstudio: %s\n", qPrintable(window.statusText()));
+            if (headless) return 2;
+        } else if (parser.isSet(lock)) {
+            std::vector<tp::LockRequest> locks = window.document()->locks();
+            try {
+                for (const auto& text : parser.values(lock)) locks.push_back(tp::parseLockRequest(text.toStdString()));
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "tpstudio: %s\n", e.what());
+                return 2;
+            }
+            window.openSettings(window.document()->settings(), locks);
+        }
+    } else {
+        window.showStartPage();
+    }
     window.show();
+
+    if (headless) {
+        if (positional.isEmpty()) {
+            std::fprintf(stderr, "tpstudio: --screenshot needs a model or file\n");
+            return 2;
+        }
+        QElapsedTimer clock;
+        clock.start();
+        tp::Document* doc = window.document();
+        const QString selectName = parser.value(select);
+        QObject::connect(doc, &tp::Document::errorOccurred, &app, [](const QString& message) {
+            std::fprintf(stderr, "tpstudio: %s\n", qPrintable(message));
+            QApplication::exit(2);
+        });
+        QObject::connect(doc, &tp::Document::planChanged, &app, [&, doc] {
+            if (!selectName.isEmpty())
+                for (const auto& op : doc->workspace()->model.graph.ops)
+                    if (QString::fromStdString(op.name) == selectName) doc->setSelectedOp(op.id);
+            // Let the views lay out and paint once before grabbing.
+            QTimer::singleShot(50, &app, [&] {
+                int rc = 0;
+                if (parser.isSet(screenshot) && !saveGrab(&window, parser.value(screenshot))) rc = 1;
+                if (parser.isSet(screenshotBreakdown) && !saveGrab(window.breakdownDock(), parser.value(screenshotBreakdown))) rc = 1;
+                std::fprintf(stderr, "tpstudio: first plan and screenshot in %lld ms\n", static_cast<long long>(clock.elapsed()));
+                QApplication::exit(rc);
+            });
+        }, Qt::SingleShotConnection);
+    }
     return app.exec();
 }

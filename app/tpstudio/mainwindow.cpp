@@ -1,37 +1,515 @@
 #include "mainwindow.h"
 
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPainter>
+#include <QSaveFile>
+#include <QSettings>
+#include <QStackedWidget>
 #include <QStatusBar>
+#include <QSvgGenerator>
+#include <QToolBar>
+#include <QTreeView>
 
-#include "graph/stats.h"
-#include "models/catalog.h"
-#include "util/error.h"
+#include "blockoutlinemodel.h"
+#include "breakdownview.h"
+#include "graphview.h"
+#include "inspector.h"
+#include "meshpanel.h"
+#include "presentation.h"
+#include "startpage.h"
 
 namespace tp {
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent)
+namespace {
+constexpr int kMaxRecent = 10;
+const char* kFileFilter = "All supported (*.tpproj.json *.tpplan.json *.tpgraph.json *.onnx *.json);;"
+                          "Projects (*.tpproj.json);;Plans (*.tpplan.json);;Graphs (*.tpgraph.json);;ONNX (*.onnx);;"
+                          "Hugging Face config (config.json *.json)";
+} // namespace
+
+MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(parent), persistent_(persistentSettings)
 {
     setWindowTitle(QStringLiteral("TP Studio"));
-    resize(1280, 800);
+    setAcceptDrops(true);
+    resize(1500, 940);
+    stack_ = new QStackedWidget(this);
+    start_ = new StartPage(stack_);
+    graph_ = new GraphView(stack_);
+    stack_->addWidget(start_);
+    stack_->addWidget(graph_);
+    setCentralWidget(stack_);
+    connect(start_, &StartPage::openRequested, this, [this](const QString& s) { openSource(s); });
+    connect(start_, &StartPage::openFileRequested, this, &MainWindow::openDialog);
+
+    createDocks();
+    createActions();
+    status_ = new QLabel(this);
+    statusBar()->addPermanentWidget(status_, 1);
+    setDocument(std::make_unique<Document>());
+    rebuildRecentMenu();
+    if (persistent_) {
+        QSettings settings;
+        restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+        restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    }
 }
 
-bool MainWindow::openModel(const QString& source)
+MainWindow::~MainWindow()
 {
-    try {
-        const auto model = loadModel(source.toStdString());
-        const auto stats = computeStats(model.graph);
-        auto* label = new QLabel(QStringLiteral("<h2>%1</h2><p>%2 ops, %3 parameters</p>")
-                                     .arg(QString::fromStdString(model.name))
-                                     .arg(stats.ops)
-                                     .arg(stats.params));
-        label->setAlignment(Qt::AlignCenter);
-        setCentralWidget(label);
-        statusBar()->showMessage(tr("Opened %1").arg(source));
-        return true;
-    } catch (const InputError& e) {
-        statusBar()->showMessage(QString::fromStdString(e.what()));
+    // Views hold QPointers to the document; detach them before it goes.
+    std::unique_ptr<Document> doc = std::move(document_);
+    graph_->setDocument(nullptr);
+    outline_->setDocument(nullptr);
+    inspector_->setDocument(nullptr);
+    breakdown_->setDocument(nullptr);
+    meshPanel_->setDocument(nullptr);
+}
+
+void MainWindow::createDocks()
+{
+    setDockNestingEnabled(true);
+    outline_ = new BlockOutlineModel(this);
+    outlineView_ = new QTreeView(this);
+    outlineView_->setModel(outline_);
+    outlineView_->setUniformRowHeights(true);
+    outlineView_->setAlternatingRowColors(true);
+    outlineView_->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    outlineView_->setSelectionMode(QAbstractItemView::SingleSelection);
+    auto* blocksDock = new QDockWidget(tr("Blocks"), this);
+    blocksDock->setObjectName(QStringLiteral("BlocksDock"));
+    blocksDock->setWidget(outlineView_);
+    addDockWidget(Qt::LeftDockWidgetArea, blocksDock);
+    connect(outlineView_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& current) {
+        if (selecting_ || !document_) return;
+        const int op = current.sibling(current.row(), 0).data(BlockOutlineModel::OpIdRole).toInt();
+        if (op >= 0) document_->setSelectedOp(op);
+    });
+
+    inspector_ = new Inspector(this);
+    auto* inspectorDock = new QDockWidget(tr("Inspector"), this);
+    inspectorDock->setObjectName(QStringLiteral("InspectorDock"));
+    inspectorDock->setWidget(inspector_);
+    addDockWidget(Qt::RightDockWidgetArea, inspectorDock);
+
+    meshPanel_ = new MeshPanel(this);
+    auto* meshDock = new QDockWidget(tr("Mesh && Hardware"), this);
+    meshDock->setObjectName(QStringLiteral("MeshDock"));
+    meshDock->setWidget(meshPanel_);
+    addDockWidget(Qt::RightDockWidgetArea, meshDock);
+    tabifyDockWidget(meshDock, inspectorDock);
+    inspectorDock->raise();
+
+    breakdown_ = new BreakdownView(this);
+    breakdownDock_ = new QDockWidget(tr("Breakdown"), this);
+    breakdownDock_->setObjectName(QStringLiteral("BreakdownDock"));
+    breakdownDock_->setWidget(breakdown_);
+    addDockWidget(Qt::BottomDockWidgetArea, breakdownDock_);
+}
+
+QWidget* MainWindow::breakdownDock() const { return breakdownDock_; }
+
+void MainWindow::createActions()
+{
+    // File
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("&Open…"), QKeySequence::Open, this, &MainWindow::openDialog);
+    QMenu* models = file->addMenu(tr("Open &Built-in Model"));
+    for (const auto& name : builtinModelNames()) {
+        const QString n = QString::fromStdString(name);
+        models->addAction(n, this, [this, n] { openSource(n); });
+    }
+    recentMenu_ = file->addMenu(tr("Open &Recent"));
+    file->addAction(tr("&Start Page"), this, &MainWindow::showStartPage);
+    file->addSeparator();
+    file->addAction(tr("&Save Project"), QKeySequence::Save, this, &MainWindow::save);
+    file->addAction(tr("Save Project &As…"), QKeySequence::SaveAs, this, &MainWindow::saveAs);
+    QMenu* exportMenu = file->addMenu(tr("&Export"));
+    exportMenu->addAction(tr("Plan (.tpplan.json)…"), QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportPlanJson);
+    exportMenu->addAction(tr("Graph image (PNG or SVG)…"), this, &MainWindow::exportGraphImage);
+    file->addSeparator();
+    file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+    // Edit
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    undo_ = edit->addAction(tr("&Undo"));
+    undo_->setShortcut(QKeySequence::Undo);
+    redo_ = edit->addAction(tr("&Redo"));
+    redo_->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Z), QKeySequence::Redo});
+    connect(undo_, &QAction::triggered, this, [this] { document_->undoStack()->undo(); });
+    connect(redo_, &QAction::triggered, this, [this] { document_->undoStack()->redo(); });
+    edit->addSeparator();
+    edit->addAction(tr("&Lock Selected Op"), QKeySequence(Qt::CTRL | Qt::Key_L), this, [this] {
+        const OpId op = document_->selectedOp();
+        if (op >= 0 && document_->plan())
+            document_->lockOp(op, document_->plan()->result.strategyOfOp[static_cast<size_t>(op)], inspector_->scope());
+    });
+    edit->addAction(tr("U&nlock Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L), this, [this] {
+        if (document_->selectedOp() >= 0) document_->unlockOp(document_->selectedOp());
+    });
+    edit->addAction(tr("&Find Op…"), QKeySequence::Find, this, [this] {
+        find_->setFocus();
+        find_->selectAll();
+    });
+
+    // View
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    view->addAction(tr("Zoom &In"), QKeySequence(Qt::CTRL | Qt::Key_Equal), graph_, &GraphView::zoomIn)
+        ->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Equal), QKeySequence::ZoomIn});
+    view->addAction(tr("Zoom &Out"), QKeySequence::ZoomOut, graph_, &GraphView::zoomOut);
+    view->addAction(tr("&Fit"), QKeySequence(Qt::Key_F), graph_, &GraphView::fitAll);
+    view->addAction(tr("Fit &Width"), QKeySequence(Qt::SHIFT | Qt::Key_F), graph_, &GraphView::fitWidth);
+    QAction* minimap = view->addAction(tr("&Overview"));
+    minimap->setCheckable(true);
+    minimap->setChecked(true);
+    connect(minimap, &QAction::toggled, graph_, &GraphView::setMinimapVisible);
+    view->addSeparator();
+    for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+
+    // Plan
+    QMenu* plan = menuBar()->addMenu(tr("&Plan"));
+    plan->addAction(tr("&Clear Locks"), this, [this] { document_->setLocks({}, tr("Clear locks")); });
+    plan->addAction(tr("Memory Limit: &Capacity"), this, [this] { document_->setMemoryLimit({}); });
+    plan->addAction(tr("Memory Limit: &None"), this, [this] { document_->setMemoryLimit(QStringLiteral("none")); });
+    QMenu* mode = plan->addMenu(tr("&Mode"));
+    mode->addAction(tr("&Training"), this, [this] { document_->setMode(QStringLiteral("train")); });
+    mode->addAction(tr("&Inference"), this, [this] { document_->setMode(QStringLiteral("infer")); });
+
+    // Help
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&Keyboard Shortcuts"), this, [this] {
+        QMessageBox::information(this, tr("Keyboard shortcuts"),
+                                 tr("Ctrl+O open · Ctrl+S save · Ctrl+E export plan\n"
+                                    "Ctrl+Z undo · Ctrl+Shift+Z redo\n"
+                                    "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
+                                    "Ctrl+F find op · F fit · Shift+F fit width\n"
+                                    "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
+                                    "Double-click a block header to expand or collapse it;\n"
+                                    "double-click a candidate in the Inspector to lock it."));
+    });
+    help->addAction(tr("&About TP Studio"), this, [this] {
+        QMessageBox::about(this, tr("About TP Studio"),
+                           tr("<b>TP Studio</b> %1<p>A visualizer and planner for tensor parallelism: folded graphs, exact "
+                              "search of every operator's sharding, live re-search around your locks.</p>")
+                               .arg(QApplication::applicationVersion()));
+    });
+
+    // Toolbar
+    QToolBar* bar = addToolBar(tr("Plan inputs"));
+    bar->setObjectName(QStringLiteral("PlanToolBar"));
+    bar->setMovable(false);
+    bar->addWidget(new QLabel(tr(" model: "), bar));
+    modelCombo_ = new QComboBox(bar);
+    modelCombo_->setEditable(true);
+    modelCombo_->setMinimumContentsLength(14);
+    for (const auto& name : builtinModelNames()) modelCombo_->addItem(QString::fromStdString(name));
+    bar->addWidget(modelCombo_);
+    bar->addWidget(new QLabel(tr("  mesh: "), bar));
+    meshCombo_ = new QComboBox(bar);
+    meshCombo_->setEditable(true);
+    meshCombo_->addItems({QStringLiteral("8"), QStringLiteral("2x8"), QStringLiteral("4x8"), QStringLiteral("8x8"), QStringLiteral("16x8"),
+                          QStringLiteral("4x4x8")});
+    meshCombo_->setValidator(new MeshShapeValidator(meshCombo_));
+    meshCombo_->setMinimumContentsLength(6);
+    bar->addWidget(meshCombo_);
+    bar->addWidget(new QLabel(tr("  hardware: "), bar));
+    hardwareCombo_ = new QComboBox(bar);
+    for (const auto& name : hardwarePresetNames()) hardwareCombo_->addItem(QString::fromStdString(name));
+    bar->addWidget(hardwareCombo_);
+    auto* spacer = new QWidget(bar);
+    spacer->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+    bar->addWidget(spacer);
+    find_ = new QLineEdit(bar);
+    find_->setPlaceholderText(tr("Find op (Ctrl+F)"));
+    find_->setClearButtonEnabled(true);
+    find_->setMaximumWidth(240);
+    bar->addWidget(find_);
+    connect(find_, &QLineEdit::returnPressed, this, [this] {
+        if (!graph_->findNext(find_->text())) statusBar()->showMessage(tr("No op matches '%1'").arg(find_->text()), 4000);
+    });
+    connect(modelCombo_, &QComboBox::activated, this, [this] {
+        if (modelCombo_->currentText().toStdString() != document_->settings().model) {
+            PlanSettings base = document_->settings();
+            openSource(modelCombo_->currentText(), base);
+        }
+    });
+    connect(meshCombo_, &QComboBox::activated, this, [this] { document_->setMesh(meshCombo_->currentText()); });
+    connect(hardwareCombo_, &QComboBox::activated, this, [this] { document_->setHardware(hardwareCombo_->currentText()); });
+}
+
+void MainWindow::setDocument(std::unique_ptr<Document> document)
+{
+    std::unique_ptr<Document> old = std::move(document_);
+    document_ = std::move(document);
+    Document* doc = document_.get();
+    graph_->setDocument(doc);
+    outline_->setDocument(doc);
+    inspector_->setDocument(doc);
+    breakdown_->setDocument(doc);
+    meshPanel_->setDocument(doc);
+    connect(doc, &Document::planChanged, this, [this] {
+        lastError_.clear();
+        stack_->setCurrentWidget(graph_);
+        updateStatus();
+    });
+    connect(doc, &Document::searchStarted, this, &MainWindow::updateStatus);
+    connect(doc, &Document::settingsChanged, this, &MainWindow::updateToolbar);
+    connect(doc, &Document::locksChanged, this, &MainWindow::updateStatus);
+    connect(doc, &Document::errorOccurred, this, &MainWindow::showError);
+    connect(doc, &Document::fileChanged, this, &MainWindow::updateTitle);
+    connect(doc->undoStack(), &QUndoStack::indexChanged, this, &MainWindow::updateStatus);
+    connect(doc->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
+    connect(doc->undoStack(), &QUndoStack::canUndoChanged, undo_, &QAction::setEnabled);
+    connect(doc->undoStack(), &QUndoStack::canRedoChanged, redo_, &QAction::setEnabled);
+    connect(doc->undoStack(), &QUndoStack::undoTextChanged, this, [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
+    connect(doc->undoStack(), &QUndoStack::redoTextChanged, this, [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
+    connect(doc, &Document::selectionChanged, this, [this](OpId op) {
+        // Selecting anywhere selects everywhere: mirror into the outline.
+        selecting_ = true;
+        const QModelIndex index = outline_->indexOfOp(op);
+        if (index.isValid()) {
+            outlineView_->scrollTo(index);
+            outlineView_->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+        } else {
+            outlineView_->selectionModel()->clearSelection();
+        }
+        selecting_ = false;
+    });
+    connect(doc, &Document::modelChanged, this, [this] {
+        // Show the classes; the biggest one open one level.
+        outlineView_->collapseAll();
+        if (outline_->rowCount() > 0) outlineView_->expand(outline_->index(0, 0));
+    });
+    undo_->setEnabled(false);
+    redo_->setEnabled(false);
+    updateToolbar();
+    updateStatus();
+    updateTitle();
+}
+
+bool MainWindow::openSource(const QString& source, const PlanSettings& base)
+{
+    auto doc = std::make_unique<Document>();
+    // Errors while reading the file come synchronously; connect before reading.
+    QString error;
+    auto connection = connect(doc.get(), &Document::errorOccurred, this, [&error](const QString& m) { error = m; });
+    const bool ok = doc->openSource(source, base);
+    disconnect(connection);
+    if (!ok) {
+        showError(error);
         return false;
     }
+    setDocument(std::move(doc));
+    addRecent(source);
+    return true;
+}
+
+void MainWindow::openSettings(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+{
+    auto doc = std::make_unique<Document>();
+    doc->open(settings, locks);
+    setDocument(std::move(doc));
+}
+
+bool MainWindow::saveProject(const QString& path) { return document_->saveProject(path); }
+
+void MainWindow::showStartPage()
+{
+    if (persistent_) start_->setRecentFiles(QSettings().value(QStringLiteral("recentFiles")).toStringList());
+    else start_->setRecentFiles({});
+    stack_->setCurrentWidget(start_);
+}
+
+QString MainWindow::statusText() const { return status_->text(); }
+
+void MainWindow::updateStatus()
+{
+    if (!document_) return;
+    QStringList parts;
+    const auto plan = document_->plan();
+    if (document_->service().isBusy()) parts << tr("searching…");
+    if (plan) {
+        const Breakdown& b = plan->result.breakdown;
+        const double capacity = plan->result.memoryLimitBytes > 0 ? plan->result.memoryLimitBytes : b.capacityBytes;
+        parts << tr("searched in %1").arg(formatSeconds(plan->result.searchMs / 1e3));
+        parts << tr("step %1").arg(formatSeconds(b.stepSeconds));
+        parts << QStringLiteral("%1 / %2 GiB%3")
+                     .arg(b.perDeviceBytes / (1024.0 * 1024 * 1024), 0, 'f', 1)
+                     .arg(capacity / (1024.0 * 1024 * 1024), 0, 'f', 0)
+                     .arg(plan->result.fits ? QString() : tr(" (does not fit)"));
+    }
+    parts << tr("%n lock(s)", nullptr, static_cast<int>(document_->locks().size()));
+    parts << tr("undo %1").arg(document_->undoStack()->index());
+    if (!lastError_.isEmpty()) parts << lastError_;
+    status_->setText(parts.join(QStringLiteral(" · ")));
+}
+
+void MainWindow::updateTitle()
+{
+    const QString name = document_->filePath().isEmpty() ? QString::fromStdString(document_->settings().model)
+                                                         : QFileInfo(document_->filePath()).fileName();
+    setWindowTitle(tr("%1%2 — TP Studio").arg(name, document_->undoStack()->isClean() ? QString() : QStringLiteral("*")));
+}
+
+void MainWindow::updateToolbar()
+{
+    const PlanSettings& s = document_->settings();
+    modelCombo_->setCurrentText(QString::fromStdString(s.model));
+    meshCombo_->setCurrentText(QString::fromStdString(s.mesh));
+    hardwareCombo_->setCurrentText(QString::fromStdString(s.hardware));
+    updateTitle();
+}
+
+void MainWindow::showError(const QString& message)
+{
+    // Input errors are one line naming the file, op or field: the status bar shows it; a search
+    // failure keeps the last good plan on screen.
+    lastError_ = message;
+    statusBar()->showMessage(message, 15000);
+    updateStatus();
+}
+
+void MainWindow::addRecent(const QString& source)
+{
+    if (!persistent_) return;
+    QSettings settings;
+    QStringList files = settings.value(QStringLiteral("recentFiles")).toStringList();
+    const QString entry = QFileInfo::exists(source) ? QFileInfo(source).absoluteFilePath() : source;
+    files.removeAll(entry);
+    files.prepend(entry);
+    while (files.size() > kMaxRecent) files.removeLast();
+    settings.setValue(QStringLiteral("recentFiles"), files);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    recentMenu_->clear();
+    const QStringList files = persistent_ ? QSettings().value(QStringLiteral("recentFiles")).toStringList() : QStringList();
+    for (const auto& f : files) recentMenu_->addAction(f, this, [this, f] { openSource(f); });
+    recentMenu_->setEnabled(!files.isEmpty());
+    start_->setRecentFiles(files);
+}
+
+void MainWindow::openDialog()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open"), QString(), QLatin1String(kFileFilter));
+    if (!path.isEmpty() && maybeDiscard()) openSource(path);
+}
+
+void MainWindow::save()
+{
+    if (document_->filePath().isEmpty()) saveAs();
+    else saveProject(document_->filePath());
+}
+
+void MainWindow::saveAs()
+{
+    QString path = QFileDialog::getSaveFileName(this, tr("Save project"), QString(), tr("Projects (*.tpproj.json)"));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(QLatin1String(".tpproj.json"))) path += QLatin1String(".tpproj.json");
+    if (saveProject(path)) addRecent(path);
+}
+
+void MainWindow::exportPlanJson()
+{
+    const auto plan = document_->plan();
+    if (!plan) return;
+    QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QString(), tr("Plans (*.tpplan.json)"));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(QLatin1String(".tpplan.json"))) path += QLatin1String(".tpplan.json");
+    const PlanWorkspace& ws = *plan->workspace;
+    const auto json = planToJson(ws.context, *ws.costModel, ws.folded, plan->result);
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(QByteArray::fromStdString(json.dump(2) + "\n")) < 0 || !file.commit())
+        showError(tr("%1: cannot write: %2").arg(path, file.errorString()));
+    else
+        statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+void MainWindow::exportGraphImage()
+{
+    QString path = QFileDialog::getSaveFileName(this, tr("Export graph image"), QString(), tr("PNG (*.png);;SVG (*.svg)"));
+    if (path.isEmpty()) return;
+    QGraphicsScene* scene = graph_->scene();
+    const QRectF rect = scene->sceneRect();
+    if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+        QSvgGenerator svg;
+        svg.setFileName(path);
+        svg.setSize(rect.size().toSize());
+        svg.setViewBox(QRectF(QPointF(0, 0), rect.size()));
+        QPainter painter(&svg);
+        scene->render(&painter, QRectF(QPointF(0, 0), rect.size()), rect);
+    } else {
+        QImage image((rect.size() * 2).toSize(), QImage::Format_ARGB32_Premultiplied);
+        image.fill(Qt::white);
+        QPainter painter(&image);
+        painter.setRenderHint(QPainter::Antialiasing);
+        scene->render(&painter, QRectF(QPointF(0, 0), rect.size() * 2), rect);
+        painter.end();
+        if (!image.save(path)) showError(tr("%1: cannot write the image").arg(path));
+    }
+}
+
+bool MainWindow::maybeDiscard()
+{
+    if (!document_ || document_->undoStack()->isClean()) return true;
+    const auto answer = QMessageBox::question(this, tr("Unsaved changes"), tr("Discard the unsaved changes to this project?"),
+                                              QMessageBox::Discard | QMessageBox::Cancel);
+    return answer == QMessageBox::Discard;
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    if (persistent_) {
+        if (!maybeDiscard()) {
+            event->ignore();
+            return;
+        }
+        QSettings settings;
+        settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+        settings.setValue(QStringLiteral("window/state"), saveState());
+    }
+    event->accept();
+}
+
+void MainWindow::showEvent(QShowEvent* event)
+{
+    QMainWindow::showEvent(event);
+    // Dock sizes only take once the window has its size; a restored state keeps the user's.
+    if (docksSized_) return;
+    docksSized_ = true;
+    if (persistent_ && QSettings().contains(QStringLiteral("window/state"))) return;
+    const auto docks = findChildren<QDockWidget*>();
+    QList<QDockWidget*> sides;
+    for (QDockWidget* dock : docks)
+        if (dock->objectName() == QLatin1String("BlocksDock") || dock->objectName() == QLatin1String("InspectorDock")) sides << dock;
+    resizeDocks(sides, {width() * 22 / 100, width() * 30 / 100}, Qt::Horizontal);
+    resizeDocks({breakdownDock_}, {height() * 30 / 100}, Qt::Vertical);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    const auto urls = event->mimeData()->urls();
+    if (urls.isEmpty() || !urls.first().isLocalFile()) return;
+    if (maybeDiscard()) openSource(urls.first().toLocalFile());
+    event->acceptProposedAction();
 }
 
 } // namespace tp

@@ -1,0 +1,358 @@
+#include "document.h"
+
+#include <fstream>
+#include <regex>
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QSaveFile>
+#include <QUndoCommand>
+
+#include "util/error.h"
+
+namespace tp {
+
+namespace {
+
+/// An edit of the plan inputs: keeps the whole settings before and after (they are small).
+class SettingsCommand : public QUndoCommand {
+public:
+    SettingsCommand(Document* doc, PlanSettings before, PlanSettings after, const QString& text)
+        : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after))
+    {
+    }
+    void undo() override { doc_->applySettings(before_); }
+    void redo() override { doc_->applySettings(after_); }
+
+private:
+    Document* doc_;
+    PlanSettings before_, after_;
+};
+
+class LocksCommand : public QUndoCommand {
+public:
+    LocksCommand(Document* doc, std::vector<LockRequest> before, std::vector<LockRequest> after, const QString& text)
+        : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after))
+    {
+    }
+    void undo() override { doc_->applyLocks(before_); }
+    void redo() override { doc_->applyLocks(after_); }
+
+private:
+    Document* doc_;
+    std::vector<LockRequest> before_, after_;
+};
+
+bool sameLocks(const std::vector<LockRequest>& a, const std::vector<LockRequest>& b)
+{
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].pattern != b[i].pattern || a[i].strategy != b[i].strategy) return false;
+    return true;
+}
+
+bool endsWith(const QString& text, const char* suffix) { return text.endsWith(QLatin1String(suffix), Qt::CaseInsensitive); }
+
+} // namespace
+
+Document::Document(QObject* parent) : QObject(parent)
+{
+    connect(&service_, &PlannerService::started, this, &Document::searchStarted);
+    connect(&service_, &PlannerService::finished, this, &Document::onPlanFinished);
+    connect(&service_, &PlannerService::failed, this, [this](quint64 jobId, const QString& message) {
+        appliedJob_ = jobId;
+        lastError_ = message;
+        emit errorOccurred(message);
+    });
+}
+
+Document::~Document()
+{
+    // The undo commands point at this document; clear them before the members go.
+    undo_.clear();
+}
+
+void Document::open(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+{
+    undo_.clear();
+    settings_ = settings;
+    locks_ = locks;
+    emit settingsChanged();
+    emit locksChanged();
+    replan();
+}
+
+bool Document::openSource(const QString& source, const PlanSettings& base)
+{
+    try {
+        ProjectData project;
+        project.settings = base;
+        const bool project_file = endsWith(source, ".tpproj.json");
+        const bool plan_file = endsWith(source, ".tpplan.json");
+        if (project_file || plan_file) {
+            QFile file(source);
+            if (!file.open(QIODevice::ReadOnly)) throw InputError(source.toStdString() + ": cannot open: " + file.errorString().toStdString());
+            nlohmann::json json;
+            try {
+                json = nlohmann::json::parse(file.readAll().toStdString());
+            } catch (const nlohmann::json::exception& e) {
+                throw InputError(source.toStdString() + ": not valid JSON: " + e.what());
+            }
+            project = project_file ? projectFromJson(json, source.toStdString()) : projectFromPlanJson(json, source.toStdString());
+            // A model file named relative to the project is found next to it.
+            const QFileInfo modelInfo(QString::fromStdString(project.settings.model));
+            if (modelInfo.isRelative() && !isBuiltinModel(project.settings.model)) {
+                const QString beside = QFileInfo(source).dir().filePath(modelInfo.filePath());
+                if (QFileInfo::exists(beside)) project.settings.model = beside.toStdString();
+            }
+            if (project_file) filePath_ = source;
+        } else {
+            project.settings.model = source.toStdString();
+            filePath_.clear();
+        }
+        expandedClasses_.clear();
+        for (const auto& label : project.expandedClasses) expandedClasses_ << QString::fromStdString(label);
+        pendingSelection_ = project.selectedOp;
+        plan_.reset();
+        selectedOp_ = -1;
+        open(project.settings, project.locks);
+        emit fileChanged();
+        return true;
+    } catch (const InputError& e) {
+        emit errorOccurred(QString::fromUtf8(e.what()));
+        return false;
+    }
+}
+
+bool Document::saveProject(const QString& path)
+{
+    ProjectData project;
+    project.settings = settings_;
+    project.locks = locks_;
+    for (const auto& label : expandedClasses_) project.expandedClasses.push_back(label.toStdString());
+    if (const auto* ws = workspace(); ws && selectedOp_ >= 0) project.selectedOp = ws->model.graph.op(selectedOp_).name;
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly)) {
+        emit errorOccurred(tr("%1: cannot write: %2").arg(path, file.errorString()));
+        return false;
+    }
+    file.write(QByteArray::fromStdString(projectToJson(project).dump(2) + "\n"));
+    if (!file.commit()) {
+        emit errorOccurred(tr("%1: cannot write: %2").arg(path, file.errorString()));
+        return false;
+    }
+    filePath_ = path;
+    undo_.setClean();
+    emit fileChanged();
+    return true;
+}
+
+void Document::setSettings(const PlanSettings& settings, const QString& description)
+{
+    if (settings == settings_) return;
+    undo_.push(new SettingsCommand(this, settings_, settings, description));
+}
+
+void Document::setModelSource(const QString& source)
+{
+    PlanSettings s = settings_;
+    s.model = source.trimmed().toStdString();
+    setSettings(s, tr("Model %1").arg(source));
+}
+
+void Document::setMesh(const QString& mesh)
+{
+    PlanSettings s = settings_;
+    s.mesh = mesh.trimmed().toStdString();
+    setSettings(s, tr("Mesh %1").arg(mesh));
+}
+
+void Document::setHardware(const QString& hardware)
+{
+    PlanSettings s = settings_;
+    s.hardware = hardware.trimmed().toStdString();
+    setSettings(s, tr("Hardware %1").arg(hardware));
+}
+
+void Document::setBatch(qint64 batch)
+{
+    PlanSettings s = settings_;
+    s.batch = batch;
+    setSettings(s, tr("Batch %1").arg(batch));
+}
+
+void Document::setSeq(qint64 seq)
+{
+    PlanSettings s = settings_;
+    s.seq = seq;
+    setSettings(s, tr("Sequence %1").arg(seq));
+}
+
+void Document::setMicroBatch(qint64 microBatch)
+{
+    PlanSettings s = settings_;
+    s.microBatch = microBatch;
+    setSettings(s, tr("Micro-batch %1").arg(microBatch));
+}
+
+void Document::setMode(const QString& mode)
+{
+    PlanSettings s = settings_;
+    s.mode = mode.toStdString();
+    setSettings(s, tr("Mode %1").arg(mode));
+}
+
+void Document::setMemoryLimit(const QString& limit)
+{
+    PlanSettings s = settings_;
+    s.memoryLimit = limit.trimmed().toStdString();
+    setSettings(s, tr("Memory limit %1").arg(limit.isEmpty() ? tr("capacity") : limit));
+}
+
+void Document::setLinkBandwidths(double intraNodeGBps, double interNodeGBps)
+{
+    PlanSettings s = settings_;
+    s.intraNodeGBps = intraNodeGBps;
+    s.interNodeGBps = interNodeGBps;
+    setSettings(s, tr("Link bandwidths"));
+}
+
+void Document::setLocks(const std::vector<LockRequest>& locks, const QString& description)
+{
+    if (sameLocks(locks, locks_)) return;
+    undo_.push(new LocksCommand(this, locks_, locks, description));
+}
+
+std::string Document::classPattern(OpId op) const
+{
+    const PlanWorkspace* ws = workspace();
+    if (!ws) return {};
+    const Graph& g = ws->model.graph;
+    const FoldedGraph& f = ws->folded;
+    const auto& bc = f.classes[static_cast<size_t>(f.classOfOp[static_cast<size_t>(op)])];
+    const std::string& name = g.op(op).name;
+    if (bc.instances.size() < 2) return name;
+    const auto& inst = bc.instances[static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(op)])];
+    const size_t position = static_cast<size_t>(std::find(inst.ops.begin(), inst.ops.end(), op) - inst.ops.begin());
+    // Replace every number that differs between the instances' names with '*': layer indices.
+    static const std::regex number("[0-9]+");
+    auto tokens = [](const std::string& text) {
+        std::vector<std::string> parts;
+        std::sregex_token_iterator it(text.begin(), text.end(), number, {-1, 0});
+        for (; it != std::sregex_token_iterator(); ++it) parts.push_back(*it);
+        return parts;
+    };
+    const auto mine = tokens(name);
+    std::vector<bool> varies(mine.size(), false);
+    for (const auto& other : bc.instances) {
+        const auto theirs = tokens(g.op(other.ops[position]).name);
+        if (theirs.size() != mine.size()) return name;
+        for (size_t i = 0; i < mine.size(); ++i)
+            if (theirs[i] != mine[i]) varies[i] = true;
+    }
+    std::string pattern;
+    for (size_t i = 0; i < mine.size(); ++i) pattern += varies[i] ? std::string("*") : mine[i];
+    // The glob must name exactly the class's ops at this position, no more.
+    size_t matched = 0;
+    for (const auto& o : g.ops)
+        if (globMatch(pattern, o.name)) {
+            const auto& oi = bc.instances;
+            const bool peer = f.classOfOp[static_cast<size_t>(o.id)] == bc.id &&
+                              oi[static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(o.id)])].ops[position] == o.id;
+            if (!peer) return name;
+            ++matched;
+        }
+    return matched == bc.instances.size() ? pattern : name;
+}
+
+bool Document::lockOp(OpId op, int strategy, LockScope scope)
+{
+    const PlanWorkspace* ws = workspace();
+    if (!ws || op < 0 || op >= static_cast<OpId>(ws->model.graph.ops.size())) return false;
+    const CostModel& model = *ws->costModel;
+    const auto& candidates = model.strategies(op);
+    if (strategy < 0 || strategy >= static_cast<int>(candidates.size())) return false;
+    const std::string text = strategyToString(candidates[static_cast<size_t>(strategy)], model.signature(op), model.mesh());
+    const std::string& name = ws->model.graph.op(op).name;
+    const std::string pattern = scope == LockScope::AllInstances ? classPattern(op) : name;
+    std::vector<LockRequest> locks;
+    // A new lock replaces those that name the same op in the same scope; a per-instance lock
+    // placed after a class lock overrides it for that op (later locks win in resolveLocks).
+    for (const auto& lock : locks_)
+        if (lock.pattern != pattern) locks.push_back(lock);
+    locks.push_back({pattern, text});
+    setLocks(locks, tr("Lock %1 = %2").arg(QString::fromStdString(pattern), QString::fromStdString(text)));
+    return true;
+}
+
+void Document::unlockOp(OpId op)
+{
+    const PlanWorkspace* ws = workspace();
+    if (!ws) return;
+    const std::string& name = ws->model.graph.op(op).name;
+    std::vector<LockRequest> locks;
+    for (const auto& lock : locks_)
+        if (!globMatch(lock.pattern, name)) locks.push_back(lock);
+    setLocks(locks, tr("Unlock %1").arg(QString::fromStdString(name)));
+}
+
+bool Document::isLocked(OpId op) const
+{
+    const auto& p = plan_;
+    return p && op >= 0 && static_cast<size_t>(op) < p->result.lockedOp.size() && p->result.lockedOp[static_cast<size_t>(op)];
+}
+
+void Document::setSelectedOp(OpId op)
+{
+    if (op == selectedOp_) return;
+    selectedOp_ = op;
+    emit selectionChanged(op);
+}
+
+void Document::setExpandedClasses(const QStringList& labels)
+{
+    if (labels == expandedClasses_) return;
+    expandedClasses_ = labels;
+    emit expandedClassesChanged();
+}
+
+void Document::applySettings(const PlanSettings& settings)
+{
+    settings_ = settings;
+    emit settingsChanged();
+    replan();
+}
+
+void Document::applyLocks(const std::vector<LockRequest>& locks)
+{
+    locks_ = locks;
+    emit locksChanged();
+    replan();
+}
+
+void Document::replan()
+{
+    lastError_.clear();
+    service_.request(settings_, locks_);
+}
+
+void Document::onPlanFinished(std::shared_ptr<const PlanOutcome> outcome)
+{
+    const bool newModel = !plan_ || plan_->settings.modelKey() != outcome->settings.modelKey();
+    appliedJob_ = outcome->jobId;
+    plan_ = std::move(outcome);
+    if (newModel) {
+        selectedOp_ = -1;
+        if (!pendingSelection_.empty())
+            for (const auto& op : plan_->workspace->model.graph.ops)
+                if (op.name == pendingSelection_) selectedOp_ = op.id;
+        pendingSelection_.clear();
+        emit modelChanged();
+    }
+    emit planChanged();
+    if (newModel) emit selectionChanged(selectedOp_);
+    emit searchFinished(plan_->jobId, plan_->result.searchMs);
+}
+
+} // namespace tp

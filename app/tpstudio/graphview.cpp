@@ -1,0 +1,703 @@
+#include "graphview.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <QGraphicsItem>
+#include <QGraphicsPathItem>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QScrollBar>
+#include <QWheelEvent>
+
+#include "presentation.h"
+
+namespace tp {
+
+namespace {
+
+constexpr double kNodeW = 200, kNodeH = 40, kGapX = 22, kGapY = 36;
+constexpr double kCardPad = 18, kCardHeader = 34, kCollapsedH = 74, kCardGap = 46, kMinCardW = 360;
+
+enum ItemData { KindKey = 0, ValueKey = 1 };
+enum ItemKind { OpKindItem = 1, CardKindItem = 2 };
+
+QColor classColor(int classId)
+{
+    // Hues spread by the golden angle so neighbouring classes differ.
+    const double hue = std::fmod(0.58 + classId * 0.381966, 1.0);
+    return QColor::fromHsvF(static_cast<float>(hue), 0.45f, 0.80f);
+}
+
+QFont font(double points, bool bold = false)
+{
+    QFont f;
+    f.setPointSizeF(points);
+    f.setBold(bold);
+    return f;
+}
+
+struct Pill {
+    QString text;
+    QColor color;
+};
+
+void paintPills(QPainter* p, QPointF at, const std::vector<Pill>& pills, bool rightAligned = false)
+{
+    const QFont f = font(7.5, true);
+    const QFontMetricsF fm(f);
+    p->setFont(f);
+    double total = 0;
+    for (const auto& pill : pills) total += fm.horizontalAdvance(pill.text) + 12 + 4;
+    double x = rightAligned ? at.x() - total : at.x();
+    for (const auto& pill : pills) {
+        const double w = fm.horizontalAdvance(pill.text) + 12;
+        const QRectF r(x, at.y() - 8, w, 16);
+        p->setPen(Qt::NoPen);
+        p->setBrush(pill.color);
+        p->drawRoundedRect(r, 8, 8);
+        p->setPen(Qt::white);
+        p->drawText(r, Qt::AlignCenter, pill.text);
+        x += w + 4;
+    }
+}
+
+class OpNodeItem : public QGraphicsItem {
+public:
+    OpNodeItem(QRectF rect, QString name, QString detail, QColor color, bool locked)
+        : rect_(rect), name_(std::move(name)), detail_(std::move(detail)), color_(color), locked_(locked)
+    {
+    }
+    QRectF boundingRect() const override { return rect_.adjusted(-2, -2, 2, 2); }
+    void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
+    {
+        p->setRenderHint(QPainter::Antialiasing);
+        p->setPen(QPen(color_.darker(135), locked_ ? 2.4 : 1.0));
+        p->setBrush(color_.lighter(160));
+        p->drawRoundedRect(rect_, 6, 6);
+        p->setPen(Qt::NoPen);
+        p->setBrush(color_);
+        p->drawRoundedRect(QRectF(rect_.left(), rect_.top(), 7, rect_.height()), 3, 3);
+        p->setPen(QColor(0x20, 0x20, 0x28));
+        p->setFont(font(9.5, true));
+        const QRectF text = rect_.adjusted(13, 3, -6, -3);
+        p->drawText(QRectF(text.left(), text.top(), text.width(), text.height() / 2), Qt::AlignLeft | Qt::AlignVCenter,
+                    p->fontMetrics().elidedText(name_, Qt::ElideMiddle, static_cast<int>(text.width() - (locked_ ? 18 : 0))));
+        p->setFont(font(8));
+        p->setPen(QColor(0x30, 0x30, 0x40));
+        p->drawText(QRectF(text.left(), text.center().y(), text.width(), text.height() / 2), Qt::AlignLeft | Qt::AlignVCenter,
+                    p->fontMetrics().elidedText(detail_, Qt::ElideRight, static_cast<int>(text.width())));
+        if (locked_) {
+            const QRectF badge(rect_.right() - 18, rect_.top() + 4, 14, 14);
+            p->setPen(Qt::NoPen);
+            p->setBrush(QColor(0x33, 0x33, 0x33));
+            p->drawRoundedRect(badge, 3, 3);
+            p->setPen(Qt::white);
+            p->setFont(font(7, true));
+            p->drawText(badge, Qt::AlignCenter, QStringLiteral("L"));
+        }
+    }
+
+private:
+    QRectF rect_;
+    QString name_, detail_;
+    QColor color_;
+    bool locked_;
+};
+
+class CardItem : public QGraphicsItem {
+public:
+    CardItem(QRectF rect, QString title, QString info, QColor color, bool expanded, bool expandable, std::vector<QColor> strip,
+             std::vector<Pill> pills)
+        : rect_(rect), title_(std::move(title)), info_(std::move(info)), color_(color), expanded_(expanded), expandable_(expandable),
+          strip_(std::move(strip)), pills_(std::move(pills))
+    {
+    }
+    QRectF boundingRect() const override { return rect_.adjusted(-6, -6, 6, 6); }
+    void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
+    {
+        p->setRenderHint(QPainter::Antialiasing);
+        // A stacked shadow says "there are more of these" for runs.
+        p->setPen(QPen(color_.darker(120), 1.4));
+        p->setBrush(QColor(color_.red(), color_.green(), color_.blue(), 34));
+        p->drawRoundedRect(rect_, 10, 10);
+        const QRectF header(rect_.left(), rect_.top(), rect_.width(), kCardHeader);
+        p->setPen(Qt::NoPen);
+        p->setBrush(QColor(color_.red(), color_.green(), color_.blue(), 90));
+        p->drawRoundedRect(header, 10, 10);
+        p->setPen(QColor(0x15, 0x15, 0x20));
+        p->setFont(font(11, true));
+        const QString glyph = expandable_ ? (expanded_ ? QStringLiteral("▾ ") : QStringLiteral("▸ ")) : QString();
+        p->drawText(header.adjusted(12, 0, -8, 0), Qt::AlignLeft | Qt::AlignVCenter, glyph + title_);
+        p->setFont(font(8.5));
+        p->setPen(QColor(0x30, 0x30, 0x40));
+        const QFontMetricsF fm(font(8.5));
+        p->drawText(header.adjusted(8, 0, -12, 0), Qt::AlignRight | Qt::AlignVCenter, info_);
+        if (!expanded_) {
+            // One square per op, coloured by its sharding.
+            const double size = 11, gap = 3;
+            double x = rect_.left() + 14;
+            const double y = rect_.top() + kCardHeader + 10;
+            for (const auto& c : strip_) {
+                if (x + size > rect_.right() - 14) break;
+                p->setPen(QPen(c.darker(140), 0.8));
+                p->setBrush(c);
+                p->drawRoundedRect(QRectF(x, y, size, size), 2, 2);
+                x += size + gap;
+            }
+            paintPills(p, QPointF(rect_.right() - 12, y + size / 2), pills_, true);
+        }
+    }
+
+private:
+    QRectF rect_;
+    QString title_, info_;
+    QColor color_;
+    bool expanded_, expandable_;
+    std::vector<QColor> strip_;
+    std::vector<Pill> pills_;
+};
+
+class BadgeItem : public QGraphicsItem {
+public:
+    BadgeItem(QPointF centre, std::vector<Pill> pills) : centre_(centre), pills_(std::move(pills)) {}
+    QRectF boundingRect() const override
+    {
+        return QRectF(centre_.x() - width() / 2 - 2, centre_.y() - 10, width() + 4, 20);
+    }
+    void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
+    {
+        p->setRenderHint(QPainter::Antialiasing);
+        paintPills(p, QPointF(centre_.x() - width() / 2, centre_.y()), pills_);
+    }
+
+private:
+    double width() const
+    {
+        const QFontMetricsF fm(font(7.5, true));
+        double w = 0;
+        for (const auto& pill : pills_) w += fm.horizontalAdvance(pill.text) + 16;
+        return w - 4;
+    }
+    QPointF centre_;
+    std::vector<Pill> pills_;
+};
+
+void addEdge(QGraphicsScene& scene, QPointF from, QPointF to, double sideOffset, const QString& tooltip)
+{
+    QPainterPath path(from);
+    if (sideOffset == 0) {
+        const double dy = (to.y() - from.y()) / 2;
+        path.cubicTo(from + QPointF(0, dy), to - QPointF(0, dy), to);
+    } else {
+        // Skip edges (residuals) bow out to the side so they do not cross the nodes in between.
+        path.cubicTo(from + QPointF(sideOffset, 30), to + QPointF(sideOffset, -30), to);
+    }
+    auto* item = scene.addPath(path, QPen(QColor(0x70, 0x78, 0x88), 1.3));
+    item->setZValue(-1);
+    item->setToolTip(tooltip);
+    QPolygonF head;
+    head << to << to + QPointF(-4.5, -8) << to + QPointF(4.5, -8);
+    auto* arrow = scene.addPolygon(head, Qt::NoPen, QColor(0x70, 0x78, 0x88));
+    arrow->setZValue(-1);
+}
+
+std::vector<Pill> pillsFor(const std::map<CollectiveKind, QStringList>& kinds)
+{
+    std::vector<Pill> pills;
+    for (const auto& [kind, lines] : kinds) pills.push_back({collectiveAbbrev(kind), collectiveColor(kind)});
+    return pills;
+}
+
+} // namespace
+
+class Minimap : public QGraphicsView {
+public:
+    explicit Minimap(GraphView* main) : QGraphicsView(main), main_(main)
+    {
+        setInteractive(false);
+        setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        setRenderHint(QPainter::Antialiasing);
+        setFrameShape(QFrame::Box);
+        setStyleSheet(QStringLiteral("background: rgba(250, 250, 252, 230);"));
+        setToolTip(QObject::tr("Overview: click or drag to move the view"));
+    }
+    void refit()
+    {
+        if (scene()) fitInView(scene()->itemsBoundingRect().adjusted(-10, -10, 10, 10), Qt::KeepAspectRatio);
+        viewport()->update();
+    }
+
+protected:
+    void drawForeground(QPainter* p, const QRectF&) override
+    {
+        const QRectF visible = main_->mapToScene(main_->viewport()->rect()).boundingRect();
+        p->setPen(QPen(QColor(0x1f, 0x5f, 0xbf), 0));
+        p->setBrush(QColor(0x1f, 0x5f, 0xbf, 40));
+        p->drawRect(visible);
+    }
+    void mousePressEvent(QMouseEvent* e) override { main_->centerOn(mapToScene(e->pos())); }
+    void mouseMoveEvent(QMouseEvent* e) override
+    {
+        if (e->buttons() & Qt::LeftButton) main_->centerOn(mapToScene(e->pos()));
+    }
+    void wheelEvent(QWheelEvent* e) override { e->ignore(); }
+
+private:
+    GraphView* main_;
+};
+
+GraphView::GraphView(QWidget* parent) : QGraphicsView(parent), minimap_(new Minimap(this))
+{
+    setScene(&scene_);
+    setRenderHints(QPainter::Antialiasing | QPainter::TextAntialiasing);
+    setDragMode(QGraphicsView::ScrollHandDrag);
+    setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+    setBackgroundBrush(QColor(0xfb, 0xfb, 0xfd));
+    setViewportUpdateMode(QGraphicsView::SmartViewportUpdate);
+    minimap_->setScene(&scene_);
+    minimap_->resize(170, 210);
+    placeMinimap();
+}
+
+GraphView::~GraphView() = default;
+
+void GraphView::setDocument(Document* document)
+{
+    if (document_) disconnect(document_, nullptr, this, nullptr);
+    document_ = document;
+    fitPending_ = true;
+    if (document_) {
+        connect(document_, &Document::modelChanged, this, &GraphView::onModelChanged);
+        connect(document_, &Document::planChanged, this, &GraphView::rebuild);
+        connect(document_, &Document::expandedClassesChanged, this, &GraphView::rebuild);
+        connect(document_, &Document::selectionChanged, this, &GraphView::showSelection);
+    }
+    rebuild();
+}
+
+void GraphView::onModelChanged()
+{
+    fitPending_ = true;
+    // A model with nothing expanded yet opens its biggest repeated block.
+    if (document_ && document_->expandedClasses().isEmpty() && document_->plan()) {
+        const FoldedGraph& f = document_->plan()->workspace->folded;
+        int best = -1;
+        double weight = -1;
+        for (const auto& run : f.runs) {
+            const auto& bc = f.classes[static_cast<size_t>(run.classId)];
+            const double w = double(run.count) * bc.opsPerInstance();
+            if (w > weight) {
+                weight = w;
+                best = run.classId;
+            }
+        }
+        if (best >= 0) document_->setExpandedClasses({QString::fromStdString(f.classes[static_cast<size_t>(best)].label)});
+    }
+}
+
+void GraphView::rebuild()
+{
+    scene_.clear();
+    index_ = {};
+    selectionMarker_ = nullptr;
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan) return;
+    const PlanWorkspace& ws = *plan->workspace;
+    const Graph& g = ws.model.graph;
+    const FoldedGraph& f = ws.folded;
+    const CostModel& model = *ws.costModel;
+    const SearchResult& r = plan->result;
+    const QStringList expanded = document_->expandedClasses();
+    const auto producers = g.producers();
+    std::vector<int> topoPos(g.ops.size());
+    {
+        const auto order = g.topologicalOrder();
+        for (size_t i = 0; i < order.size(); ++i) topoPos[static_cast<size_t>(order[i])] = static_cast<int>(i);
+    }
+
+    // Which card shows each op: runs are cards; siblings show inside their parent's card.
+    std::map<std::pair<int, int>, int> cardOfInstance;
+    for (size_t ri = 0; ri < f.runs.size(); ++ri)
+        for (int k = 0; k < f.runs[ri].count; ++k) cardOfInstance[{f.runs[ri].classId, f.runs[ri].firstInstance + k}] = static_cast<int>(ri);
+    for (int pass = 0; pass < 4; ++pass) // nested siblings resolve through their parents
+        for (const auto& sg : f.siblings) {
+            const auto parent = cardOfInstance.find({sg.parentClass, sg.parentInstance});
+            if (parent == cardOfInstance.end()) continue;
+            for (int inst : sg.instances) cardOfInstance[{sg.classId, inst}] = parent->second;
+        }
+    std::vector<int> cardOfOp(g.ops.size(), -1);
+    for (size_t op = 0; op < g.ops.size(); ++op) {
+        const auto it = cardOfInstance.find({f.classOfOp[op], f.instanceOfOp[op]});
+        if (it != cardOfInstance.end()) cardOfOp[op] = it->second;
+    }
+
+    // Collectives per op of the plan, by kind, with their details for the tooltip.
+    std::map<OpId, std::map<CollectiveKind, QStringList>> collectivesAt;
+    for (const auto& c : r.breakdown.collectives)
+        collectivesAt[c.at][c.kind] << QStringLiteral("%1 %2 over %3: %4, %5")
+                                           .arg(QLatin1String(phaseName(c.phase).data()), QLatin1String(collectiveName(c.kind).data()),
+                                                QString::fromStdString(model.mesh().axes[static_cast<size_t>(c.axis)].name), formatBytes(c.bytes),
+                                                formatSeconds(c.seconds));
+
+    double y = 0;
+    std::vector<QRectF> cardRects;
+    for (size_t ri = 0; ri < f.runs.size(); ++ri) {
+        const Run& run = f.runs[ri];
+        const BlockClass& bc = f.classes[static_cast<size_t>(run.classId)];
+        const BlockInstance& inst = bc.instances[static_cast<size_t>(run.firstInstance)];
+        const QString label = QString::fromStdString(bc.label);
+        const bool isExpanded = expanded.contains(label);
+        const QString title = run.count > 1 ? QStringLiteral("%1   ×%2").arg(label).arg(run.count) : label;
+
+        // The ops the card shows: the run's first instance, plus one node per sibling group in it.
+        struct Node {
+            OpId op = -1;
+            int group = -1;
+            int rank = 0;
+            double order = 0;
+            QPointF pos;
+        };
+        std::vector<Node> nodes;
+        std::map<OpId, int> nodeOfOp;
+        for (OpId op : inst.ops) {
+            nodeOfOp[op] = static_cast<int>(nodes.size());
+            nodes.push_back({op, -1, 0, double(topoPos[static_cast<size_t>(op)]), {}});
+        }
+        for (size_t gi = 0; gi < f.siblings.size(); ++gi) {
+            const auto& sg = f.siblings[gi];
+            if (sg.parentClass != run.classId || sg.parentInstance != run.firstInstance) continue;
+            const int node = static_cast<int>(nodes.size());
+            int first = static_cast<int>(g.ops.size());
+            for (int si : sg.instances)
+                for (OpId op : f.classes[static_cast<size_t>(sg.classId)].instances[static_cast<size_t>(si)].ops) {
+                    nodeOfOp[op] = node;
+                    first = std::min(first, topoPos[static_cast<size_t>(op)]);
+                }
+            nodes.push_back({-1, static_cast<int>(gi), 0, double(first), {}});
+        }
+        double totalSeconds = 0;
+        std::map<CollectiveKind, QStringList> cardKinds;
+        std::vector<QColor> strip;
+        for (OpId op : inst.ops) {
+            const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
+            totalSeconds += ob.computeSeconds + ob.commSeconds;
+            strip.push_back(shardingColor(classifyStrategy(model, op, r.strategyOfOp[static_cast<size_t>(op)])));
+            if (const auto it = collectivesAt.find(op); it != collectivesAt.end())
+                for (const auto& [kind, lines] : it->second) cardKinds[kind] << lines;
+        }
+        const QString info = tr("%n op(s)", nullptr, bc.opsPerInstance()) + QStringLiteral(" · ") + formatSeconds(totalSeconds) +
+                             (run.count > 1 ? tr(" each") : QString());
+
+        // Layered layout of the nodes: rank = longest path from the card's inputs.
+        std::vector<std::vector<int>> preds(nodes.size());
+        std::set<std::pair<int, int>> edges;
+        std::vector<int> byTopo(nodes.size());
+        for (size_t i = 0; i < nodes.size(); ++i) byTopo[i] = static_cast<int>(i);
+        std::sort(byTopo.begin(), byTopo.end(), [&](int a, int b) { return nodes[static_cast<size_t>(a)].order < nodes[static_cast<size_t>(b)].order; });
+        for (const auto& [op, node] : nodeOfOp)
+            for (TensorId t : g.op(op).inputs) {
+                const OpId p = producers[static_cast<size_t>(t)];
+                const auto from = nodeOfOp.find(p);
+                if (p < 0 || from == nodeOfOp.end() || from->second == node) continue;
+                if (edges.insert({from->second, node}).second) preds[static_cast<size_t>(node)].push_back(from->second);
+            }
+        int ranks = 0;
+        for (int n : byTopo) {
+            int rank = 0;
+            for (int p : preds[static_cast<size_t>(n)]) rank = std::max(rank, nodes[static_cast<size_t>(p)].rank + 1);
+            nodes[static_cast<size_t>(n)].rank = rank;
+            ranks = std::max(ranks, rank + 1);
+        }
+        std::vector<std::vector<int>> rows(static_cast<size_t>(ranks));
+        for (int n : byTopo) rows[static_cast<size_t>(nodes[static_cast<size_t>(n)].rank)].push_back(n);
+        size_t widest = 1;
+        for (auto& row : rows) {
+            // Order by the mean position of the predecessors (barycentre), then topologically.
+            for (int n : row) {
+                const auto& ps = preds[static_cast<size_t>(n)];
+                if (ps.empty()) continue;
+                double sum = 0;
+                for (int p : ps) sum += nodes[static_cast<size_t>(p)].pos.x();
+                nodes[static_cast<size_t>(n)].pos.setX(sum / ps.size());
+            }
+            std::stable_sort(row.begin(), row.end(), [&](int a, int b) {
+                return nodes[static_cast<size_t>(a)].pos.x() < nodes[static_cast<size_t>(b)].pos.x();
+            });
+            for (size_t i = 0; i < row.size(); ++i)
+                nodes[static_cast<size_t>(row[i])].pos.setX((double(i) - (double(row.size()) - 1) / 2) * (kNodeW + kGapX));
+            widest = std::max(widest, row.size());
+        }
+        const double width = std::max(kMinCardW, double(widest) * (kNodeW + kGapX) - kGapX + 2 * kCardPad + (isExpanded ? 120 : 0));
+        const double height = isExpanded ? kCardHeader + kCardPad + ranks * (kNodeH + kGapY) - kGapY + kCardPad + 8 : kCollapsedH;
+        const QRectF cardRect(-width / 2, y, width, height);
+        auto* card = new CardItem(cardRect, title, info, classColor(run.classId), isExpanded, true, strip,
+                                  pillsFor(cardKinds));
+        card->setData(KindKey, CardKindItem);
+        card->setData(ValueKey, static_cast<int>(index_.cards.size()));
+        card->setToolTip(tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand")));
+        scene_.addItem(card);
+        index_.cards.push_back(card);
+        index_.cardLabels.push_back(title);
+        index_.cardClass.push_back(run.classId);
+        index_.cardRun.push_back(static_cast<int>(ri));
+        cardRects.push_back(cardRect);
+
+        if (isExpanded) {
+            const double top = y + kCardHeader + kCardPad;
+            for (auto& n : nodes) n.pos.setY(top + n.rank * (kNodeH + kGapY));
+            for (auto& n : nodes) {
+                const QRectF rect(n.pos.x() - kNodeW / 2, n.pos.y(), kNodeW, kNodeH);
+                QGraphicsItem* item = nullptr;
+                if (n.op >= 0) {
+                    const int s = r.strategyOfOp[static_cast<size_t>(n.op)];
+                    const ShardingClass sc = classifyStrategy(model, n.op, s);
+                    const QString strategy = QString::fromStdString(strategyToString(model.strategies(n.op)[static_cast<size_t>(s)],
+                                                                                     model.signature(n.op), model.mesh()));
+                    const QString spec = g.op(n.op).outputs.empty()
+                                             ? QString()
+                                             : QString::fromStdString(specToString(model.outputSpec(n.op, s, 0), model.mesh()));
+                    item = new OpNodeItem(rect, shortOpName(g.op(n.op).name), strategy + QStringLiteral("  →  ") + spec, shardingColor(sc),
+                                          r.lockedOp[static_cast<size_t>(n.op)]);
+                    item->setData(KindKey, OpKindItem);
+                    item->setData(ValueKey, n.op);
+                    item->setToolTip(tr("%1\n%2 · %3 · %4\nstrategy %5, output %6")
+                                         .arg(QString::fromStdString(g.op(n.op).name), QLatin1String(opKindName(g.op(n.op).kind).data()),
+                                              QString::fromStdString(model.signature(n.op).equation), shardingClassName(sc), strategy, spec));
+                    index_.opItems[n.op] = item;
+                } else {
+                    const auto& sg = f.siblings[static_cast<size_t>(n.group)];
+                    const auto& sc = f.classes[static_cast<size_t>(sg.classId)];
+                    item = new OpNodeItem(rect, QStringLiteral("%1  ×%2").arg(QString::fromStdString(sc.label)).arg(sg.instances.size()),
+                                          tr("%n parallel branch(es)", nullptr, static_cast<int>(sg.instances.size())), classColor(sg.classId), false);
+                    item->setToolTip(tr("Parallel identical branches (e.g. experts), %1 ops each").arg(sc.opsPerInstance()));
+                }
+                scene_.addItem(item);
+            }
+            for (const auto& [a, b] : edges) {
+                const Node& na = nodes[static_cast<size_t>(a)];
+                const Node& nb = nodes[static_cast<size_t>(b)];
+                const int span = nb.rank - na.rank;
+                double side = 0;
+                if (span > 1 && std::abs(na.pos.x() - nb.pos.x()) < 1) side = (na.pos.x() >= 0 ? 1 : -1) * (kNodeW * 0.75 + 10 * span);
+                addEdge(scene_, na.pos + QPointF(0, kNodeH), nb.pos, side, QString());
+            }
+            // Collective badges on the edges leaving the op after which they happen.
+            for (const auto& n : nodes) {
+                if (n.op < 0) continue;
+                const auto it = collectivesAt.find(n.op);
+                if (it == collectivesAt.end()) continue;
+                auto* badge = new BadgeItem(n.pos + QPointF(0, kNodeH + kGapY * 0.42), pillsFor(it->second));
+                QStringList lines;
+                for (const auto& [kind, ls] : it->second) lines << ls;
+                badge->setToolTip(tr("After %1:\n%2").arg(QString::fromStdString(g.op(n.op).name), lines.join(QLatin1Char('\n'))));
+                badge->setZValue(2);
+                scene_.addItem(badge);
+                ++index_.badges;
+            }
+        } else {
+            index_.badges += static_cast<int>(cardKinds.size());
+        }
+        y += height + kCardGap;
+    }
+
+    // Edges between cards: a tensor produced in one card and read in another.
+    std::set<std::pair<int, int>> cardEdges;
+    for (const auto& op : g.ops)
+        for (TensorId t : op.inputs) {
+            const OpId p = producers[static_cast<size_t>(t)];
+            if (p < 0) continue;
+            const int a = cardOfOp[static_cast<size_t>(p)], b = cardOfOp[static_cast<size_t>(op.id)];
+            if (a >= 0 && b >= 0 && a != b) cardEdges.insert({a, b});
+        }
+    for (const auto& [a, b] : cardEdges) {
+        const QRectF& ra = cardRects[static_cast<size_t>(a)];
+        const QRectF& rb = cardRects[static_cast<size_t>(b)];
+        if (b == a + 1) {
+            addEdge(scene_, QPointF(0, ra.bottom()), QPointF(0, rb.top()), 0, QString());
+            continue;
+        }
+        // Around the cards in between, on the right.
+        double right = std::max(ra.right(), rb.right());
+        for (int c = a + 1; c < b; ++c) right = std::max(right, cardRects[static_cast<size_t>(c)].right());
+        const QPointF from(ra.right() - 40, ra.bottom()), to(rb.right() - 40, rb.top());
+        addEdge(scene_, from, to, right + 50 - from.x(), QString());
+    }
+    scene_.setSceneRect(scene_.itemsBoundingRect().adjusted(-40, -30, 40, 30));
+    minimap_->refit();
+    showSelection();
+    // Fit once the view has its real size (it may still be hidden behind the start page).
+    if (fitPending_ && isVisible()) {
+        fitPending_ = false;
+        fitWidth();
+    }
+    emit sceneRebuilt();
+}
+
+void GraphView::showSelection()
+{
+    if (selectionMarker_) {
+        scene_.removeItem(selectionMarker_);
+        delete selectionMarker_;
+        selectionMarker_ = nullptr;
+    }
+    const auto plan = document_ ? document_->plan() : nullptr;
+    const OpId op = document_ ? document_->selectedOp() : -1;
+    if (!plan || op < 0 || static_cast<size_t>(op) >= plan->workspace->folded.classOfOp.size()) return;
+    // An op of another instance is shown at its position in the displayed representative.
+    const FoldedGraph& f = plan->workspace->folded;
+    const int cls = f.classOfOp[static_cast<size_t>(op)];
+    const auto& instOps = f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(op)])].ops;
+    const size_t position = static_cast<size_t>(std::find(instOps.begin(), instOps.end(), op) - instOps.begin());
+    QGraphicsItem* target = nullptr;
+    for (size_t c = 0; c < index_.cards.size() && !target; ++c) {
+        if (index_.cardClass[c] != cls) continue;
+        const Run& run = f.runs[static_cast<size_t>(index_.cardRun[c])];
+        if (f.instanceOfOp[static_cast<size_t>(op)] < run.firstInstance || f.instanceOfOp[static_cast<size_t>(op)] >= run.firstInstance + run.count) continue;
+        const OpId shown = f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(run.firstInstance)].ops[position];
+        const auto it = index_.opItems.find(shown);
+        target = it != index_.opItems.end() ? it->second : index_.cards[c];
+    }
+    if (!target) return;
+    auto* marker = scene_.addPath([&] {
+        QPainterPath p;
+        p.addRoundedRect(target->boundingRect().adjusted(-3, -3, 3, 3), 8, 8);
+        return p;
+    }(), QPen(QColor(0x10, 0x50, 0xd0), 3), Qt::NoBrush);
+    marker->setZValue(5);
+    selectionMarker_ = marker;
+    ensureVisible(target, 60, 60);
+}
+
+void GraphView::toggleCard(int card)
+{
+    if (!document_ || card < 0 || card >= static_cast<int>(index_.cards.size())) return;
+    const auto plan = document_->plan();
+    const QString label = QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label);
+    QStringList expanded = document_->expandedClasses();
+    if (expanded.contains(label)) expanded.removeAll(label);
+    else expanded << label;
+    document_->setExpandedClasses(expanded);
+}
+
+bool GraphView::findNext(const QString& text)
+{
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan || text.isEmpty()) return false;
+    const Graph& g = plan->workspace->model.graph;
+    const int n = static_cast<int>(g.ops.size());
+    const int start = document_->selectedOp();
+    for (int k = 1; k <= n; ++k) {
+        const OpId op = (start + k + n) % n;
+        if (!QString::fromStdString(g.op(op).name).contains(text, Qt::CaseInsensitive)) continue;
+        // Open the card that holds it, so the op itself can be shown.
+        const QString label = QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(plan->workspace->folded.classOfOp[static_cast<size_t>(op)])].label);
+        if (!document_->expandedClasses().contains(label)) document_->setExpandedClasses(document_->expandedClasses() << label);
+        document_->setSelectedOp(op);
+        return true;
+    }
+    return false;
+}
+
+void GraphView::zoomBy(double factor)
+{
+    const double current = transform().m11();
+    const double next = std::clamp(current * factor, 0.05, 4.0);
+    scale(next / current, next / current);
+    minimap_->viewport()->update();
+}
+
+void GraphView::zoomIn() { zoomBy(1.25); }
+void GraphView::zoomOut() { zoomBy(0.8); }
+
+void GraphView::fitAll()
+{
+    fitInView(scene_.sceneRect(), Qt::KeepAspectRatio);
+    minimap_->viewport()->update();
+}
+
+void GraphView::fitWidth()
+{
+    const QRectF rect = scene_.sceneRect();
+    if (rect.isEmpty()) return;
+    const double scaleX = (viewport()->width() - 24) / rect.width();
+    const double s = std::clamp(scaleX, 0.3, 0.85);
+    setTransform(QTransform::fromScale(s, s));
+    centerOn(rect.center().x(), rect.top() + viewport()->height() / s / 2);
+    minimap_->viewport()->update();
+}
+
+void GraphView::setMinimapVisible(bool visible) { minimap_->setVisible(visible); }
+
+void GraphView::wheelEvent(QWheelEvent* event)
+{
+    if (event->modifiers() & Qt::ControlModifier) {
+        zoomBy(std::pow(1.0015, event->angleDelta().y()));
+        event->accept();
+        return;
+    }
+    QGraphicsView::wheelEvent(event);
+}
+
+void GraphView::mousePressEvent(QMouseEvent* event)
+{
+    if (event->button() == Qt::LeftButton && document_) {
+        for (QGraphicsItem* item : items(event->pos())) {
+            if (item->data(KindKey).toInt() == OpKindItem) {
+                document_->setSelectedOp(item->data(ValueKey).toInt());
+                break;
+            }
+        }
+    }
+    QGraphicsView::mousePressEvent(event);
+}
+
+void GraphView::mouseDoubleClickEvent(QMouseEvent* event)
+{
+    for (QGraphicsItem* item : items(event->pos()))
+        if (item->data(KindKey).toInt() == CardKindItem) {
+            // Only the header toggles, so double-clicking an op inside does not fold its card.
+            const QPointF scenePos = mapToScene(event->pos());
+            if (scenePos.y() - item->boundingRect().top() <= kCardHeader + 8 || item->boundingRect().height() <= kCollapsedH + 20) {
+                toggleCard(item->data(ValueKey).toInt());
+                return;
+            }
+        }
+    QGraphicsView::mouseDoubleClickEvent(event);
+}
+
+void GraphView::resizeEvent(QResizeEvent* event)
+{
+    QGraphicsView::resizeEvent(event);
+    placeMinimap();
+    if (fitPending_ && !scene_.items().isEmpty() && isVisible()) {
+        fitPending_ = false;
+        fitWidth();
+    }
+}
+
+void GraphView::showEvent(QShowEvent* event)
+{
+    QGraphicsView::showEvent(event);
+    placeMinimap();
+    if (fitPending_ && !scene_.items().isEmpty()) {
+        fitPending_ = false;
+        fitWidth();
+    }
+}
+
+void GraphView::scrollContentsBy(int dx, int dy)
+{
+    QGraphicsView::scrollContentsBy(dx, dy);
+    minimap_->viewport()->update();
+}
+
+void GraphView::placeMinimap()
+{
+    minimap_->move(viewport()->width() - minimap_->width() - 10, viewport()->height() - minimap_->height() - 10);
+    minimap_->refit();
+}
+
+} // namespace tp

@@ -1,0 +1,160 @@
+#include "plannerservice.h"
+
+#include <chrono>
+
+#include <QFutureWatcher>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "cost/baselines.h"
+#include "util/error.h"
+
+namespace tp {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+/// preparePlan, then the link overrides of the settings (the cost model is rebuilt when a link
+/// changes, since it reads the mesh's links when it is built).
+std::shared_ptr<PlanWorkspace> prepareWorkspace(const PlanSettings& settings)
+{
+    std::shared_ptr<PlanWorkspace> ws = preparePlan(settings.toRequest({}));
+    if (settings.intraNodeGBps > 0 || settings.interNodeGBps > 0) {
+        if (settings.intraNodeGBps > 0) ws->hardware.intraNode.bandwidth = settings.intraNodeGBps * 1e9;
+        if (settings.interNodeGBps > 0) ws->hardware.interNode.bandwidth = settings.interNodeGBps * 1e9;
+        assignLinks(ws->mesh, ws->hardware);
+        const CostSettings costSettings = ws->costModel->settings();
+        ws->costModel.reset();
+        ws->costModel = std::make_unique<CostModel>(ws->model.graph, ws->mesh, ws->hardware, costSettings);
+    }
+    return ws;
+}
+} // namespace
+
+/// The worker's state between jobs: the workspace and the session with its cached class tables,
+/// and the plans that do not depend on the locks.
+struct PlannerService::Engine {
+    std::string workspaceKey;
+    std::shared_ptr<PlanWorkspace> workspace;
+    std::unique_ptr<PlannerSession> session;
+    SearchResult megatron, dataParallel;
+    std::string unlockedKey; ///< workspace key + memory limit of `unlocked`
+    std::optional<SearchResult> unlocked;
+
+    PlanOutcome run(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+    {
+        PlanOutcome out;
+        out.settings = settings;
+        out.locks = locks;
+        const double limit = settings.memoryLimitBytes();
+        if (!workspace || workspaceKey != settings.workspaceKey()) {
+            const auto start = Clock::now();
+            session.reset();
+            workspace.reset();
+            workspaceKey.clear();
+            unlocked.reset();
+            auto ws = prepareWorkspace(settings);
+            session = std::make_unique<PlannerSession>(*ws->costModel, ws->folded);
+            megatron = evaluateAssignment(*ws->costModel, megatronAssignment(*ws->costModel), "megatron");
+            dataParallel = evaluateAssignment(*ws->costModel, dataParallelAssignment(*ws->costModel), "dp");
+            workspace = std::move(ws);
+            workspaceKey = settings.workspaceKey();
+            out.newWorkspace = true;
+            out.prepareMs = msSince(start);
+        }
+        const std::string limitKey = workspaceKey + "|" + settings.memoryLimit;
+        session->setMemoryLimit(limit);
+        if (!locks.empty() && (!unlocked || unlockedKey != limitKey)) {
+            session->setLocks({});
+            unlocked = session->solve();
+            unlockedKey = limitKey;
+        }
+        session->setLocks(locks); // throws InputError for a lock that cannot be honoured
+        out.result = session->solve();
+        if (locks.empty()) {
+            unlocked = out.result;
+            unlockedKey = limitKey;
+        } else {
+            out.unlocked = unlocked;
+        }
+        // The baselines are judged against the same memory limit as the search.
+        const double capacity = limit == 0 ? workspace->hardware.hbmBytes : limit;
+        for (SearchResult* baseline : {&megatron, &dataParallel}) {
+            baseline->memoryLimitBytes = capacity > 0 ? capacity : 0;
+            baseline->fits = capacity <= 0 || baseline->breakdown.perDeviceBytes <= capacity;
+        }
+        out.megatron = megatron;
+        out.dataParallel = dataParallel;
+        out.workspace = workspace;
+        return out;
+    }
+};
+
+PlannerService::PlannerService(QObject* parent) : QObject(parent), engine_(std::make_shared<Engine>())
+{
+    qRegisterMetaType<std::shared_ptr<const tp::PlanOutcome>>();
+    pool_.setMaxThreadCount(1);
+}
+
+PlannerService::~PlannerService()
+{
+    // Later jobs see a newer id than theirs and return at once; the running one finishes.
+    latest_ = std::numeric_limits<quint64>::max();
+    pool_.waitForDone();
+}
+
+void PlannerService::waitForIdle() { pool_.waitForDone(); }
+
+quint64 PlannerService::request(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+{
+    const quint64 jobId = ++latest_;
+    ++running_;
+    emit started(jobId);
+    std::shared_ptr<Engine> engine = engine_;
+    const std::atomic<quint64>* latest = &latest_;
+    struct JobResult {
+        std::shared_ptr<const PlanOutcome> outcome;
+        QString error;
+        bool skipped = false;
+    };
+    auto* watcher = new QFutureWatcher<JobResult>(this);
+    connect(watcher, &QFutureWatcher<JobResult>::finished, this, [this, watcher, jobId] {
+        const JobResult r = watcher->result();
+        watcher->deleteLater();
+        --running_;
+        if (r.skipped) emit dropped(jobId);
+        else deliver(jobId, r.outcome, r.error);
+    });
+    watcher->setFuture(QtConcurrent::run(&pool_, [engine, latest, jobId, settings, locks]() -> JobResult {
+        JobResult r;
+        if (latest->load() != jobId) { // superseded while queued: no point searching
+            r.skipped = true;
+            return r;
+        }
+        const auto start = Clock::now();
+        try {
+            auto outcome = std::make_shared<PlanOutcome>(engine->run(settings, locks));
+            outcome->jobId = jobId;
+            outcome->wallMs = msSince(start);
+            r.outcome = std::move(outcome);
+        } catch (const InputError& e) {
+            r.error = QString::fromStdString(e.what());
+        } catch (const std::exception& e) {
+            r.error = QStringLiteral("internal error: %1").arg(QString::fromStdString(e.what()));
+        }
+        return r;
+    }));
+    return jobId;
+}
+
+void PlannerService::deliver(quint64 jobId, std::shared_ptr<const PlanOutcome> outcome, const QString& error)
+{
+    if (jobId != latest_.load()) {
+        emit dropped(jobId);
+        return;
+    }
+    if (!error.isEmpty()) emit failed(jobId, error);
+    else emit finished(std::move(outcome));
+}
+
+} // namespace tp

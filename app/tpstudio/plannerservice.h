@@ -1,0 +1,64 @@
+#pragma once
+// Runs the planner off the GUI thread. Every request gets a job id; only the newest job's result
+// is delivered, older ones are skipped before they start or dropped when they finish, so a burst
+// of edits costs one search, and the UI never waits.
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include <QObject>
+#include <QString>
+#include <QThreadPool>
+
+#include "plansettings.h"
+
+namespace tp {
+
+/// One finished job: the plan and the comparison plans, all costed by the same workspace.
+struct PlanOutcome {
+    quint64 jobId = 0;
+    PlanSettings settings;
+    std::vector<LockRequest> locks;
+    std::shared_ptr<const PlanWorkspace> workspace;
+    bool newWorkspace = false;            ///< the model, mesh or hardware changed: views rebuild
+    SearchResult result;                  ///< the plan (the search around the locks)
+    std::optional<SearchResult> unlocked; ///< the same search without locks, when there are locks
+    SearchResult megatron;
+    SearchResult dataParallel;
+    double prepareMs = 0;                 ///< model load + cost model + fold, when redone
+    double wallMs = 0;                    ///< request to result, on the worker
+};
+
+class PlannerService : public QObject {
+    Q_OBJECT
+public:
+    explicit PlannerService(QObject* parent = nullptr);
+    ~PlannerService() override;
+
+    /// Queues a plan for these inputs; returns its job id. Newer requests supersede older ones.
+    quint64 request(const PlanSettings& settings, const std::vector<LockRequest>& locks);
+    quint64 latestJob() const { return latest_.load(); }
+    bool isBusy() const { return running_ > 0; }
+    /// Blocks until the worker is idle (tests and shutdown only).
+    void waitForIdle();
+
+signals:
+    void started(quint64 jobId);
+    void finished(std::shared_ptr<const tp::PlanOutcome> outcome);
+    void failed(quint64 jobId, const QString& message);
+    /// A job whose result arrived after a newer request was made (or that was skipped).
+    void dropped(quint64 jobId);
+
+private:
+    struct Engine;
+    void deliver(quint64 jobId, std::shared_ptr<const PlanOutcome> outcome, const QString& error);
+
+    QThreadPool pool_;                // one thread: the engine's session is not thread-safe
+    std::shared_ptr<Engine> engine_;  // touched only on the pool's thread
+    std::atomic<quint64> latest_{0};
+    int running_ = 0;                 // GUI thread only
+};
+
+} // namespace tp
+
+Q_DECLARE_METATYPE(std::shared_ptr<const tp::PlanOutcome>)
