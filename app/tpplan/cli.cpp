@@ -35,6 +35,8 @@ Options parseArguments(const std::vector<std::string>& args)
         };
         if (a == "--json") o.json = true;
         else if (a == "--quick") o.quick = true;
+        else if (a == "--versus") o.versus = value();
+        else if (a == "--devices-as-threads") o.devicesAsThreads = true;
         else if (a == "--mesh") o.mesh = value();
         else if (a == "--hardware") o.hardware = value();
         else if (a == "--batch") o.batch = parsePositive(a, value());
@@ -108,6 +110,8 @@ const std::vector<Command>& commands()
         {"fold", "tpplan fold MODEL [--set k=v] [--json]   block classes, instances, runs, fold time", &runFold},
         {"check", "tpplan check PLAN.tpplan.json [--json]   re-validate a saved plan, re-cost it, list differences", &runCheck},
         {"export", "tpplan export PLAN.tpplan.json --format csv|dot|svg|png|pytorch|megatron|hf-tp-plan -o OUT", &runExport},
+        {"explain", "tpplan explain PLAN|MODEL [OP] [options] [--versus megatron|dp|search|PLAN] [--json]  how an op is split, its collectives, why not the others", &runExplain},
+        {"verify", "tpplan verify PLAN.tpplan.json [--devices-as-threads] [--json]  run the plan on simulated devices, compare with one device", &runVerify},
         {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)", &runBench},
     };
     return table;

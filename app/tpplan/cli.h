@@ -34,6 +34,8 @@ struct Options {
     std::string output;
     bool json = false;
     bool quick = false;
+    std::string versus;            ///< explain: the plan to compare against (baseline name or file)
+    bool devicesAsThreads = false; ///< verify: one thread per simulated device
 };
 
 Options parseArguments(const std::vector<std::string>& args);
@@ -58,6 +60,8 @@ int runPlan(const Options& options, std::ostream& out);
 int runFold(const Options& options, std::ostream& out);
 int runCheck(const Options& options, std::ostream& out);
 int runExport(const Options& options, std::ostream& out);
+int runExplain(const Options& options, std::ostream& out);
+int runVerify(const Options& options, std::ostream& out);
 /// The whole file; throws InputError naming the path when it cannot be read.
 std::string readTextFile(const std::string& path);
 int runBench(const Options& options, std::ostream& out);

@@ -1,0 +1,468 @@
+#include "explain.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "../graph/opkinds.h"
+#include "../util/error.h"
+
+namespace tp::explain {
+
+namespace {
+
+constexpr AxisMask bit(int a) { return AxisMask{1} << a; }
+
+std::string fmt(const char* f, double v)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string bytesText(double b)
+{
+    if (b >= 1024.0 * 1024 * 1024) return fmt("%.2f GiB", b / (1024.0 * 1024 * 1024));
+    if (b >= 1024.0 * 1024) return fmt("%.2f MiB", b / (1024.0 * 1024));
+    if (b >= 1024.0) return fmt("%.2f KiB", b / 1024.0);
+    return fmt("%.0f B", b);
+}
+
+std::string secondsText(double s)
+{
+    if (s >= 1.0) return fmt("%.3f s", s);
+    if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
+    return fmt("%.3f us", s * 1e6);
+}
+
+std::string axesText(const std::vector<int>& axes, const Mesh& mesh)
+{
+    std::string s;
+    for (size_t k = 0; k < axes.size(); ++k) s += (k ? "*" : "") + mesh.axes[static_cast<size_t>(axes[k])].name;
+    return s;
+}
+
+std::string maskText(AxisMask m, const Mesh& mesh)
+{
+    std::string s;
+    for (int a = 0; a < mesh.rank(); ++a)
+        if (m & bit(a)) s += (s.empty() ? "" : ", ") + mesh.axes[static_cast<size_t>(a)].name;
+    return s;
+}
+
+// Where each tensor is produced: (op, output slot), or (-1, -1).
+struct Producers {
+    std::vector<OpId> op;
+    std::vector<int> slot;
+    explicit Producers(const Graph& g) : op(g.producers()), slot(g.tensors.size(), -1)
+    {
+        for (const auto& o : g.ops)
+            for (size_t k = 0; k < o.outputs.size(); ++k) slot[static_cast<size_t>(o.outputs[k])] = static_cast<int>(k);
+    }
+};
+
+Recompute recomputeOf(const SearchResult& plan, OpId op)
+{
+    return plan.recomputeOfOp.empty() ? Recompute::None : plan.recomputeOfOp[static_cast<size_t>(op)];
+}
+
+void addCalls(Components& c, const std::vector<CollectiveCall>& calls)
+{
+    for (const auto& call : calls) c.commByKind[std::string(collectiveName(call.kind))] += call.seconds;
+}
+
+// The op's node cost and the edges into its inputs under strategy s, the producers' strategies
+// taken from the plan: exactly the terms evaluate() charges to the op.
+Components chargedTo(const CostModel& model, const SearchResult& plan, const Producers& prod, OpId op, int s)
+{
+    const Op& o = model.graph().op(op);
+    const OpCost& node = model.opCost(op, s, recomputeOf(plan, op));
+    Components c;
+    c.computeSeconds = node.computeSeconds;
+    c.commSeconds = node.commSeconds;
+    c.stepSeconds = node.seconds();
+    c.memoryBytes = node.memoryBytes();
+    addCalls(c, node.collectives);
+    for (size_t i = 0; i < o.inputs.size(); ++i) {
+        const TensorId t = o.inputs[i];
+        const OpId p = prod.op[static_cast<size_t>(t)];
+        if (p < 0) continue;
+        const TensorSpec& produced = model.outputSpec(p, plan.strategyOfOp[static_cast<size_t>(p)], prod.slot[static_cast<size_t>(t)]);
+        const EdgeCost e = model.edgeCost(&produced, op, static_cast<int>(i), s);
+        c.commSeconds += e.seconds;
+        c.stepSeconds += e.exposedSeconds;
+        addCalls(c, e.collectives);
+    }
+    return c;
+}
+
+// The edges from op (under strategy s) into its consumers, their strategies from the plan.
+Components chargedToConsumers(const CostModel& model, const SearchResult& plan, OpId op, int s)
+{
+    const Graph& g = model.graph();
+    const auto consumers = g.consumers();
+    Components c;
+    const Op& o = g.op(op);
+    for (size_t k = 0; k < o.outputs.size(); ++k) {
+        const TensorSpec& produced = model.outputSpec(op, s, static_cast<int>(k));
+        for (OpId consumer : consumers[static_cast<size_t>(o.outputs[k])]) {
+            const Op& co = g.op(consumer);
+            for (size_t i = 0; i < co.inputs.size(); ++i) {
+                if (co.inputs[i] != o.outputs[k]) continue;
+                const EdgeCost e = model.edgeCost(&produced, consumer, static_cast<int>(i), plan.strategyOfOp[static_cast<size_t>(consumer)]);
+                c.commSeconds += e.seconds;
+                c.stepSeconds += e.exposedSeconds;
+                addCalls(c, e.collectives);
+            }
+        }
+    }
+    return c;
+}
+
+Components minus(const Components& a, const Components& b)
+{
+    Components d;
+    d.stepSeconds = a.stepSeconds - b.stepSeconds;
+    d.computeSeconds = a.computeSeconds - b.computeSeconds;
+    d.commSeconds = a.commSeconds - b.commSeconds;
+    d.memoryBytes = a.memoryBytes - b.memoryBytes;
+    for (const auto& [k, v] : a.commByKind) d.commByKind[k] += v;
+    for (const auto& [k, v] : b.commByKind) d.commByKind[k] -= v;
+    return d;
+}
+
+Components plus(const Components& a, const Components& b)
+{
+    Components s = a;
+    s.stepSeconds += b.stepSeconds;
+    s.computeSeconds += b.computeSeconds;
+    s.commSeconds += b.commSeconds;
+    s.memoryBytes += b.memoryBytes;
+    for (const auto& [k, v] : b.commByKind) s.commByKind[k] += v;
+    return s;
+}
+
+std::string formulaOf(const CollectiveCall& call, const Mesh& mesh)
+{
+    const auto& axis = mesh.axes[static_cast<size_t>(call.axis)];
+    const int g = axis.size;
+    std::string factor;
+    std::string latency;
+    switch (call.kind) {
+    case CollectiveKind::AllReduce: factor = "2(g-1)/g"; latency = "2(g-1)"; break;
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter: factor = "(g-1)/g"; latency = "(g-1)"; break;
+    case CollectiveKind::AllToAll: factor = "(g-1)/g^2"; latency = "(g-1)"; break;
+    }
+    std::string s = factor + " x " + bytesText(call.bytes) + " / " + fmt("%g", axis.link.bandwidth / 1e9) + " GB/s";
+    if (axis.link.latency > 0) s += " + " + latency + " x " + fmt("%g", axis.link.latency * 1e6) + " us";
+    return s + " (g = " + std::to_string(g) + ") = " + secondsText(call.seconds);
+}
+
+// Loops of the producer's strategy that the tensor lacks and that axis a splits: why it is partial.
+std::string partialCause(const CostModel& model, const SearchResult& plan, OpId producer, int slot, int a)
+{
+    const Signature& sig = model.signature(producer);
+    const OpStrategy& st = model.strategies(producer)[static_cast<size_t>(plan.strategyOfOp[static_cast<size_t>(producer)])];
+    std::vector<bool> indexed(sig.loops.size(), false);
+    for (const auto& grp : sig.outputs[static_cast<size_t>(slot)].dims)
+        for (int l : grp) indexed[static_cast<size_t>(l)] = true;
+    std::string labels;
+    std::string role;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (!indexed[l] && std::find(st.loopAxes[l].begin(), st.loopAxes[l].end(), a) != st.loopAxes[l].end()) {
+            labels += (labels.empty() ? "" : "', '") + std::string(1, sig.loops[l].label);
+            role = std::string(dimRoleName(sig.loops[l].role));
+        }
+    if (labels.empty()) return "";
+    return "'" + labels + "' is " + role + " and split over " + model.mesh().axes[static_cast<size_t>(a)].name +
+           ", so each device holds a partial sum";
+}
+
+int dimSplitBy(const TensorSpec& spec, int a)
+{
+    for (size_t d = 0; d < spec.dims.size(); ++d)
+        if (std::find(spec.dims[d].begin(), spec.dims[d].end(), a) != spec.dims[d].end()) return static_cast<int>(d);
+    return -1;
+}
+
+std::string whyOf(const CollectiveCall& call, const TensorSpec& from, const TensorSpec& to, const std::string& tensor,
+                  const std::string& consumer, const std::string& partialReason, const Mesh& mesh)
+{
+    const std::string axis = mesh.axes[static_cast<size_t>(call.axis)].name;
+    const std::string need = consumer.empty() ? "" : "'" + consumer + "' ";
+    if (call.phase == Phase::Backward) {
+        switch (call.kind) {
+        case CollectiveKind::AllReduce: return "backward: the gradient of '" + tensor + "' is partial over " + axis + " (the dual of the forward layout change); the producer needs it summed";
+        case CollectiveKind::ReduceScatter: return "backward: the gradient of '" + tensor + "' is partial over " + axis + " and the producer keeps it split over " + axis + " (the dual of a forward all-gather)";
+        case CollectiveKind::AllGather: return "backward: the gradient of '" + tensor + "' arrives split over " + axis + " and the producer holds the tensor whole over " + axis;
+        case CollectiveKind::AllToAll: return "backward: the gradient of '" + tensor + "' moves its split over " + axis + " back to the producer's dim";
+        }
+    }
+    switch (call.kind) {
+    case CollectiveKind::AllReduce:
+        return "'" + tensor + "': " + (partialReason.empty() ? "partial over " + axis : partialReason) + "; " + need + "needs it whole: all-reduce over " + axis;
+    case CollectiveKind::ReduceScatter: {
+        const int d = dimSplitBy(to, call.axis);
+        return "'" + tensor + "': " + (partialReason.empty() ? "partial over " + axis : partialReason) + "; " + need + "needs dim " + std::to_string(d) + " split over " + axis + ": reduce-scatter sums and splits in one step";
+    }
+    case CollectiveKind::AllGather: {
+        const int d = dimSplitBy(from, call.axis);
+        return "'" + tensor + "' has dim " + std::to_string(d) + " split over " + axis + "; " + need + "needs it whole over " + axis + ": all-gather";
+    }
+    case CollectiveKind::AllToAll: {
+        const int d = dimSplitBy(from, call.axis), e = dimSplitBy(to, call.axis);
+        return "'" + tensor + "' has dim " + std::to_string(d) + " split over " + axis + "; " + need + "needs dim " + std::to_string(e) + " split over " + axis + " instead: all-to-all";
+    }
+    }
+    return "";
+}
+
+std::vector<CollectiveStep> edgeSteps(const CostModel& model, const SearchResult& plan, OpId producer, int slot, OpId consumer,
+                                      int input)
+{
+    const Graph& g = model.graph();
+    const Mesh& mesh = model.mesh();
+    const TensorId t = g.op(consumer).inputs[static_cast<size_t>(input)];
+    const int cs = plan.strategyOfOp[static_cast<size_t>(consumer)];
+    const TensorSpec& produced = model.outputSpec(producer, plan.strategyOfOp[static_cast<size_t>(producer)], slot);
+    const TensorSpec& needed = model.inputSpec(consumer, cs, input);
+    const EdgeCost e = model.edgeCost(&produced, consumer, input, cs);
+    std::vector<CollectiveStep> out;
+    for (const auto& call : e.collectives) {
+        CollectiveStep s;
+        s.kind = collectiveName(call.kind);
+        s.axis = mesh.axes[static_cast<size_t>(call.axis)].name;
+        s.phase = phaseName(call.phase);
+        s.bytes = call.bytes;
+        s.seconds = call.seconds;
+        s.tensor = g.tensor(t).name;
+        s.producer = g.op(producer).name;
+        s.consumer = g.op(consumer).name;
+        s.fromSpec = specToString(produced, mesh);
+        s.toSpec = specToString(needed, mesh);
+        s.why = whyOf(call, produced, needed, s.tensor, s.consumer, partialCause(model, plan, producer, slot, call.axis), mesh);
+        s.formula = formulaOf(call, mesh);
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+OperandLayout layoutOf(const CostModel& model, const Tensor& t, const TensorSpec& spec, const std::string& role,
+                       const Signature& sig, const OperandIndexing& indexing)
+{
+    const Mesh& mesh = model.mesh();
+    OperandLayout L;
+    L.role = role;
+    L.tensor = t.name;
+    L.shape = t.shape;
+    L.spec = specToString(spec, mesh);
+    std::string words;
+    AxisMask used = spec.splitAxes() | spec.partial;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+        if (spec.dims[d].empty()) continue;
+        std::string labels;
+        for (int l : indexing.dims[d]) labels += sig.loops[static_cast<size_t>(l)].label;
+        const std::int64_t pieces = spec.splitsOf(d, mesh);
+        const std::int64_t each = t.shape[d] / pieces;
+        words += (words.empty() ? "" : "; ") + std::string("dim ") + std::to_string(d) + " (" + labels + "=" +
+                 std::to_string(t.shape[d]) + ") split over " + axesText(spec.dims[d], mesh) + " into " +
+                 std::to_string(pieces) + " slices of " + std::to_string(each);
+        // Picture: one bar per split dim, one cell per slice, labelled by the coordinate.
+        std::string bar = "  " + labels + " |";
+        for (std::int64_t p = 0; p < std::min<std::int64_t>(pieces, 16); ++p) {
+            std::string cell;
+            std::int64_t rest = p;
+            for (size_t k = spec.dims[d].size(); k-- > 0;) {
+                const int a = spec.dims[d][k];
+                cell = mesh.axes[static_cast<size_t>(a)].name + std::to_string(rest % mesh.axes[static_cast<size_t>(a)].size) + cell;
+                rest /= mesh.axes[static_cast<size_t>(a)].size;
+            }
+            bar += " " + cell + " |";
+        }
+        if (pieces > 16) bar += " ... (" + std::to_string(pieces) + " slices)";
+        L.picture += bar + "   " + std::to_string(each) + " each of " + std::to_string(t.shape[d]) + "\n";
+    }
+    if (words.empty()) words = "whole on every device";
+    const AxisMask replicatedOver = ((AxisMask{1} << mesh.rank()) - 1) & ~used;
+    std::string rep;
+    for (int a = 0; a < mesh.rank(); ++a)
+        if ((replicatedOver & bit(a)) && mesh.axes[static_cast<size_t>(a)].size > 1)
+            rep += (rep.empty() ? "" : ", ") + mesh.axes[static_cast<size_t>(a)].name;
+    if (!rep.empty() && !spec.isReplicated()) words += "; replicated over " + rep;
+    if (spec.partial) words += "; partial sums over " + maskText(spec.partial, mesh);
+    if (L.picture.empty()) L.picture = "  (whole tensor on every device)\n";
+    L.words = words;
+    // Every device's slice.
+    for (int dev = 0; dev < mesh.devices(); ++dev) {
+        DeviceSlice ds;
+        int rest = dev;
+        ds.coords.assign(mesh.axes.size(), 0);
+        for (size_t a = mesh.axes.size(); a-- > 0;) {
+            ds.coords[a] = rest % mesh.axes[a].size;
+            rest /= mesh.axes[a].size;
+        }
+        for (size_t d = 0; d < spec.dims.size(); ++d) {
+            std::int64_t pieces = 1, piece = 0;
+            for (int a : spec.dims[d]) {
+                pieces *= mesh.axes[static_cast<size_t>(a)].size;
+                piece = piece * mesh.axes[static_cast<size_t>(a)].size + ds.coords[static_cast<size_t>(a)];
+            }
+            const std::int64_t len = t.shape[d] / pieces;
+            ds.ranges.push_back({piece * len, (piece + 1) * len});
+        }
+        L.devices.push_back(std::move(ds));
+    }
+    return L;
+}
+
+} // namespace
+
+OpId findOp(const Graph& graph, const std::string& name)
+{
+    for (const auto& op : graph.ops)
+        if (op.name == name) return op.id;
+    for (OpId id : graph.topologicalOrder())
+        if (globMatch(name, graph.op(id).name)) return id;
+    throw InputError("op '" + name + "': no op of '" + graph.name + "' has this name or matches it as a glob (try layers.0/mlp/*)");
+}
+
+std::vector<Components> opComponents(const CostModel& model, const SearchResult& plan)
+{
+    const Producers prod(model.graph());
+    std::vector<Components> out;
+    for (const auto& op : model.graph().ops)
+        out.push_back(chargedTo(model, plan, prod, op.id, plan.strategyOfOp[static_cast<size_t>(op.id)]));
+    return out;
+}
+
+OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId id, const FoldedGraph* folded)
+{
+    const Graph& g = model.graph();
+    const Mesh& mesh = model.mesh();
+    const Op& op = g.op(id);
+    const Signature& sig = model.signature(id);
+    const int s = plan.strategyOfOp.at(static_cast<size_t>(id));
+    const OpStrategy& st = model.strategies(id)[static_cast<size_t>(s)];
+    const Producers prod(g);
+    OpExplanation x;
+    x.op = op.name;
+    x.kind = opKindName(op.kind);
+    x.einsum = sig.equation;
+    x.strategy = strategyToString(st, sig, mesh);
+    if (folded) x.block = folded->classes[static_cast<size_t>(folded->classOfOp[static_cast<size_t>(id)])].label;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        x.loops.push_back({sig.loops[l].label, sig.loops[l].size, std::string(dimRoleName(sig.loops[l].role)),
+                           st.loopAxes[l].empty() ? "-" : axesText(st.loopAxes[l], mesh)});
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const Tensor& t = g.tensor(op.inputs[i]);
+        x.operands.push_back(layoutOf(model, t, model.inputSpec(id, s, static_cast<int>(i)),
+                                      t.role == TensorRole::Weight ? "weight" : "input", sig, sig.inputs[i]));
+    }
+    for (size_t k = 0; k < op.outputs.size(); ++k)
+        x.operands.push_back(layoutOf(model, g.tensor(op.outputs[k]), model.outputSpec(id, s, static_cast<int>(k)), "output", sig, sig.outputs[k]));
+
+    // Collectives: into the op, its own, and from it into its consumers.
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const OpId p = prod.op[static_cast<size_t>(op.inputs[i])];
+        if (p < 0) continue;
+        auto steps = edgeSteps(model, plan, p, prod.slot[static_cast<size_t>(op.inputs[i])], id, static_cast<int>(i));
+        x.incoming.insert(x.incoming.end(), steps.begin(), steps.end());
+    }
+    const OpCost& node = model.opCost(id, s, recomputeOf(plan, id));
+    for (const auto& call : node.collectives) {
+        CollectiveStep cs;
+        cs.kind = collectiveName(call.kind);
+        cs.axis = mesh.axes[static_cast<size_t>(call.axis)].name;
+        cs.phase = phaseName(call.phase);
+        cs.bytes = call.bytes;
+        cs.seconds = call.seconds;
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+            if (g.tensor(op.inputs[i]).role == TensorRole::Weight) cs.tensor = g.tensor(op.inputs[i]).name;
+        cs.why = "the weight '" + cs.tensor + "' is replicated over " + cs.axis + " while the op splits a loop the weight lacks over " +
+                 cs.axis + " (data parallelism): each device's gradient covers only its slice, summed once per step";
+        cs.formula = formulaOf(call, mesh);
+        x.own.push_back(std::move(cs));
+    }
+    const auto consumers = g.consumers();
+    for (size_t k = 0; k < op.outputs.size(); ++k)
+        for (OpId c : consumers[static_cast<size_t>(op.outputs[k])]) {
+            const Op& co = g.op(c);
+            for (size_t i = 0; i < co.inputs.size(); ++i)
+                if (co.inputs[i] == op.outputs[k]) {
+                    auto steps = edgeSteps(model, plan, id, static_cast<int>(k), c, static_cast<int>(i));
+                    x.outgoing.insert(x.outgoing.end(), steps.begin(), steps.end());
+                }
+        }
+
+    const Components chosen = chargedTo(model, plan, prod, id, s);
+    x.computeSeconds = chosen.computeSeconds;
+    x.commSeconds = chosen.commSeconds;
+    x.memoryBytes = chosen.memoryBytes;
+
+    // Why not: each candidate against the chosen one, neighbours fixed.
+    const Components chosenLocal = plus(chosen, chargedToConsumers(model, plan, id, s));
+    const auto& candidates = model.strategies(id);
+    for (size_t c = 0; c < candidates.size(); ++c) {
+        WhyNot w;
+        w.strategyIndex = static_cast<int>(c);
+        w.strategy = strategyToString(candidates[c], sig, mesh);
+        w.chosen = static_cast<int>(c) == s;
+        const Components local = plus(chargedTo(model, plan, prod, id, static_cast<int>(c)),
+                                      chargedToConsumers(model, plan, id, static_cast<int>(c)));
+        w.delta = w.chosen ? Components{} : minus(local, chosenLocal);
+        x.whyNot.push_back(std::move(w));
+    }
+    std::stable_sort(x.whyNot.begin(), x.whyNot.end(), [](const WhyNot& a, const WhyNot& b) {
+        if (a.chosen != b.chosen) return a.chosen;
+        return a.delta.stepSeconds < b.delta.stepSeconds;
+    });
+
+    // Summary in words.
+    std::string sum = "'" + x.op + "' (" + x.kind + ", " + x.einsum + ") runs " + (x.strategy == "-" ? "replicated on every device" : "with " + x.strategy) + ".";
+    for (const auto& l : x.loops)
+        if (l.axes != "-")
+            sum += " Loop '" + std::string(1, l.label) + "' (" + l.role + ", " + std::to_string(l.size) + ") is split over " + l.axes + ".";
+    sum += " Compute " + secondsText(x.computeSeconds) + ", communication charged to it " + secondsText(x.commSeconds) +
+           ", memory " + bytesText(x.memoryBytes) + " per device.";
+    if (x.whyNot.size() > 1) {
+        const auto& best = x.whyNot[1];
+        sum += " The best alternative, " + best.strategy + ", would change the step time by " +
+               (best.delta.stepSeconds >= 0 ? "+" : "") + secondsText(best.delta.stepSeconds) + ".";
+    }
+    x.summary = sum;
+    return x;
+}
+
+PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const SearchResult& base, const SearchResult& other)
+{
+    const Graph& g = model.graph();
+    const Mesh& mesh = model.mesh();
+    PlanDiff d;
+    d.baseMethod = base.method;
+    d.otherMethod = other.method;
+    const auto a = opComponents(model, base), b = opComponents(model, other);
+    d.blocks.resize(folded.classes.size());
+    for (size_t c = 0; c < folded.classes.size(); ++c) {
+        d.blocks[c].block = folded.classes[c].label;
+        d.blocks[c].instances = static_cast<int>(folded.classes[c].instances.size());
+    }
+    for (const auto& op : g.ops) {
+        const auto i = static_cast<size_t>(op.id);
+        d.base = plus(d.base, a[i]);
+        d.other = plus(d.other, b[i]);
+        auto& blk = d.blocks[static_cast<size_t>(folded.classOfOp[i])];
+        blk.base = plus(blk.base, a[i]);
+        blk.other = plus(blk.other, b[i]);
+        if (base.strategyOfOp[i] != other.strategyOfOp[i]) {
+            ++blk.opsChanged;
+            if (folded.instanceOfOp[i] == 0) {
+                const Signature& sig = model.signature(op.id);
+                d.changes.push_back({op.name, strategyToString(model.strategies(op.id)[static_cast<size_t>(base.strategyOfOp[i])], sig, mesh),
+                                     strategyToString(model.strategies(op.id)[static_cast<size_t>(other.strategyOfOp[i])], sig, mesh)});
+            }
+        }
+    }
+    return d;
+}
+
+} // namespace tp::explain

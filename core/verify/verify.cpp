@@ -1,0 +1,602 @@
+#include "verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "../graph/opkinds.h"
+#include "../graph/signature.h"
+#include "../mesh/mesh.h"
+#include "../models/models.h"
+#include "../sharding/strategy.h"
+#include "../util/error.h"
+#include "executor.h"
+
+namespace tp::verify {
+
+namespace {
+
+using nlohmann::json;
+
+// ---- Shrinking -----------------------------------------------------------------------------
+
+std::int64_t intOr(const json& c, const char* key, std::int64_t fallback)
+{
+    return c.contains(key) && c[key].is_number_integer() ? c[key].get<std::int64_t>() : fallback;
+}
+
+// ---- The plan as a runtime reads it ---------------------------------------------------------
+
+struct PlannedOp {
+    std::string strategy;
+    std::string einsum;
+    std::string representative; ///< the op of the block's first instance at the same position
+};
+
+struct ListedKey {
+    std::string at, kind, axis;
+    auto operator<=>(const ListedKey&) const = default;
+};
+
+std::string field(const json& j, const char* key, const std::string& where)
+{
+    if (!j.contains(key) || !j[key].is_string()) throw InputError(where + ": field '" + key + "' is missing or not a string");
+    return j[key].get<std::string>();
+}
+
+// Device coordinates on the mesh, axis 0 outermost.
+std::vector<int> coordsOf(int device, const Mesh& mesh)
+{
+    std::vector<int> c(mesh.axes.size());
+    for (size_t a = mesh.axes.size(); a-- > 0;) {
+        c[a] = device % mesh.axes[a].size;
+        device /= mesh.axes[a].size;
+    }
+    return c;
+}
+
+int deviceOf(const std::vector<int>& coords, const Mesh& mesh)
+{
+    int d = 0;
+    for (size_t a = 0; a < mesh.axes.size(); ++a) d = d * mesh.axes[a].size + coords[a];
+    return d;
+}
+
+// The loop ranges a device computes under a strategy: loop l split over axes (major first)
+// into P pieces; the device's piece is its mixed-radix coordinate over those axes.
+std::vector<Range> deviceLoops(const Signature& sig, const OpStrategy& st, const std::vector<int>& coords, const Mesh& mesh)
+{
+    std::vector<Range> r;
+    for (size_t l = 0; l < sig.loops.size(); ++l) {
+        std::int64_t pieces = 1, piece = 0;
+        for (int a : st.loopAxes[l]) {
+            pieces *= mesh.axes[static_cast<size_t>(a)].size;
+            piece = piece * mesh.axes[static_cast<size_t>(a)].size + coords[static_cast<size_t>(a)];
+        }
+        const std::int64_t len = sig.loops[l].size / pieces;
+        r.push_back({piece * len, (piece + 1) * len});
+    }
+    return r;
+}
+
+std::string rangesText(const std::vector<Range>& r)
+{
+    std::string s = "[";
+    for (size_t d = 0; d < r.size(); ++d) s += (d ? "," : "") + std::to_string(r[d].lo) + ":" + std::to_string(r[d].hi);
+    return s + "]";
+}
+
+std::string coordsText(const std::vector<int>& c, const Mesh& mesh)
+{
+    std::string s = "(";
+    for (size_t a = 0; a < c.size(); ++a) s += (a ? "," : "") + mesh.axes[a].name + "=" + std::to_string(c[a]);
+    return s + ")";
+}
+
+std::uint64_t fnv1a(const std::string& text, std::uint64_t seed)
+{
+    std::uint64_t h = 1469598103934665603ull ^ seed;
+    for (unsigned char ch : text) {
+        h ^= ch;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+bool isInteger(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::I8 || t == DType::Bool; }
+
+// Random contents of a graph input or weight. Integer tensors (token ids, labels, buckets) take
+// values below the smallest lookup or normalised loop they feed.
+Block randomTensor(const Graph& g, TensorId t, const std::vector<Signature>& sigs,
+                   const std::vector<std::vector<OpId>>& consumers, std::uint64_t seed)
+{
+    const auto& tensor = g.tensor(t);
+    std::vector<Range> full;
+    for (auto d : tensor.shape) full.push_back({0, d});
+    Block b = Block::zeros(full);
+    std::mt19937_64 rng(fnv1a(tensor.name, seed));
+    if (isInteger(tensor.dtype)) {
+        std::int64_t range = 1 << 20;
+        for (OpId c : consumers[static_cast<size_t>(t)])
+            for (const auto& l : sigs[static_cast<size_t>(c)].loops)
+                if (l.role == DimRole::Gather || l.role == DimRole::ReducedNonlinear) range = std::min(range, l.size);
+        std::uniform_int_distribution<std::int64_t> dist(0, range - 1);
+        for (auto& v : b.data) v = static_cast<float>(dist(rng));
+    } else {
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (auto& v : b.data) v = dist(rng);
+    }
+    return b;
+}
+
+struct Failure {
+    std::string op, message;
+};
+
+// The sharded run's state and its collectives.
+class ShardedRun {
+public:
+    ShardedRun(const Mesh& mesh, const std::map<ListedKey, int>& listed, VerifyReport& report)
+        : mesh_(mesh), listed_(listed), report_(report), devices_(mesh.devices())
+    {
+        for (int d = 0; d < devices_; ++d) coords_.push_back(coordsOf(d, mesh));
+    }
+
+    int devices() const { return devices_; }
+    const std::vector<int>& coords(int d) const { return coords_[static_cast<size_t>(d)]; }
+
+    // Devices of d's group along axis a, ordered by their coordinate on a.
+    std::vector<int> group(int d, int a) const
+    {
+        std::vector<int> g;
+        auto c = coords(d);
+        for (int k = 0; k < mesh_.axes[static_cast<size_t>(a)].size; ++k) {
+            c[static_cast<size_t>(a)] = k;
+            g.push_back(deviceOf(c, mesh_));
+        }
+        return g;
+    }
+
+    /// Brings every device's copy of a producer's output into the ranges the consumer needs,
+    /// performing only listed collectives. Returns notes about reductions that were skipped.
+    std::vector<std::string> reshard(std::vector<Block>& blocks, const std::vector<std::vector<Range>>& need,
+                                     const std::string& tensor, const std::string& producer, const std::string& rep,
+                                     const std::string& consumer)
+    {
+        std::vector<std::string> notes;
+        for (int a = 0; a < static_cast<int>(mesh_.axes.size()); ++a) {
+            const AxisMask bit = AxisMask{1} << a;
+            if (!(blocks[0].partial & bit)) continue;
+            const std::string axis = mesh_.axes[static_cast<size_t>(a)].name;
+            const int dim = listed(rep, "reduce-scatter", axis) ? reduceScatterDim(blocks, need, a) : -1;
+            if (dim >= 0) {
+                reduceScatter(blocks, a, dim);
+                perform(rep, "reduce-scatter", axis);
+            } else if (listed(rep, "all-reduce", axis)) {
+                allReduce(blocks, a);
+                perform(rep, "all-reduce", axis);
+            } else {
+                // A runtime that does not reduce hands each device its own partial sum.
+                for (auto& b : blocks) b.partial &= ~bit;
+                const std::string what = tensor == producer ? "the output of '" + producer + "'" : "'" + tensor + "' (from '" + producer + "')";
+                const std::string line = what + " is partial over " + axis + " but the plan lists no forward all-reduce or reduce-scatter over " + axis + " after '" + rep + "'";
+                notes.push_back(line);
+                report_.missing.push_back("before '" + consumer + "': " + line);
+            }
+        }
+        for (int guard = 0;; ++guard) {
+            int lacking = -1;
+            for (int d = 0; d < devices_ && lacking < 0; ++d)
+                if (!blocks[static_cast<size_t>(d)].covers(need[static_cast<size_t>(d)])) lacking = d;
+            if (lacking < 0) break;
+            int axis = -1, dim = -1;
+            for (int a = static_cast<int>(mesh_.axes.size()); a-- > 0 && axis < 0;)
+                for (size_t e = 0; e < need[0].size() && axis < 0; ++e)
+                    if (gatherable(blocks, a, e, lacking)) {
+                        axis = a;
+                        dim = static_cast<int>(e);
+                    }
+            const auto& b = blocks[static_cast<size_t>(lacking)];
+            std::vector<Range> held;
+            for (size_t e = 0; e < b.size.size(); ++e) held.push_back({b.start[e], b.start[e] + b.size[e]});
+            const std::string where = "device " + coordsText(coords(lacking), mesh_) + " holds " + rangesText(held) + " of '" + tensor + "' (from '" + producer + "') but needs " + rangesText(need[static_cast<size_t>(lacking)]);
+            if (axis < 0 || guard > 16) throw Failure{consumer, where + "; no collective can bring it"};
+            const std::string axisName = mesh_.axes[static_cast<size_t>(axis)].name;
+            const char* kind = listed(rep, "all-gather", axisName) ? "all-gather" : listed(rep, "all-to-all", axisName) ? "all-to-all" : nullptr;
+            if (!kind) {
+                report_.missing.push_back("before '" + consumer + "': " + where + "; the plan lists no all-gather or all-to-all over " + axisName + " after '" + rep + "'");
+                throw Failure{consumer, where + "; the plan lists no all-gather or all-to-all over " + axisName + " after '" + rep + "'"};
+            }
+            // An all-to-all moves the split from this dim to another: the gathered dim is whole
+            // afterwards and the consumer reads its slice of the other dim locally.
+            allGather(blocks, axis, static_cast<size_t>(dim));
+            perform(rep, kind, axisName);
+        }
+        return notes;
+    }
+
+private:
+    bool listed(const std::string& at, const char* kind, const std::string& axis) const
+    {
+        return listed_.count(ListedKey{at, kind, axis}) > 0;
+    }
+    void perform(const std::string& at, const char* kind, const std::string& axis)
+    {
+        ++report_.collectivesPerformed;
+        for (auto& c : report_.collectives)
+            if (c.at == at && c.kind == kind && c.axis == axis) ++c.performed;
+    }
+
+    void allReduce(std::vector<Block>& blocks, int a) const
+    {
+        std::vector<Block> out = blocks;
+        for (int d = 0; d < devices_; ++d) {
+            auto& target = out[static_cast<size_t>(d)];
+            std::fill(target.data.begin(), target.data.end(), 0.0f);
+            for (int peer : group(d, a)) {
+                const auto& src = blocks[static_cast<size_t>(peer)];
+                if (src.start != target.start || src.size != target.size)
+                    throw std::logic_error("all-reduce over blocks of different ranges");
+                for (size_t k = 0; k < src.data.size(); ++k) target.data[k] += src.data[k];
+            }
+            target.partial &= ~(AxisMask{1} << a);
+        }
+        blocks = std::move(out);
+    }
+
+    // The dim along which a reduce-scatter over axis a leaves every device what it needs.
+    int reduceScatterDim(const std::vector<Block>& blocks, const std::vector<std::vector<Range>>& need, int a) const
+    {
+        const std::int64_t g = mesh_.axes[static_cast<size_t>(a)].size;
+        for (size_t e = 0; e < need[0].size(); ++e) {
+            bool ok = true;
+            for (int d = 0; d < devices_ && ok; ++d) {
+                const auto& b = blocks[static_cast<size_t>(d)];
+                if (b.size[e] % g != 0) { ok = false; break; }
+                const std::int64_t len = b.size[e] / g, lo = b.start[e] + coords(d)[static_cast<size_t>(a)] * len;
+                auto r = need[static_cast<size_t>(d)][e];
+                ok = r.lo >= lo && r.hi <= lo + len;
+                for (size_t f = 0; f < need[0].size() && ok; ++f)
+                    if (f != e) ok = need[static_cast<size_t>(d)][f].lo >= b.start[f] && need[static_cast<size_t>(d)][f].hi <= b.start[f] + b.size[f];
+            }
+            if (ok) return static_cast<int>(e);
+        }
+        return -1;
+    }
+
+    void reduceScatter(std::vector<Block>& blocks, int a, int dim)
+    {
+        allReduce(blocks, a);
+        const std::int64_t g = mesh_.axes[static_cast<size_t>(a)].size;
+        for (int d = 0; d < devices_; ++d) {
+            auto& b = blocks[static_cast<size_t>(d)];
+            std::vector<Range> keep;
+            for (size_t e = 0; e < b.size.size(); ++e) keep.push_back({b.start[e], b.start[e] + b.size[e]});
+            const std::int64_t len = b.size[static_cast<size_t>(dim)] / g;
+            keep[static_cast<size_t>(dim)].lo = b.start[static_cast<size_t>(dim)] + coords(d)[static_cast<size_t>(a)] * len;
+            keep[static_cast<size_t>(dim)].hi = keep[static_cast<size_t>(dim)].lo + len;
+            b = b.slice(keep);
+        }
+    }
+
+    // Whether the group of `device` along axis a holds consecutive pieces of dim e (and equal
+    // ranges elsewhere), so that an all-gather over a assembles a larger box.
+    bool gatherable(const std::vector<Block>& blocks, int a, size_t e, int device) const
+    {
+        if (mesh_.axes[static_cast<size_t>(a)].size <= 1) return false;
+        const auto members = group(device, a);
+        std::int64_t next = blocks[static_cast<size_t>(members[0])].start[e];
+        for (int m : members) {
+            const auto& b = blocks[static_cast<size_t>(m)];
+            const auto& first = blocks[static_cast<size_t>(members[0])];
+            for (size_t f = 0; f < b.size.size(); ++f)
+                if (f != e && (b.start[f] != first.start[f] || b.size[f] != first.size[f])) return false;
+            if (b.start[e] != next) return false;
+            next += b.size[e];
+        }
+        return true;
+    }
+
+    void allGather(std::vector<Block>& blocks, int a, size_t e) const
+    {
+        std::vector<Block> out = blocks;
+        for (int d = 0; d < devices_; ++d) {
+            const auto members = group(d, a);
+            const auto& first = blocks[static_cast<size_t>(members[0])];
+            std::vector<Range> box;
+            for (size_t f = 0; f < first.size.size(); ++f) box.push_back({first.start[f], first.start[f] + first.size[f]});
+            const auto& last = blocks[static_cast<size_t>(members.back())];
+            box[e].hi = last.start[e] + last.size[e];
+            Block whole = Block::zeros(box);
+            whole.partial = first.partial;
+            const auto wst = whole.strides();
+            for (int m : members) {
+                const auto& b = blocks[static_cast<size_t>(m)];
+                const auto bst = b.strides();
+                for (std::int64_t k = 0; k < b.numel(); ++k) {
+                    std::int64_t rest = k, off = 0;
+                    for (size_t f = 0; f < b.size.size(); ++f) {
+                        const std::int64_t i = rest / bst[f];
+                        rest %= bst[f];
+                        off += (i + b.start[f] - whole.start[f]) * wst[f];
+                    }
+                    whole.data[static_cast<size_t>(off)] = b.data[static_cast<size_t>(k)];
+                }
+            }
+            out[static_cast<size_t>(d)] = std::move(whole);
+        }
+        blocks = std::move(out);
+    }
+
+    const Mesh& mesh_;
+    const std::map<ListedKey, int>& listed_;
+    VerifyReport& report_;
+    int devices_;
+    std::vector<std::vector<int>> coords_;
+};
+
+// Max relative difference of the devices' outputs against the reference; partial outputs are
+// summed over their axis group first (what the next collective would produce).
+double compareOutput(const std::vector<Block>& shards, const Block& reference, const ShardedRun& run, const Mesh& mesh)
+{
+    double scale = 1;
+    for (float v : reference.data) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    double worst = 0;
+    for (int d = 0; d < run.devices(); ++d) {
+        const auto& b = shards[static_cast<size_t>(d)];
+        bool leader = true;
+        for (size_t a = 0; a < mesh.axes.size(); ++a)
+            if ((b.partial & (AxisMask{1} << a)) && run.coords(d)[a] != 0) leader = false;
+        if (!leader) continue;
+        std::vector<float> sum = b.data;
+        std::vector<int> members{d};
+        for (size_t a = 0; a < mesh.axes.size(); ++a) {
+            if (!(b.partial & (AxisMask{1} << a))) continue;
+            std::vector<int> grown;
+            for (int m : members)
+                for (int p : run.group(m, static_cast<int>(a))) grown.push_back(p);
+            members = grown;
+        }
+        if (members.size() > 1) {
+            std::fill(sum.begin(), sum.end(), 0.0f);
+            for (int m : members)
+                for (size_t k = 0; k < sum.size(); ++k) sum[k] += shards[static_cast<size_t>(m)].data[k];
+        }
+        std::vector<Range> box;
+        for (size_t f = 0; f < b.size.size(); ++f) box.push_back({b.start[f], b.start[f] + b.size[f]});
+        const Block ref = reference.slice(box);
+        for (size_t k = 0; k < sum.size(); ++k) worst = std::max(worst, std::fabs(static_cast<double>(sum[k]) - ref.data[k]) / scale);
+    }
+    return worst;
+}
+
+} // namespace
+
+std::vector<std::string> shrinkOverrides(const json& config, int devices)
+{
+    const std::int64_t u = devices;
+    const std::string family = config.value("family", std::string());
+    std::vector<std::string> o;
+    auto set = [&](const std::string& key, std::int64_t v) { o.push_back(key + "=" + std::to_string(v)); };
+    set("batch", u);
+    if (family == "resnet") {
+        set("image", 32);
+        set("classes", 4 * u);
+        o.push_back("blocks=1,1,1,1");
+        return o;
+    }
+    const std::int64_t heads = intOr(config, "heads", 1), kv = intOr(config, "kv_heads", heads);
+    const std::int64_t groups = kv > 0 && heads % kv == 0 && heads != kv ? 2 : 1;
+    set("heads", u * groups);
+    if (config.contains("kv_heads")) set("kv_heads", u);
+    set("head_dim", u);
+    set("hidden", u * groups * u);
+    set("ffn", 2 * u * groups * u);
+    if (family == "vit") {
+        set("image", 8);
+        set("patch", 2);
+        set("classes", 4 * u);
+        return o;
+    }
+    set("seq", u);
+    set("vocab", 4 * u);
+    if (config.contains("positions") || family == "gpt" || family == "bert" || family == "llama") set("positions", u);
+    if (config.contains("target_seq")) set("target_seq", u);
+    if (family == "t5") set("buckets", u);
+    if (config.contains("experts")) set("capacity", u);
+    return o;
+}
+
+VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
+{
+    VerifyReport report;
+    if (!plan.is_object() || plan.value("format", std::string()) != "tpstudio.plan")
+        throw InputError("plan: not a tpstudio.plan document (field 'format')");
+    if (!plan.contains("model") || !plan["model"].contains("config") || !plan["model"]["config"].is_object())
+        throw InputError("plan: field 'model.config' is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in or config.json model");
+    report.mode = plan.value("mode", std::string("train"));
+
+    // The mesh, by axis names and sizes (links do not matter here).
+    Mesh mesh;
+    if (!plan.contains("mesh") || !plan["mesh"].contains("axes") || !plan["mesh"]["axes"].is_array())
+        throw InputError("plan: field 'mesh.axes' is missing");
+    for (const auto& a : plan["mesh"]["axes"]) {
+        MeshAxis axis;
+        axis.name = field(a, "name", "plan: mesh axis");
+        axis.size = a.value("size", 1);
+        if (axis.size < 1) throw InputError("plan: mesh axis '" + axis.name + "' has size < 1");
+        mesh.axes.push_back(axis);
+    }
+    report.mesh = plan["mesh"].value("shape", std::string());
+    report.devices = mesh.devices();
+
+    // Ops: strategy, einsum and representative (the op at the same position of its class's
+    // first instance; ops are listed in topological order, instances in matching order).
+    if (!plan.contains("ops") || !plan["ops"].is_array()) throw InputError("plan: field 'ops' is missing");
+    std::map<std::string, PlannedOp> planned;
+    std::map<std::pair<int, int>, std::vector<std::string>> instanceOps;
+    for (const auto& o : plan["ops"]) {
+        const std::string name = field(o, "name", "plan: ops[]");
+        PlannedOp p{field(o, "strategy", "plan: op '" + name + "'"), o.value("einsum", std::string()), name};
+        if (o.contains("block_class") && o.contains("instance"))
+            instanceOps[{o["block_class"].get<int>(), o["instance"].get<int>()}].push_back(name);
+        planned[name] = p;
+    }
+    for (const auto& [key, names] : instanceOps) {
+        auto first = instanceOps.find({key.first, 0});
+        if (first == instanceOps.end() || first->second.size() != names.size()) continue;
+        for (size_t k = 0; k < names.size(); ++k) planned[names[k]].representative = first->second[k];
+    }
+    std::map<ListedKey, int> listed;
+    for (const auto& c : plan.value("collectives", json::array())) {
+        if (c.value("phase", std::string()) != "forward") continue;
+        ListedKey key{field(c, "at", "plan: collectives[]"), field(c, "kind", "plan: collectives[]"), field(c, "axis", "plan: collectives[]")};
+        if (!listed.count(key)) report.collectives.push_back({key.at, key.kind, key.axis, 0});
+        listed[key] += c.value("count", 1);
+    }
+
+    // The shrunk model: same ops (by name), same einsums, small sizes.
+    json config = plan["model"]["config"];
+    report.shrunk = shrinkOverrides(config, report.devices);
+    applyOverrides(config, report.shrunk);
+    const Graph g = buildModel(config);
+    std::vector<Signature> sigs;
+    std::vector<OpStrategy> strategies;
+    std::vector<OpSemantics> semantics;
+    for (const auto& op : g.ops) {
+        auto it = planned.find(op.name);
+        if (it == planned.end()) throw InputError("plan: the shrunk model has op '" + op.name + "', which the plan does not list");
+        sigs.push_back(opSignature(op, g));
+        if (!it->second.einsum.empty() && it->second.einsum != sigs.back().equation)
+            throw InputError("plan: op '" + op.name + "': einsum '" + it->second.einsum + "' in the plan, '" + sigs.back().equation + "' in the shrunk model");
+        try {
+            strategies.push_back(parseStrategy(it->second.strategy, sigs.back(), mesh));
+        } catch (const InputError& e) {
+            throw InputError("plan: op '" + op.name + "' on the shrunk model (" + std::string(e.what()) + ")");
+        }
+        auto sem = opSemantics(op.kind);
+        if (!sem) throw InputError("plan: op '" + op.name + "': verify cannot execute " + std::string(opKindName(op.kind)) + " ops");
+        semantics.push_back(*sem);
+    }
+
+    for (auto& c : report.collectives)
+        c.inShrunkModel = std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) { return op.name == c.at; });
+    const auto producers = g.producers();
+    const auto consumers = g.consumers();
+    std::vector<int> slotOf(g.tensors.size(), 0);
+    for (const auto& op : g.ops)
+        for (size_t k = 0; k < op.outputs.size(); ++k) slotOf[static_cast<size_t>(op.outputs[k])] = static_cast<int>(k);
+
+    // Reference: every tensor whole.
+    std::vector<Block> reference(g.tensors.size());
+    for (const auto& t : g.tensors)
+        if (producers[static_cast<size_t>(t.id)] < 0) reference[static_cast<size_t>(t.id)] = randomTensor(g, t.id, sigs, consumers, options.seed);
+    const auto order = g.topologicalOrder();
+    for (OpId id : order) {
+        const Op& op = g.op(id);
+        const auto& sig = sigs[static_cast<size_t>(id)];
+        std::vector<Range> loops;
+        for (const auto& l : sig.loops) loops.push_back({0, l.size});
+        std::vector<const Block*> in;
+        for (auto t : op.inputs) in.push_back(&reference[static_cast<size_t>(t)]);
+        auto outs = evaluateOp(op, sig, semantics[static_cast<size_t>(id)], g, loops, in);
+        for (size_t k = 0; k < outs.size(); ++k) reference[static_cast<size_t>(op.outputs[k])] = std::move(outs[k]);
+    }
+
+    // Sharded: each device holds its blocks; graph inputs and weights are loaded whole (each
+    // device reads the slice its strategy needs).
+    ShardedRun run(mesh, listed, report);
+    const int D = run.devices();
+    std::vector<std::vector<Block>> held(g.tensors.size());
+    for (const auto& t : g.tensors)
+        if (producers[static_cast<size_t>(t.id)] < 0) held[static_cast<size_t>(t.id)].assign(static_cast<size_t>(D), reference[static_cast<size_t>(t.id)]);
+    for (OpId id : order) {
+        const Op& op = g.op(id);
+        const auto& sig = sigs[static_cast<size_t>(id)];
+        const auto& st = strategies[static_cast<size_t>(id)];
+        OpCheck check{op.name, std::string(opKindName(op.kind)), planned[op.name].strategy, 0, true, {}};
+        std::vector<std::vector<Range>> loops(static_cast<size_t>(D));
+        for (int d = 0; d < D; ++d) loops[static_cast<size_t>(d)] = deviceLoops(sig, st, run.coords(d), mesh);
+        std::vector<std::vector<Block>> inputs(op.inputs.size());
+        try {
+            for (size_t i = 0; i < op.inputs.size(); ++i) {
+                const TensorId t = op.inputs[i];
+                inputs[i] = held[static_cast<size_t>(t)];
+                const OpId p = producers[static_cast<size_t>(t)];
+                std::vector<std::vector<Range>> need(static_cast<size_t>(D));
+                for (int d = 0; d < D; ++d)
+                    need[static_cast<size_t>(d)] = operandRanges(sig.inputs[i], sig, loops[static_cast<size_t>(d)], g.tensor(t).shape);
+                if (p < 0) continue;
+                const std::string& producer = g.op(p).name;
+                auto notes = run.reshard(inputs[i], need, g.tensor(t).name, producer, planned[producer].representative, op.name);
+                for (const auto& n : notes) check.note += (check.note.empty() ? "" : "; ") + n;
+            }
+        } catch (const Failure& f) {
+            check.ok = false;
+            check.maxError = INFINITY;
+            check.note = f.message;
+            report.ops.push_back(check);
+            report.failedOp = f.op;
+            report.message = "op '" + f.op + "' cannot run as planned: " + f.message;
+            return report;
+        }
+        std::vector<std::vector<Block>> outs(static_cast<size_t>(D));
+        auto compute = [&](int d) {
+            std::vector<const Block*> in;
+            for (auto& per : inputs) in.push_back(&per[static_cast<size_t>(d)]);
+            outs[static_cast<size_t>(d)] = evaluateOp(op, sig, semantics[static_cast<size_t>(id)], g, loops[static_cast<size_t>(d)], in);
+        };
+        if (options.devicesAsThreads) {
+            std::vector<std::thread> threads;
+            for (int d = 0; d < D; ++d) threads.emplace_back(compute, d);
+            for (auto& t : threads) t.join();
+        } else {
+            for (int d = 0; d < D; ++d) compute(d);
+        }
+        for (size_t k = 0; k < op.outputs.size(); ++k) {
+            // Partial over the axes that split loops the output is not indexed by: those
+            // devices summed only their slice of the loop.
+            AxisMask partial = 0;
+            for (size_t l = 0; l < sig.loops.size(); ++l) {
+                bool indexed = false;
+                for (const auto& grp : sig.outputs[k].dims) indexed = indexed || std::find(grp.begin(), grp.end(), static_cast<int>(l)) != grp.end();
+                if (!indexed)
+                    for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
+            }
+            auto& h = held[static_cast<size_t>(op.outputs[k])];
+            h.clear();
+            for (int d = 0; d < D; ++d) {
+                h.push_back(std::move(outs[static_cast<size_t>(d)][k]));
+                h.back().partial = partial;
+            }
+            check.maxError = std::max(check.maxError, compareOutput(h, reference[static_cast<size_t>(op.outputs[k])], run, mesh));
+        }
+        check.ok = check.maxError <= options.tolerance;
+        if (!check.ok && report.failedOp.empty()) {
+            report.failedOp = op.name;
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.3g", check.maxError);
+            report.message = "op '" + op.name + "' differs from the single-device result (max relative error " + buf + ")" +
+                             (check.note.empty() ? std::string() : ": " + check.note);
+        }
+        report.ops.push_back(std::move(check));
+    }
+    report.passed = report.failedOp.empty();
+    if (report.passed) {
+        double worst = 0;
+        for (const auto& c : report.ops) worst = std::max(worst, c.maxError);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3g", worst);
+        report.message = std::to_string(report.ops.size()) + " ops match the single-device result on " + std::to_string(D) +
+                         " simulated devices (max relative error " + buf + ", " + std::to_string(report.collectivesPerformed) +
+                         " collectives performed)";
+    }
+    return report;
+}
+
+} // namespace tp::verify

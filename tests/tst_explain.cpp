@@ -1,0 +1,252 @@
+// Explain against the cost model it explains: per-op figures equal the Breakdown's, the sums of
+// all ops equal the Breakdown's totals, and every "why not" delta equals what switching the op
+// to that candidate and re-evaluating the whole plan gives.
+#include <QtTest>
+
+#include <cmath>
+
+#include "explain/explain.h"
+#include "plan/planner.h"
+#include "util/error.h"
+
+using namespace tp;
+
+namespace {
+
+struct Planned {
+    std::unique_ptr<PlanWorkspace> ws;
+    SearchResult result;
+};
+
+Planned plan(const QString& model, const QString& overrides, const QString& mesh, const QString& baseline,
+             const QString& lock = {})
+{
+    PlanRequest r;
+    r.model = model.toStdString();
+    for (const auto& o : overrides.split(' ', Qt::SkipEmptyParts)) r.modelOptions.overrides.push_back(o.toStdString());
+    r.mesh = mesh.toStdString();
+    r.baseline = baseline.toStdString();
+    r.memoryLimit = "none";
+    if (!lock.isEmpty()) r.locks.push_back(lock.toStdString());
+    Planned p;
+    p.ws = preparePlan(r);
+    p.result = runPlan(*p.ws, r);
+    return p;
+}
+
+bool close(double a, double b, double scale) { return std::fabs(a - b) <= 1e-11 * std::max(1.0, std::fabs(scale)); }
+
+} // namespace
+
+class TestExplain : public QObject {
+    Q_OBJECT
+private slots:
+    void figuresAddUp_data();
+    void figuresAddUp();
+    void whyNotDeltas_data();
+    void whyNotDeltas();
+    void layoutsAndCollectives_data();
+    void layoutsAndCollectives();
+    void compareAddsUp();
+    void findOpErrors();
+};
+
+void TestExplain::figuresAddUp_data()
+{
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("overrides");
+    QTest::addColumn<QString>("mesh");
+    QTest::addColumn<QString>("baseline");
+    QTest::newRow("gpt2 search 8") << "gpt2" << "layers=2" << "8" << "";
+    QTest::newRow("gpt2 megatron 2x4") << "gpt2" << "layers=2" << "2x4" << "megatron";
+    QTest::newRow("llama search 2x8") << "llama2-7b" << "layers=2" << "2x8" << "";
+    QTest::newRow("bert dp 4") << "bert-base" << "layers=2" << "4" << "dp";
+    QTest::newRow("t5 megatron-sp 8") << "t5-base" << "layers=1" << "8" << "megatron-sp";
+}
+
+// Per op: compute, communication and memory equal the Breakdown's OpBreakdown; summed over all
+// ops: equal to the Breakdown's compute and communication totals.
+void TestExplain::figuresAddUp()
+{
+    QFETCH(QString, model);
+    QFETCH(QString, overrides);
+    QFETCH(QString, mesh);
+    QFETCH(QString, baseline);
+    const Planned p = plan(model, overrides, mesh, baseline);
+    const CostModel& m = *p.ws->costModel;
+    const Breakdown b = m.evaluate(p.result.strategyOfOp, p.result.recomputeOfOp);
+    const auto parts = explain::opComponents(m, p.result);
+    double compute = 0, comm = 0, step = 0, memory = 0;
+    std::map<std::string, double> byKind;
+    for (const auto& op : m.graph().ops) {
+        const auto& c = parts[static_cast<size_t>(op.id)];
+        const auto& ob = b.ops[static_cast<size_t>(op.id)];
+        QCOMPARE(c.computeSeconds, ob.computeSeconds);
+        QCOMPARE(c.commSeconds, ob.commSeconds);
+        QCOMPARE(c.memoryBytes, ob.memoryBytes);
+        compute += c.computeSeconds;
+        comm += c.commSeconds;
+        step += c.stepSeconds;
+        memory += c.memoryBytes;
+        for (const auto& [k, v] : c.commByKind) byKind[k] += v;
+    }
+    QCOMPARE(compute, b.computeSeconds);
+    QVERIFY2(close(comm, b.commSeconds, b.stepSeconds), qPrintable(QString::number(comm - b.commSeconds)));
+    QVERIFY(close(step, b.stepSeconds, b.stepSeconds));
+    QVERIFY(close(memory, b.perDeviceBytes, b.perDeviceBytes));
+    for (const auto& [kind, seconds] : b.commByKind) QVERIFY(close(byKind[std::string(collectiveName(kind))], seconds, b.stepSeconds));
+
+    // The explanation of an op carries the same three figures, and its collectives into the op
+    // plus its own add up to its communication.
+    for (const auto& op : m.graph().ops) {
+        const auto x = explain::explainOp(m, p.result, op.id, &p.ws->folded);
+        const auto& ob = b.ops[static_cast<size_t>(op.id)];
+        QCOMPARE(x.computeSeconds, ob.computeSeconds);
+        QCOMPARE(x.commSeconds, ob.commSeconds);
+        QCOMPARE(x.memoryBytes, ob.memoryBytes);
+        double seconds = 0;
+        for (const auto& s : x.incoming) seconds += s.seconds;
+        for (const auto& s : x.own) seconds += s.seconds;
+        QVERIFY2(close(seconds, ob.commSeconds, ob.commSeconds), qPrintable(QString::fromStdString(op.name)));
+        if (op.id > 40) break; // the first blocks cover every op kind of the model; keep the test quick
+    }
+}
+
+void TestExplain::whyNotDeltas_data()
+{
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("mesh");
+    QTest::addColumn<QString>("baseline");
+    QTest::addColumn<QString>("op");
+    QTest::newRow("gpt2 fc1 searched 2x4") << "gpt2" << "2x4" << "" << "layers.0/mlp/fc1";
+    QTest::newRow("gpt2 out megatron 8") << "gpt2" << "8" << "megatron" << "layers.0/attn/out";
+    QTest::newRow("gpt2 ln1 megatron 8") << "gpt2" << "8" << "megatron" << "layers.1/ln1";
+    QTest::newRow("llama gate searched 2x8") << "llama2-7b" << "2x8" << "" << "layers.0/mlp/gate";
+    QTest::newRow("gpt2 embedding dp 4") << "gpt2" << "4" << "dp" << "embed/wte";
+}
+
+// Switching the op to each candidate and re-evaluating the whole plan changes step time,
+// compute, communication (per kind) and memory by exactly the reported delta.
+void TestExplain::whyNotDeltas()
+{
+    QFETCH(QString, model);
+    QFETCH(QString, mesh);
+    QFETCH(QString, baseline);
+    QFETCH(QString, op);
+    const Planned p = plan(model, "layers=2", mesh, baseline);
+    const CostModel& m = *p.ws->costModel;
+    const OpId id = explain::findOp(m.graph(), op.toStdString());
+    const auto x = explain::explainOp(m, p.result, id);
+    QCOMPARE(x.whyNot.size(), m.strategies(id).size());
+    QVERIFY(x.whyNot.front().chosen);
+    QCOMPARE(x.whyNot.front().strategyIndex, p.result.strategyOfOp[static_cast<size_t>(id)]);
+    QCOMPARE(x.whyNot.front().delta.stepSeconds, 0.0);
+    const Breakdown base = m.evaluate(p.result.strategyOfOp, p.result.recomputeOfOp);
+    for (size_t k = 1; k < x.whyNot.size(); ++k) {
+        const auto& w = x.whyNot[k];
+        QVERIFY(!w.chosen);
+        if (k > 1) QVERIFY(x.whyNot[k - 1].delta.stepSeconds <= w.delta.stepSeconds);
+        auto strategies = p.result.strategyOfOp;
+        strategies[static_cast<size_t>(id)] = w.strategyIndex;
+        const Breakdown b = m.evaluate(strategies, p.result.recomputeOfOp);
+        const QByteArray what = QByteArray::fromStdString(w.strategy);
+        QVERIFY2(close(b.stepSeconds - base.stepSeconds, w.delta.stepSeconds, base.stepSeconds), what);
+        QVERIFY2(close(b.computeSeconds - base.computeSeconds, w.delta.computeSeconds, base.stepSeconds), what);
+        QVERIFY2(close(b.commSeconds - base.commSeconds, w.delta.commSeconds, base.stepSeconds), what);
+        QVERIFY2(close(b.perDeviceBytes - base.perDeviceBytes, w.delta.memoryBytes, base.perDeviceBytes), what);
+        std::map<std::string, double> kinds;
+        for (const auto& [kind, s] : b.commByKind) kinds[std::string(collectiveName(kind))] += s;
+        for (const auto& [kind, s] : base.commByKind) kinds[std::string(collectiveName(kind))] -= s;
+        for (const auto& [kind, s] : kinds) {
+            const auto it = w.delta.commByKind.find(kind);
+            QVERIFY2(close(it == w.delta.commByKind.end() ? 0.0 : it->second, s, base.stepSeconds), what + " " + kind.c_str());
+        }
+    }
+}
+
+void TestExplain::layoutsAndCollectives_data()
+{
+    QTest::addColumn<QString>("op");
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<QString>("weightSpec");
+    QTest::addColumn<QString>("followedBy");
+    // Megatron on 4 GPUs: fc1 column-parallel (weight split on f), fc2 row-parallel (output
+    // partial: an all-reduce over x follows in the forward pass).
+    QTest::newRow("fc1 column") << "layers.0/mlp/fc1" << "f=x" << "[-,x]" << "";
+    QTest::newRow("fc2 row") << "layers.0/mlp/fc2" << "h=x" << "[x,-]" << "all-reduce";
+    QTest::newRow("out row") << "layers.0/attn/out" << "h=x" << "[x,-]" << "all-reduce";
+}
+
+// The layouts name each device's slice, and a row-parallel layer is followed by an all-reduce
+// whose reason names the contracted dim.
+void TestExplain::layoutsAndCollectives()
+{
+    QFETCH(QString, op);
+    QFETCH(QString, strategy);
+    QFETCH(QString, weightSpec);
+    QFETCH(QString, followedBy);
+    const Planned p = plan("gpt2", "layers=2", "4", "megatron"); // 12 heads: 4-way tensor parallel
+    const CostModel& m = *p.ws->costModel;
+    const auto x = explain::explainOp(m, p.result, explain::findOp(m.graph(), op.toStdString()));
+    QCOMPARE(QString::fromStdString(x.strategy), strategy);
+    const auto weight = std::find_if(x.operands.begin(), x.operands.end(), [](const auto& o) { return o.role == "weight"; });
+    QVERIFY(weight != x.operands.end());
+    QCOMPARE(QString::fromStdString(weight->spec), weightSpec);
+    QCOMPARE(weight->devices.size(), size_t{4});
+    // Device 2 holds the 3rd slice of the split weight dim.
+    const int dim = weightSpec == "[x,-]" ? 0 : 1;
+    const auto n = weight->shape[static_cast<size_t>(dim)];
+    QCOMPARE(weight->devices[2].ranges[static_cast<size_t>(dim)].first, 2 * n / 4);
+    QCOMPARE(weight->devices[2].ranges[static_cast<size_t>(dim)].second, 3 * n / 4);
+    const auto forward = std::find_if(x.outgoing.begin(), x.outgoing.end(), [](const auto& s) { return s.phase == "forward"; });
+    if (followedBy.isEmpty()) {
+        QVERIFY(forward == x.outgoing.end());
+    } else {
+        QVERIFY(forward != x.outgoing.end());
+        QCOMPARE(QString::fromStdString(forward->kind), followedBy);
+        QVERIFY2(QString::fromStdString(forward->why).contains("'h' is contracted and split over x"), forward->why.c_str());
+        QVERIFY(QString::fromStdString(forward->formula).startsWith("2(g-1)/g x "));
+    }
+}
+
+// Searched versus Megatron: the totals of both sides equal their Breakdowns, blocks add up to
+// the totals, and the changed-op count matches the strategies that differ.
+void TestExplain::compareAddsUp()
+{
+    Planned p = plan("gpt2", "layers=4", "2x4", "");
+    const CostModel& m = *p.ws->costModel;
+    PlanRequest r;
+    r.baseline = "megatron";
+    const SearchResult meg = runPlan(*p.ws, r);
+    const auto d = explain::comparePlans(m, p.ws->folded, p.result, meg);
+    const Breakdown a = m.evaluate(p.result.strategyOfOp, p.result.recomputeOfOp), b = m.evaluate(meg.strategyOfOp);
+    QCOMPARE(d.base.computeSeconds, a.computeSeconds);
+    QCOMPARE(d.other.computeSeconds, b.computeSeconds);
+    QVERIFY(close(d.base.commSeconds, a.commSeconds, a.stepSeconds));
+    QVERIFY(close(d.other.stepSeconds, b.stepSeconds, b.stepSeconds));
+    double blockStep = 0;
+    int changed = 0, differing = 0;
+    for (const auto& blk : d.blocks) {
+        blockStep += blk.other.stepSeconds;
+        changed += blk.opsChanged;
+    }
+    for (size_t i = 0; i < meg.strategyOfOp.size(); ++i) differing += meg.strategyOfOp[i] != p.result.strategyOfOp[i];
+    QVERIFY(close(blockStep, d.other.stepSeconds, d.other.stepSeconds));
+    QCOMPARE(changed, differing);
+    QVERIFY(d.other.stepSeconds >= d.base.stepSeconds); // the search is never worse than Megatron
+}
+
+void TestExplain::findOpErrors()
+{
+    const Planned p = plan("gpt2", "layers=1", "2", "dp");
+    QCOMPARE(p.ws->model.graph.op(explain::findOp(p.ws->model.graph, "layers.0/mlp/fc*")).name, std::string("layers.0/mlp/fc1"));
+    try {
+        explain::findOp(p.ws->model.graph, "layers.9/nothing");
+        QFAIL("no error for an unknown op");
+    } catch (const InputError& e) {
+        QVERIFY(QString(e.what()).contains("layers.9/nothing"));
+    }
+}
+
+QTEST_APPLESS_MAIN(TestExplain)
+#include "tst_explain.moc"
