@@ -5,6 +5,7 @@
 
 #include "../graph/opkinds.h"
 #include "../graph/stats.h"
+#include "plan_file.h"
 
 namespace tp {
 
@@ -102,6 +103,7 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
                                {"bytes", c.bytes}, {"phase", std::string(phaseName(c.phase))}, {"at", g.op(c.at).name},
                                {"count", c.count}, {"seconds", c.seconds}});
     doc["collectives"] = std::move(collectives);
+    addSelfContainedFields(doc, ctx, model);
     return doc;
 }
 

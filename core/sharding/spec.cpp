@@ -68,7 +68,7 @@ TensorSpec parseSpec(const std::string& text, const std::vector<std::int64_t>& s
         const auto comma = body.find(',', start);
         const std::string item = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         std::vector<int> axes;
-        if (item != "-") {
+        if (item != "-" && !body.empty()) { // "[]" (a scalar) has no dims
             size_t s = 0;
             while (true) {
                 const auto star = item.find('*', s);

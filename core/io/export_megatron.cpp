@@ -1,0 +1,87 @@
+// Megatron-LM arguments for a plan, or what keeps the plan from being Megatron-shaped.
+#include <sstream>
+
+#include "../cost/baselines.h"
+#include "export_plan.h"
+#include "export_styles.h"
+
+namespace tp {
+
+std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
+{
+    const CostModel& model = *ws.costModel;
+    const Mesh& mesh = model.mesh();
+    const PlanAxes axes = planAxes(model, result);
+    const auto styles = moduleStyles(ws, result, axes);
+    bool sequenceParallel = false;
+    for (const auto& m : styles) sequenceParallel = sequenceParallel || m.style == ModuleStyle::Style::Sequence;
+
+    // Megatron-shaped: tensor parallelism on the innermost axis with the roles Megatron's rules
+    // give every weighted op, every other axis data parallel.
+    std::vector<std::string> differences;
+    const int innermost = mesh.rank() - 1;
+    if (axes.tensorAxis >= 0 && axes.tensorAxis != innermost)
+        differences.push_back("tensor parallelism runs over axis " + mesh.axes[static_cast<size_t>(axes.tensorAxis)].name +
+                              "; Megatron-LM puts it on consecutive ranks (the innermost axis, " +
+                              mesh.axes[static_cast<size_t>(innermost)].name + ")");
+    for (int a : axes.otherAxes)
+        differences.push_back("axis " + mesh.axes[static_cast<size_t>(a)].name +
+                              " splits more than the batch (Megatron-LM uses one tensor-parallel axis)");
+    for (const auto& m : styles)
+        if (!m.inexpressible.empty()) differences.push_back(m.pattern + " [" + m.strategy + "]: " + m.inexpressible);
+    if (axes.tensorAxis >= 0 && differences.empty()) {
+        MegatronOptions options;
+        options.sequenceParallel = sequenceParallel;
+        const std::vector<int> megatron = megatronAssignment(model, options);
+        for (OpId op : representativeOps(ws.folded)) {
+            const OpSharding planned = classifyOp(model, op, result.strategyOfOp[static_cast<size_t>(op)]);
+            if (!planned.hasWeight) continue;
+            const OpSharding rule = classifyOp(model, op, megatron[static_cast<size_t>(op)]);
+            const AxisRole a = planned.axisRole[static_cast<size_t>(axes.tensorAxis)];
+            const AxisRole b = rule.axisRole[static_cast<size_t>(axes.tensorAxis)];
+            if (a != b)
+                differences.push_back(modulePattern(model.graph(), ws.folded, op) + ": the plan is " +
+                                      std::string(axisRoleName(a)) + " over " +
+                                      mesh.axes[static_cast<size_t>(axes.tensorAxis)].name + ", Megatron-LM " +
+                                      std::string(axisRoleName(b)));
+        }
+    }
+
+    const int tp = axes.tensorAxis >= 0 ? mesh.axes[static_cast<size_t>(axes.tensorAxis)].size : 1;
+    int dp = 1;
+    for (int a : axes.dataAxes) dp *= mesh.axes[static_cast<size_t>(a)].size;
+    bool selective = false, full = false;
+    for (Recompute r : result.recomputeOfOp) {
+        selective = selective || r == Recompute::Selective;
+        full = full || r == Recompute::Full;
+    }
+    std::ostringstream out;
+    out << "# Megatron-LM arguments for the TP Studio plan of " << ws.context.modelName << " on mesh " << mesh.shapeText()
+        << " (" << ws.context.hardwareName << ", " << ws.context.mode << ").\n";
+    if (differences.empty()) {
+        out << "# The plan is Megatron-shaped: these arguments reproduce it.\n";
+    } else {
+        out << "# The plan is NOT Megatron-shaped; no Megatron-LM arguments reproduce it. What differs:\n";
+        for (const auto& d : differences) out << "#   - " << d << "\n";
+        out << "# The closest Megatron-LM arguments (tensor parallelism of the same size, data parallelism over the rest):\n";
+    }
+    out << "--tensor-model-parallel-size " << tp << "\n";
+    out << "--pipeline-model-parallel-size 1\n";
+    if (sequenceParallel) out << "--sequence-parallel\n";
+    const std::int64_t batch = ws.context.batch;
+    const std::int64_t micro = model.settings().microBatch > 0
+                                   ? model.settings().microBatch
+                                   : (dp > 0 && batch % dp == 0 ? batch / dp : batch);
+    if (batch > 0) {
+        out << "--global-batch-size " << batch << "\n";
+        out << "--micro-batch-size " << micro << "\n";
+    }
+    if (ws.context.seq > 0) out << "--seq-length " << ws.context.seq << "\n";
+    if (full) out << "--recompute-granularity full\n--recompute-method uniform\n--recompute-num-layers 1\n";
+    else if (selective) out << "--recompute-granularity selective\n";
+    out << "# data parallel size " << dp << " (world size " << mesh.devices() << " = tensor " << tp << " x pipeline 1 x data "
+        << dp << "); Megatron-LM derives it from the world size.\n";
+    return out.str();
+}
+
+} // namespace tp

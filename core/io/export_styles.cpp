@@ -1,0 +1,311 @@
+#include "export_styles.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <map>
+
+namespace tp {
+
+std::string_view axisRoleName(AxisRole role)
+{
+    static constexpr std::array<std::string_view, 5> names{"unused", "batch", "column", "row", "other"};
+    return names[static_cast<size_t>(role)];
+}
+
+std::string_view shardKindName(ShardKind kind)
+{
+    static constexpr std::array<std::string_view, 6> names{"replicated", "data parallel", "column-parallel",
+                                                           "row-parallel", "split activations", "mixed"};
+    return names[static_cast<size_t>(kind)];
+}
+
+namespace {
+
+bool indexes(const OperandIndexing& operand, int loop)
+{
+    for (const auto& group : operand.dims)
+        if (std::find(group.begin(), group.end(), loop) != group.end()) return true;
+    return false;
+}
+
+} // namespace
+
+OpSharding classifyOp(const CostModel& model, OpId id, int strategy)
+{
+    const Graph& g = model.graph();
+    const Op& op = g.op(id);
+    const Signature& sig = model.signature(id);
+    const OpStrategy& st = model.strategies(id)[static_cast<size_t>(strategy)];
+    const int axes = model.mesh().rank();
+    OpSharding out;
+    out.axisRole.assign(static_cast<size_t>(axes), AxisRole::Unused);
+    out.axisLoop.assign(static_cast<size_t>(axes), -1);
+    for (size_t k = 0; k < op.inputs.size(); ++k)
+        if (g.tensor(op.inputs[k]).role == TensorRole::Weight && !out.hasWeight) {
+            out.hasWeight = true;
+            out.weightRank = static_cast<int>(g.tensor(op.inputs[k]).shape.size());
+        }
+    // A loop is the batch when it leads a tensor whose dim 0 is the graph's batch.
+    auto isBatchLoop = [&](int loop) {
+        auto leads = [&](const OperandIndexing& operand, TensorId t) {
+            return !operand.dims.empty() && !operand.dims[0].empty() && operand.dims[0][0] == loop && model.batchLeading(t);
+        };
+        for (size_t k = 0; k < op.inputs.size() && k < sig.inputs.size(); ++k)
+            if (leads(sig.inputs[k], op.inputs[k])) return true;
+        for (size_t k = 0; k < op.outputs.size() && k < sig.outputs.size(); ++k)
+            if (leads(sig.outputs[k], op.outputs[k])) return true;
+        return false;
+    };
+    bool column = false, row = false, other = false, batch = false;
+    for (size_t l = 0; l < st.loopAxes.size(); ++l) {
+        if (st.loopAxes[l].empty()) continue;
+        const int loop = static_cast<int>(l);
+        const DimRole role = sig.loops[l].role;
+        bool inWeight = false, inActivation = false, inOutput = false;
+        for (size_t k = 0; k < op.inputs.size() && k < sig.inputs.size(); ++k) {
+            if (!indexes(sig.inputs[k], loop)) continue;
+            (g.tensor(op.inputs[k]).role == TensorRole::Weight ? inWeight : inActivation) = true;
+        }
+        for (const auto& o : sig.outputs) inOutput = inOutput || indexes(o, loop);
+        // The batch first: splitting it is data parallelism even where it is summed over (a loss).
+        AxisRole r = AxisRole::Other;
+        if (isBatchLoop(loop)) r = AxisRole::Batch;
+        else if (role == DimRole::Contracted || role == DimRole::Gather) r = AxisRole::Row;
+        else if (inWeight && inOutput && !inActivation) r = AxisRole::Column;
+        for (int a : st.loopAxes[l]) {
+            out.axisRole[static_cast<size_t>(a)] = r;
+            out.axisLoop[static_cast<size_t>(a)] = loop;
+        }
+        column = column || r == AxisRole::Column;
+        row = row || r == AxisRole::Row;
+        other = other || r == AxisRole::Other;
+        batch = batch || r == AxisRole::Batch;
+    }
+    if (column && row) out.kind = ShardKind::Mixed;
+    else if (column) out.kind = ShardKind::Column;
+    else if (row) out.kind = ShardKind::Row;
+    else if (other) out.kind = ShardKind::SplitActivation;
+    else if (batch) out.kind = ShardKind::DataParallel;
+    return out;
+}
+
+PlanAxes planAxes(const CostModel& model, const SearchResult& result)
+{
+    const int axes = model.mesh().rank();
+    std::vector<int> weightSplits(static_cast<size_t>(axes), 0);
+    std::vector<bool> used(static_cast<size_t>(axes), false), nonBatch(static_cast<size_t>(axes), false);
+    for (size_t id = 0; id < model.graph().ops.size(); ++id) {
+        const OpSharding s = classifyOp(model, static_cast<OpId>(id), result.strategyOfOp[id]);
+        for (int a = 0; a < axes; ++a) {
+            const AxisRole r = s.axisRole[static_cast<size_t>(a)];
+            if (r == AxisRole::Unused) continue;
+            used[static_cast<size_t>(a)] = true;
+            if (r != AxisRole::Batch) nonBatch[static_cast<size_t>(a)] = true;
+            if (s.hasWeight && (r == AxisRole::Column || r == AxisRole::Row)) ++weightSplits[static_cast<size_t>(a)];
+        }
+    }
+    PlanAxes out;
+    int best = 0;
+    for (int a = axes - 1; a >= 0; --a) // ties go to the innermost axis (the fast links)
+        if (weightSplits[static_cast<size_t>(a)] > best) {
+            best = weightSplits[static_cast<size_t>(a)];
+            out.tensorAxis = a;
+        }
+    for (int a = 0; a < axes; ++a) {
+        if (a == out.tensorAxis || !used[static_cast<size_t>(a)]) continue;
+        (nonBatch[static_cast<size_t>(a)] ? out.otherAxes : out.dataAxes).push_back(a);
+    }
+    return out;
+}
+
+namespace {
+
+std::vector<std::string> nameParts(const std::string& name)
+{
+    std::vector<std::string> parts;
+    std::string part;
+    for (char c : name + "/") {
+        if (c == '/' || c == '.') {
+            if (!part.empty()) parts.push_back(part);
+            part.clear();
+        } else {
+            part += c;
+        }
+    }
+    return parts;
+}
+
+std::string joined(const std::vector<std::string>& parts)
+{
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : ".") + p;
+    return out;
+}
+
+} // namespace
+
+std::string modulePattern(const Graph& graph, const FoldedGraph& folded, OpId op)
+{
+    const auto& bc = folded.classes[static_cast<size_t>(folded.classOfOp[static_cast<size_t>(op)])];
+    const auto& own = bc.instances[static_cast<size_t>(folded.instanceOfOp[static_cast<size_t>(op)])].ops;
+    const size_t slot = static_cast<size_t>(std::find(own.begin(), own.end(), op) - own.begin());
+    std::vector<std::string> pattern = nameParts(graph.op(op).name);
+    for (const auto& inst : bc.instances) {
+        const auto parts = nameParts(graph.op(inst.ops[slot]).name);
+        if (parts.size() != pattern.size()) return joined(nameParts(graph.op(op).name));
+        for (size_t i = 0; i < parts.size(); ++i)
+            if (parts[i] != pattern[i]) pattern[i] = "*";
+    }
+    return joined(pattern);
+}
+
+std::vector<OpId> representativeOps(const FoldedGraph& folded)
+{
+    std::vector<OpId> out;
+    for (const auto& bc : folded.classes)
+        for (OpId op : bc.instances[0].ops) out.push_back(op);
+    return out;
+}
+
+} // namespace tp
+
+namespace tp {
+
+namespace {
+
+std::string layoutOn(const TensorSpec& spec, int axis)
+{
+    for (size_t d = 0; d < spec.dims.size(); ++d)
+        if (std::find(spec.dims[d].begin(), spec.dims[d].end(), axis) != spec.dims[d].end())
+            return d + 1 == spec.dims.size() ? "Shard(-1)" : "Shard(" + std::to_string(d) + ")";
+    if (spec.partial & (AxisMask{1} << axis)) return "Partial()";
+    return "Replicate()";
+}
+
+std::string bytesText(double bytes)
+{
+    char buf[48];
+    if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
+    return buf;
+}
+
+} // namespace
+
+std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResult& result, const PlanAxes& axes)
+{
+    const CostModel& model = *ws.costModel;
+    const Graph& g = model.graph();
+    const Mesh& mesh = model.mesh();
+    const FoldedGraph& folded = ws.folded;
+    const auto producers = g.producers();
+    const auto consumers = g.consumers();
+    const int t = axes.tensorAxis;
+    const std::string tName = t >= 0 ? mesh.axes[static_cast<size_t>(t)].name : "";
+    auto strategyOf = [&](OpId op) { return result.strategyOfOp[static_cast<size_t>(op)]; };
+
+    std::vector<ModuleStyle> out;
+    for (OpId op : representativeOps(folded)) {
+        const Op& o = g.op(op);
+        const int s = strategyOf(op);
+        const OpSharding sh = classifyOp(model, op, s);
+        ModuleStyle m;
+        m.op = op;
+        m.pattern = modulePattern(g, folded, op);
+        const auto& bc = folded.classes[static_cast<size_t>(folded.classOfOp[static_cast<size_t>(op)])];
+        m.blockLabel = bc.label;
+        m.blockInstances = static_cast<int>(bc.instances.size());
+        m.strategy = strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), mesh);
+
+        // The plan's collectives after this op (edges it produces, its gradient reductions).
+        // Same phase, kind and axis merge (a weight and its bias reduce together).
+        std::vector<std::pair<std::string, double>> merged;
+        bool allToAll = false;
+        for (const auto& c : result.breakdown.collectives) {
+            if (c.at != op) continue;
+            allToAll = allToAll || (c.kind == CollectiveKind::AllToAll && c.phase == Phase::Forward);
+            const std::string item = std::string(phaseName(c.phase)) + " " + std::string(collectiveName(c.kind)) + " over " +
+                                     mesh.axes[static_cast<size_t>(c.axis)].name;
+            auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& e) { return e.first == item; });
+            if (it == merged.end()) merged.emplace_back(item, c.bytes);
+            else it->second += c.bytes;
+        }
+        for (const auto& [item, bytes] : merged)
+            m.planCollectives += (m.planCollectives.empty() ? "" : "; ") + item + " " + bytesText(bytes);
+        if (!sh.hasWeight) {
+            if (!allToAll) continue;
+            m.inexpressible = "needs an all-to-all redistribution (" + m.strategy + ") that the styles do not insert";
+            out.push_back(std::move(m));
+            continue;
+        }
+        for (int a : axes.otherAxes)
+            if (sh.axisRole[static_cast<size_t>(a)] != AxisRole::Unused && sh.axisRole[static_cast<size_t>(a)] != AxisRole::Batch)
+                m.inexpressible = "also splits over axis " + mesh.axes[static_cast<size_t>(a)].name +
+                                  " (2-D tensor parallelism; parallelize_module takes a 1-D mesh)";
+        const AxisRole role = t >= 0 ? sh.axisRole[static_cast<size_t>(t)] : AxisRole::Unused;
+        if (m.inexpressible.empty() && (role == AxisRole::Column || role == AxisRole::Row) && sh.weightRank != 2)
+            m.inexpressible = "the styles shard 2-D weights (nn.Linear, nn.Embedding); this weight has rank " +
+                              std::to_string(sh.weightRank);
+        if (m.inexpressible.empty() && role == AxisRole::Other) {
+            const int loop = sh.axisLoop[static_cast<size_t>(t)];
+            const Signature& sig = model.signature(op);
+            bool inWeight = false;
+            int inputDim = -1;
+            for (size_t k = 0; k < o.inputs.size() && k < sig.inputs.size(); ++k)
+                for (size_t d = 0; d < sig.inputs[k].dims.size(); ++d)
+                    if (std::find(sig.inputs[k].dims[d].begin(), sig.inputs[k].dims[d].end(), loop) != sig.inputs[k].dims[d].end()) {
+                        if (g.tensor(o.inputs[k]).role == TensorRole::Weight) inWeight = true;
+                        else if (inputDim < 0) inputDim = static_cast<int>(d);
+                    }
+            if (inWeight) m.inexpressible = "splits its weight along a dim that also indexes its input";
+            else {
+                m.style = ModuleStyle::Style::Sequence;
+                m.sequenceDim = inputDim;
+                m.implies = "works on its shard of dim " + std::to_string(inputDim) + " over " + tName +
+                            "; parameters replicated, their gradients all-reduced over " + tName;
+            }
+        }
+        if (m.inexpressible.empty() && (role == AxisRole::Column || role == AxisRole::Row)) {
+            m.style = role == AxisRole::Column ? ModuleStyle::Style::Colwise : ModuleStyle::Style::Rowwise;
+            // What arrives: the producer's layout of the first activation input on the tensor axis.
+            m.inputLayout = "Replicate()";
+            for (size_t k = 0; k < o.inputs.size(); ++k) {
+                if (g.tensor(o.inputs[k]).role == TensorRole::Weight) continue;
+                const OpId p = producers[static_cast<size_t>(o.inputs[k])];
+                if (p >= 0) {
+                    const Op& po = g.op(p);
+                    const int slot = static_cast<int>(std::find(po.outputs.begin(), po.outputs.end(), o.inputs[k]) - po.outputs.begin());
+                    m.inputLayout = layoutOn(model.outputSpec(p, strategyOf(p), slot), t);
+                    if (m.inputLayout == "Partial()") m.inputLayout = "Replicate()"; // reduced by the producer's style
+                }
+                break;
+            }
+            // What leaves: the layout the first consumer of output 0 asks for on the tensor axis.
+            m.outputLayout = m.style == ModuleStyle::Style::Colwise ? "Shard(-1)" : "Replicate()";
+            if (!o.outputs.empty())
+                for (OpId c : consumers[static_cast<size_t>(o.outputs[0])]) {
+                    const Op& co = g.op(c);
+                    const int k = static_cast<int>(std::find(co.inputs.begin(), co.inputs.end(), o.outputs[0]) - co.inputs.begin());
+                    m.outputLayout = layoutOn(model.inputSpec(c, strategyOf(c), k), t);
+                    if (m.outputLayout == "Partial()") m.outputLayout = "Replicate()";
+                    break;
+                }
+            if (m.style == ModuleStyle::Style::Colwise) {
+                m.implies = m.inputLayout == "Replicate()"
+                                ? "forward: no collective; backward: all-reduce of the input gradient over " + tName
+                                : "forward: all-gather of the input over " + tName + "; backward: reduce-scatter of its gradient";
+                if (m.outputLayout == "Replicate()") m.implies += "; forward: all-gather of the output over " + tName;
+            } else {
+                m.implies = m.outputLayout == "Replicate()"
+                                ? "forward: all-reduce of the output over " + tName
+                                : "forward: reduce-scatter of the output over " + tName + "; backward: all-gather of its gradient";
+                if (m.inputLayout == "Replicate()") m.implies += " (input sliced locally, no collective)";
+            }
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
+} // namespace tp

@@ -1,0 +1,597 @@
+#include "plan_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "../graph/validate.h"
+#include "../io/graph_json.h"
+#include "../util/error.h"
+#include "../util/units.h"
+
+namespace tp {
+
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+json hardwareToJson(const Hardware& hw)
+{
+    json peak = json::object();
+    for (const auto& [dtype, flops] : hw.peakFlops) peak[std::string(dtypeName(dtype))] = flops / 1e12;
+    json doc = {{"name", hw.name},
+                {"peak_tflops", peak},
+                {"matmul_efficiency", hw.matmulEfficiency},
+                {"hbm_gib", hw.hbmBytes / (1024.0 * 1024.0 * 1024.0)},
+                {"hbm_bandwidth_gbps", hw.hbmBandwidth / 1e9},
+                {"min_kernel_us", hw.minKernelSeconds * 1e6},
+                {"gpus_per_node", hw.gpusPerNode},
+                {"intra_node", {{"bandwidth_gbps", hw.intraNode.bandwidth / 1e9}, {"latency_us", hw.intraNode.latency * 1e6}}},
+                {"inter_node", {{"bandwidth_gbps", hw.interNode.bandwidth / 1e9}, {"latency_us", hw.interNode.latency * 1e6}}}};
+    if (!hw.description.empty()) doc["description"] = hw.description;
+    return doc;
+}
+
+bool isUnchangedPreset(const Hardware& hw)
+{
+    const auto names = hardwarePresetNames();
+    if (std::find(names.begin(), names.end(), hw.name) == names.end()) return false;
+    const Hardware preset = loadHardware(hw.name);
+    return preset.peakFlops == hw.peakFlops && preset.matmulEfficiency == hw.matmulEfficiency &&
+           preset.hbmBytes == hw.hbmBytes && preset.hbmBandwidth == hw.hbmBandwidth &&
+           preset.minKernelSeconds == hw.minKernelSeconds && preset.gpusPerNode == hw.gpusPerNode &&
+           preset.intraNode.bandwidth == hw.intraNode.bandwidth && preset.intraNode.latency == hw.intraNode.latency &&
+           preset.interNode.bandwidth == hw.interNode.bandwidth && preset.interNode.latency == hw.interNode.latency;
+}
+
+void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& model)
+{
+    // A builder config rebuilds the graph exactly; anything else (graph files, ONNX) is embedded.
+    if (ctx.modelConfig.is_null()) doc["model"]["graph"] = graphToJson(model.graph());
+    if (!isUnchangedPreset(model.hardware())) doc["hardware"]["spec"] = hardwareToJson(model.hardware());
+    doc["overlap_chunks"] = model.settings().overlapChunks;
+}
+
+std::string writePlanFile(const json& document) { return document.dump(2) + "\n"; }
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+namespace {
+
+class Reader {
+public:
+    explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+    [[noreturn]] void fail(const std::string& path, const std::string& reason) const
+    {
+        throw InputError(origin_ + ": " + path + ": " + reason);
+    }
+
+    const json& field(const json& object, const std::string& path, const char* key) const
+    {
+        if (!object.is_object()) fail(path.empty() ? "/" : path, "must be an object, not " + std::string(object.type_name()));
+        auto it = object.find(key);
+        if (it == object.end()) fail(path + "/" + key, "is missing");
+        return *it;
+    }
+
+    const json* optional(const json& object, const char* key) const
+    {
+        auto it = object.find(key);
+        return it == object.end() ? nullptr : &*it;
+    }
+
+    std::string string(const json& object, const std::string& path, const char* key) const
+    {
+        const json& v = field(object, path, key);
+        if (!v.is_string()) fail(path + "/" + key, "must be a string, not " + std::string(v.type_name()));
+        return v.get<std::string>();
+    }
+
+    const json& object(const json& parent, const std::string& path, const char* key) const
+    {
+        const json& v = field(parent, path, key);
+        if (!v.is_object()) fail(path + "/" + key, "must be an object, not " + std::string(v.type_name()));
+        return v;
+    }
+
+    std::int64_t integer(const json& v, const std::string& path, std::int64_t min) const
+    {
+        if (!v.is_number_integer()) fail(path, "must be an integer, not " + v.dump());
+        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+            fail(path, "is " + v.dump() + ", too large for a 64-bit integer");
+        const auto value = v.get<std::int64_t>();
+        if (value < min) fail(path, "is " + v.dump() + ", must be at least " + std::to_string(min));
+        return value;
+    }
+
+    double number(const json& v, const std::string& path) const
+    {
+        if (!v.is_number()) fail(path, "must be a number, not " + v.dump());
+        return v.get<double>();
+    }
+
+    bool boolean(const json& v, const std::string& path) const
+    {
+        if (!v.is_boolean()) fail(path, "must be true or false, not " + v.dump());
+        return v.get<bool>();
+    }
+
+    // Runs a core call whose InputError lacks the file context and adds it.
+    template <typename F>
+    auto within(const std::string& path, const std::string& context, F&& f) const
+    {
+        try {
+            return f();
+        } catch (const InputError& e) {
+            fail(path, context + e.what());
+        }
+    }
+
+    const std::string& origin() const { return origin_; }
+
+private:
+    std::string origin_;
+};
+
+std::string pointerEscape(const std::string& key)
+{
+    std::string out;
+    for (char c : key) {
+        if (c == '~') out += "~0";
+        else if (c == '/') out += "~1";
+        else out += c;
+    }
+    return out;
+}
+
+// Figures are formatted by their key's unit suffix, with as many digits as it takes to tell the
+// stored from the recomputed value apart.
+std::string formatFigure(const std::string& key, const json& value, int digits)
+{
+    if (!value.is_number()) return value.dump();
+    const double v = value.get<double>();
+    char buf[64];
+    auto ends = [&](const char* suffix) { return key.size() >= std::strlen(suffix) && key.ends_with(suffix); };
+    if (ends("_s")) {
+        const double a = std::fabs(v);
+        if (a >= 1 || a == 0) std::snprintf(buf, sizeof buf, "%.*g s", digits, v);
+        else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.*g ms", digits, v * 1e3);
+        else std::snprintf(buf, sizeof buf, "%.*g us", digits, v * 1e6);
+    } else if (ends("_bytes") || key == "bytes") {
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        if (std::fabs(v) >= gib) std::snprintf(buf, sizeof buf, "%.*g GiB", digits, v / gib);
+        else if (std::fabs(v) >= 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.*g MiB", digits, v / (1024.0 * 1024.0));
+        else std::snprintf(buf, sizeof buf, "%.*g B", digits, v);
+    } else {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    }
+    return buf;
+}
+
+std::string figureName(const std::string& path, const json& stored)
+{
+    static const std::pair<const char*, const char*> kNames[] = {
+        {"/cost/step_time_s", "step time"},
+        {"/cost/compute_s", "compute time"},
+        {"/cost/comm_s", "communication time"},
+        {"/cost/exposed_comm_s", "exposed communication"},
+        {"/cost/hidden_comm_s", "hidden communication"},
+        {"/memory/per_device_bytes", "memory per device"},
+        {"/memory/params_bytes", "parameter memory"},
+        {"/memory/grads_bytes", "gradient memory"},
+        {"/memory/optimizer_bytes", "optimizer memory"},
+        {"/memory/activations_bytes", "activation memory"},
+        {"/memory/capacity_bytes", "device capacity"},
+        {"/memory/fits", "fits"},
+    };
+    if (path.starts_with("/cost/comm_by_kind/")) return path.substr(19) + " time";
+    for (const auto& [p, name] : kNames)
+        if (path == p) return name;
+    // "/ops/17/compute_s" -> "op 'layers.0/mlp/fc1' compute_s"
+    if (path.starts_with("/ops/")) {
+        const auto slash = path.find('/', 5);
+        if (slash != std::string::npos) {
+            const size_t index = std::stoul(path.substr(5, slash - 5));
+            const json& ops = stored["ops"];
+            if (ops.is_array() && index < ops.size() && ops[index].is_object() && ops[index].contains("name") &&
+                ops[index]["name"].is_string())
+                return "op '" + ops[index]["name"].get<std::string>() + "' " + path.substr(slash + 1);
+        }
+    }
+    return path.substr(1);
+}
+
+class Differ {
+public:
+    Differ(const json& storedRoot, std::vector<PlanDifference>& out) : root_(storedRoot), out_(out) {}
+
+    void compare(const std::string& path, const std::string& key, const json* stored, const json* recomputed)
+    {
+        if (stored && recomputed) {
+            if (stored->is_number() && recomputed->is_number()) {
+                const double a = stored->get<double>(), b = recomputed->get<double>();
+                if (std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b))) return;
+                add(path, key, *stored, *recomputed);
+                return;
+            }
+            if (stored->is_object() && recomputed->is_object()) {
+                std::set<std::string> keys;
+                for (auto it = stored->begin(); it != stored->end(); ++it) keys.insert(it.key());
+                for (auto it = recomputed->begin(); it != recomputed->end(); ++it) keys.insert(it.key());
+                for (const auto& k : keys) {
+                    auto s = stored->find(k);
+                    auto r = recomputed->find(k);
+                    compare(path + "/" + pointerEscape(k), k, s == stored->end() ? nullptr : &*s,
+                            r == recomputed->end() ? nullptr : &*r);
+                }
+                return;
+            }
+            if (stored->is_array() && recomputed->is_array()) {
+                if (stored->size() != recomputed->size()) {
+                    PlanDifference d{path, json(stored->size()), json(recomputed->size()), {}};
+                    d.message = "stored " + path.substr(1) + " has " + std::to_string(stored->size()) +
+                                " entries, recomputed " + std::to_string(recomputed->size());
+                    out_.push_back(std::move(d));
+                    return;
+                }
+                for (size_t i = 0; i < stored->size(); ++i)
+                    compare(path + "/" + std::to_string(i), key, &(*stored)[i], &(*recomputed)[i]);
+                return;
+            }
+            if (*stored == *recomputed) return;
+            add(path, key, *stored, *recomputed);
+            return;
+        }
+        PlanDifference d{path, stored ? *stored : json(), recomputed ? *recomputed : json(), {}};
+        d.message = stored ? "stored " + path.substr(1) + " is not part of a recomputed plan"
+                           : "stored plan lacks " + path.substr(1) + " (recomputed " + recomputed->dump() + ")";
+        out_.push_back(std::move(d));
+    }
+
+private:
+    void add(const std::string& path, const std::string& rawKey, const json& stored, const json& recomputed)
+    {
+        // comm_by_kind holds seconds under collective names.
+        const std::string key = path.starts_with("/cost/comm_by_kind/") ? rawKey + "_s" : rawKey;
+        std::string a, b;
+        for (int digits = 6; digits <= 17; ++digits) {
+            a = formatFigure(key, stored, digits);
+            b = formatFigure(key, recomputed, digits);
+            if (a != b) break;
+        }
+        out_.push_back({path, stored, recomputed, "stored " + figureName(path, root_) + " " + a + ", recomputed " + b});
+    }
+
+    const json& root_;
+    std::vector<PlanDifference>& out_;
+};
+
+} // namespace
+
+LoadedPlan readPlanFile(const std::string& text, const std::string& origin)
+{
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+        throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+    }
+    return readPlanJson(doc, origin);
+}
+
+LoadedPlan readPlanJson(const json& doc, const std::string& origin)
+{
+    Reader r(origin);
+    if (!doc.is_object()) r.fail("/", "a plan file must hold a JSON object, not " + std::string(doc.type_name()));
+    const std::string format = r.string(doc, "", "format");
+    if (format != "tpstudio.plan") r.fail("/format", "is '" + format + "', expected 'tpstudio.plan'");
+    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version", INT64_MIN);
+    if (version > kPlanFormatVersion)
+        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
+                               std::to_string(kPlanFormatVersion) + "); update TP Studio");
+    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+
+    LoadedPlan plan;
+    plan.stored = doc;
+    plan.workspace = std::make_unique<PlanWorkspace>();
+    PlanWorkspace& ws = *plan.workspace;
+
+    // Model: the effective builder config, or the embedded graph.
+    const json& model = r.object(doc, "", "model");
+    ws.model.name = r.string(model, "/model", "name");
+    ws.model.source = r.string(model, "/model", "source");
+    if (const json* config = r.optional(model, "config")) {
+        if (!config->is_object()) r.fail("/model/config", "must be an object, not " + std::string(config->type_name()));
+        ws.model.config = *config;
+        ws.model.graph = r.within("/model/config", "", [&] { return buildModel(*config); });
+    } else if (const json* graph = r.optional(model, "graph")) {
+        ws.model.graph = r.within("/model/graph", "", [&] { return graphFromJson(*graph, "embedded graph"); });
+    } else {
+        r.fail("/model", "holds neither 'config' nor 'graph', so the model cannot be rebuilt");
+    }
+    r.within("/model", "", [&] { validateGraph(ws.model.graph); });
+
+    // Hardware: a preset by name, or the embedded spec.
+    const json& hardware = r.object(doc, "", "hardware");
+    const std::string hardwareName = r.string(hardware, "/hardware", "name");
+    if (const json* spec = r.optional(hardware, "spec")) {
+        if (!spec->is_object()) r.fail("/hardware/spec", "must be an object, not " + std::string(spec->type_name()));
+        ws.hardware = r.within("/hardware/spec", "", [&] { return hardwareFromJson(spec->dump(), "spec"); });
+    } else {
+        const auto presets = hardwarePresetNames();
+        if (std::find(presets.begin(), presets.end(), hardwareName) == presets.end()) {
+            std::string known;
+            for (const auto& n : presets) known += (known.empty() ? "" : ", ") + n;
+            r.fail("/hardware/name", "'" + hardwareName + "' is not a preset (" + known + ") and the plan holds no 'spec'");
+        }
+        ws.hardware = loadHardware(hardwareName);
+    }
+
+    const json& mesh = r.object(doc, "", "mesh");
+    const std::string shape = r.string(mesh, "/mesh", "shape");
+    ws.mesh = r.within("/mesh/shape", "", [&] { return parseMesh(shape, ws.hardware); });
+
+    const std::string mode = r.string(doc, "", "mode");
+    if (mode != "train" && mode != "infer") r.fail("/mode", "is '" + mode + "', expected 'train' or 'infer'");
+    CostSettings settings;
+    settings.training = mode == "train";
+    settings.microBatch = r.integer(r.field(doc, "", "micro_batch"), "/micro_batch", 0);
+    if (const json* chunks = r.optional(doc, "overlap_chunks"))
+        settings.overlapChunks = static_cast<int>(r.integer(*chunks, "/overlap_chunks", 1));
+    r.integer(r.field(doc, "", "batch"), "/batch", 0);
+    r.integer(r.field(doc, "", "seq"), "/seq", 0);
+
+    // The same set-up as preparePlan (planner.cpp): fold, then the cost model with reader groups.
+    ws.folded = foldGraph(ws.model.graph);
+    settings.readerGroupOfOp = readerGroupsOf(ws.folded);
+    ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+    const CostModel& cm = *ws.costModel;
+    const Graph& g = ws.model.graph;
+
+    PlanContext& c = ws.context;
+    c.modelName = ws.model.name;
+    c.modelSource = ws.model.source;
+    c.modelConfig = ws.model.config;
+    c.hardwareName = hardwareName;
+    c.mode = mode;
+    c.batch = cm.graphBatch();
+    c.seq = ws.model.config.is_object() && ws.model.config.contains("seq") && ws.model.config["seq"].is_number_integer()
+                ? ws.model.config["seq"].get<std::int64_t>()
+                : 0;
+
+    // Ops: names in topological order, each strategy valid and a candidate, output specs valid.
+    const json& ops = r.field(doc, "", "ops");
+    if (!ops.is_array()) r.fail("/ops", "must be an array, not " + std::string(ops.type_name()));
+    const auto order = g.topologicalOrder();
+    if (ops.size() != order.size())
+        r.fail("/ops", "has " + std::to_string(ops.size()) + " entries, the model has " + std::to_string(order.size()) + " ops");
+    SearchResult& result = plan.result;
+    result.strategyOfOp.assign(g.ops.size(), 0);
+    result.recomputeOfOp.assign(g.ops.size(), Recompute::None);
+    result.lockedOp.assign(g.ops.size(), false);
+    for (size_t i = 0; i < order.size(); ++i) {
+        const std::string p = "/ops/" + std::to_string(i);
+        const json& entry = ops[i];
+        if (!entry.is_object()) r.fail(p, "must be an object, not " + std::string(entry.type_name()));
+        const OpId id = order[i];
+        const Op& op = g.op(id);
+        const std::string name = r.string(entry, p, "name");
+        if (name != op.name)
+            r.fail(p + "/name", "is '" + name + "', but op " + std::to_string(i) + " of the model (topological order) is '" +
+                                    op.name + "'");
+        const std::string opLabel = "op '" + op.name + "': ";
+        const json& strategyField = r.field(entry, p, "strategy");
+        if (!strategyField.is_string())
+            r.fail(p + "/strategy", opLabel + "must be a string such as \"b=x,f=y\" or \"-\", not " + strategyField.dump());
+        const std::string text = strategyField.get<std::string>();
+        const Signature& sig = cm.signature(id);
+        const OpStrategy st = r.within(p + "/strategy", opLabel, [&] { return parseStrategy(text, sig, ws.mesh); });
+        const int index = cm.findStrategy(id, st);
+        if (index < 0)
+            r.fail(p + "/strategy", opLabel + "strategy '" + text +
+                                        "' is not a candidate (axes on one dim go in mesh order; size-1 axes split nothing)");
+        result.strategyOfOp[static_cast<size_t>(id)] = index;
+        if (const json* rc = r.optional(entry, "recompute")) {
+            if (!rc->is_string()) r.fail(p + "/recompute", opLabel + "must be a string, not " + rc->dump());
+            const std::string v = rc->get<std::string>();
+            bool known = false;
+            for (Recompute m : {Recompute::None, Recompute::Selective, Recompute::Full})
+                if (recomputeName(m) == v) {
+                    result.recomputeOfOp[static_cast<size_t>(id)] = m;
+                    known = true;
+                }
+            if (!known) r.fail(p + "/recompute", opLabel + "is '" + v + "', expected none, selective or full");
+        }
+        if (const json* locked = r.optional(entry, "locked"))
+            result.lockedOp[static_cast<size_t>(id)] = r.boolean(*locked, p + "/locked");
+        const json& outputs = r.field(entry, p, "outputs");
+        if (!outputs.is_array()) r.fail(p + "/outputs", opLabel + "must be an array, not " + std::string(outputs.type_name()));
+        if (outputs.size() != op.outputs.size())
+            r.fail(p + "/outputs", opLabel + "has " + std::to_string(outputs.size()) + " specs, the op has " +
+                                       std::to_string(op.outputs.size()) + " outputs");
+        for (size_t k = 0; k < outputs.size(); ++k) {
+            const std::string q = p + "/outputs/" + std::to_string(k);
+            if (!outputs[k].is_string()) r.fail(q, opLabel + "must be a string, not " + outputs[k].dump());
+            const auto& shapeOf = g.tensor(op.outputs[k]).shape;
+            r.within(q, opLabel, [&] { return parseSpec(outputs[k].get<std::string>(), shapeOf, ws.mesh); });
+        }
+    }
+
+    // Re-cost without searching; carry over what only the search knew.
+    const std::vector<bool> locked = result.lockedOp;
+    const std::vector<Recompute> recompute = result.recomputeOfOp;
+    result = evaluateAssignment(cm, result.strategyOfOp, "evaluated", recompute);
+    addRecomputeKeptInputs(cm, ws.folded, result.strategyOfOp, result.recomputeOfOp, result.breakdown);
+    result.lockedOp = locked;
+    result.blockClasses = static_cast<int>(ws.folded.classes.size());
+    if (const json* search = r.optional(doc, "search"); search && search->is_object()) {
+        if (const json* v = r.optional(*search, "method")) {
+            if (!v->is_string()) r.fail("/search/method", "must be a string, not " + v->dump());
+            result.method = v->get<std::string>();
+        }
+        if (const json* v = r.optional(*search, "time_ms")) result.searchMs = r.number(*v, "/search/time_ms");
+        if (const json* v = r.optional(*search, "block_classes"))
+            result.blockClasses = static_cast<int>(r.integer(*v, "/search/block_classes", 0));
+        if (const json* v = r.optional(*search, "ops_searched"))
+            result.opsSearched = static_cast<int>(r.integer(*v, "/search/ops_searched", 0));
+        if (const json* v = r.optional(*search, "tables_solved"))
+            result.tablesSolved = static_cast<int>(r.integer(*v, "/search/tables_solved", 0));
+        if (const json* v = r.optional(*search, "lambda")) result.lambda = r.number(*v, "/search/lambda");
+    }
+    if (const json* memory = r.optional(doc, "memory"); memory && memory->is_object())
+        if (const json* v = r.optional(*memory, "limit_bytes")) result.memoryLimitBytes = r.number(*v, "/memory/limit_bytes");
+    result.fits = result.memoryLimitBytes <= 0 || result.breakdown.perDeviceBytes <= result.memoryLimitBytes;
+
+    const json recomputed = planDocument(plan);
+    Differ(plan.stored, plan.differences).compare("", "", &plan.stored, &recomputed);
+    // The totals first (step time, then the rest of the cost, then memory), then per-op figures.
+    auto rank = [](const PlanDifference& d) {
+        if (d.path == "/cost/step_time_s") return 0;
+        if (d.path.starts_with("/cost/")) return 1;
+        if (d.path.starts_with("/memory/")) return 2;
+        return 3;
+    };
+    std::stable_sort(plan.differences.begin(), plan.differences.end(),
+                     [&](const PlanDifference& a, const PlanDifference& b) { return rank(a) < rank(b); });
+    return plan;
+}
+
+json planDocument(const LoadedPlan& plan)
+{
+    const PlanWorkspace& ws = *plan.workspace;
+    json doc = planToJson(ws.context, *ws.costModel, ws.folded, plan.result);
+    // Search metadata (method, timings, table counts) records how the plan was found; it is
+    // provenance, not a figure to recompute, so it is kept as stored.
+    if (plan.stored.contains("search") && plan.stored["search"].is_object()) doc["search"] = plan.stored["search"];
+    // An embedded hardware spec is kept as stored: it parses to this hardware, and re-deriving
+    // it could change the last digit of a unit conversion.
+    if (plan.stored.contains("hardware") && plan.stored["hardware"].contains("spec") && doc["hardware"].contains("spec"))
+        doc["hardware"]["spec"] = plan.stored["hardware"]["spec"];
+    return doc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Project files
+
+json projectToJson(const ProjectFile& p)
+{
+    json settings = {{"model", p.model},
+                     {"mesh", p.mesh},
+                     {"hardware", p.hardware},
+                     {"batch", p.batch},
+                     {"seq", p.seq},
+                     {"mode", p.mode},
+                     {"micro_batch", p.microBatch},
+                     {"memory_limit", p.memoryLimit},
+                     {"intra_node_GBps", p.intraNodeGBps},
+                     {"inter_node_GBps", p.interNodeGBps}};
+    if (!p.overrides.empty()) settings["overrides"] = p.overrides;
+    json doc = json::object();
+    doc["format"] = "tpstudio.project";
+    doc["version"] = kProjectFileVersion;
+    doc["settings"] = std::move(settings);
+    doc["locks"] = p.locks;
+    doc["view"] = p.view;
+    return doc;
+}
+
+std::string writeProjectJson(const ProjectFile& project) { return projectToJson(project).dump(2) + "\n"; }
+
+ProjectFile readProjectJson(const std::string& text, const std::string& origin)
+{
+    Reader r(origin);
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+        throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+    }
+    if (!doc.is_object()) r.fail("/", "a project file must hold a JSON object, not " + std::string(doc.type_name()));
+    const std::string format = r.string(doc, "", "format");
+    if (format != "tpstudio.project") r.fail("/format", "is '" + format + "', expected 'tpstudio.project'");
+    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version", INT64_MIN);
+    if (version > kProjectFileVersion)
+        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
+                               std::to_string(kProjectFileVersion) + "); update TP Studio");
+    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+
+    ProjectFile p;
+    const json& s = r.object(doc, "", "settings");
+    p.model = r.string(s, "/settings", "model");
+    if (p.model.empty()) r.fail("/settings/model", "is empty");
+    if (const json* overrides = r.optional(s, "overrides")) {
+        if (!overrides->is_array()) r.fail("/settings/overrides", "must be an array, not " + std::string(overrides->type_name()));
+        for (size_t i = 0; i < overrides->size(); ++i) {
+            const std::string q = "/settings/overrides/" + std::to_string(i);
+            const json& v = (*overrides)[i];
+            if (!v.is_string()) r.fail(q, "must be a string, not " + v.dump());
+            if (v.get<std::string>().find('=') == std::string::npos) r.fail(q, "'" + v.get<std::string>() + "' is not key=value");
+            p.overrides.push_back(v.get<std::string>());
+        }
+    }
+    p.mesh = r.string(s, "/settings", "mesh");
+    Hardware any;
+    any.intraNode.bandwidth = any.interNode.bandwidth = 1;
+    r.within("/settings/mesh", "", [&] { return parseMesh(p.mesh, any); });
+    p.hardware = r.string(s, "/settings", "hardware");
+    if (p.hardware.empty()) r.fail("/settings/hardware", "is empty");
+    auto optionalInt = [&](const char* key) -> std::int64_t {
+        const json* v = r.optional(s, key);
+        return v ? r.integer(*v, std::string("/settings/") + key, 0) : 0;
+    };
+    auto optionalNumber = [&](const char* key) -> double {
+        const json* v = r.optional(s, key);
+        if (!v) return 0;
+        const double x = r.number(*v, std::string("/settings/") + key);
+        if (x < 0) r.fail(std::string("/settings/") + key, "is " + v->dump() + ", must not be negative");
+        return x;
+    };
+    p.batch = optionalInt("batch");
+    p.seq = optionalInt("seq");
+    p.microBatch = optionalInt("micro_batch");
+    p.intraNodeGBps = optionalNumber("intra_node_GBps");
+    p.interNodeGBps = optionalNumber("inter_node_GBps");
+    if (r.optional(s, "mode")) p.mode = r.string(s, "/settings", "mode");
+    if (p.mode != "train" && p.mode != "infer") r.fail("/settings/mode", "is '" + p.mode + "', expected 'train' or 'infer'");
+    if (r.optional(s, "memory_limit")) p.memoryLimit = r.string(s, "/settings", "memory_limit");
+    if (!p.memoryLimit.empty() && p.memoryLimit != "none")
+        r.within("/settings/memory_limit", "", [&] { return parseBytes(p.memoryLimit); });
+    if (const json* locks = r.optional(doc, "locks")) {
+        if (!locks->is_array()) r.fail("/locks", "must be an array, not " + std::string(locks->type_name()));
+        for (size_t i = 0; i < locks->size(); ++i) {
+            const std::string q = "/locks/" + std::to_string(i);
+            const json& v = (*locks)[i];
+            if (!v.is_string()) r.fail(q, "must be a string, not " + v.dump());
+            r.within(q, "", [&] { return parseLockRequest(v.get<std::string>()); });
+            p.locks.push_back(v.get<std::string>());
+        }
+    }
+    if (const json* view = r.optional(doc, "view")) {
+        if (!view->is_object()) r.fail("/view", "must be an object, not " + std::string(view->type_name()));
+        p.view = *view;
+    }
+    return p;
+}
+
+PlanRequest planRequestOf(const ProjectFile& p)
+{
+    PlanRequest request;
+    request.model = p.model;
+    request.modelOptions.overrides = p.overrides;
+    request.modelOptions.batch = p.batch;
+    request.modelOptions.seq = p.seq;
+    request.mesh = p.mesh;
+    request.hardware = p.hardware;
+    request.mode = p.mode;
+    request.memoryLimit = p.memoryLimit;
+    request.microBatch = p.microBatch;
+    request.locks = p.locks;
+    return request;
+}
+
+} // namespace tp

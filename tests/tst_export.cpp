@@ -1,0 +1,269 @@
+// Plan exports: CSV, the annotated folded graph (DOT/SVG/PNG), PyTorch DTensor script, Megatron-LM
+// arguments and the Hugging Face tp plan.
+#include <QtTest>
+
+#include <fstream>
+
+#include "io/export_plan.h"
+#include "io/export_styles.h"
+#include "models/catalog.h"
+#include "plan/plan_file.h"
+#include "util/error.h"
+
+using namespace tp;
+
+namespace {
+
+// A plan as a file would give it back: planned, written, read.
+LoadedPlan planned(const std::string& model, const std::string& mesh, const std::string& baseline, int layers = 2,
+                   std::int64_t batch = 8)
+{
+    PlanRequest request;
+    request.model = model;
+    request.mesh = mesh;
+    request.baseline = baseline;
+    request.modelOptions.batch = batch;
+    if (layers > 0 && builtinModelConfig(model).contains("layers"))
+        request.modelOptions.overrides.push_back("layers=" + std::to_string(layers));
+    auto ws = preparePlan(request);
+    const SearchResult r = runPlan(*ws, request);
+    return readPlanFile(writePlanFile(planToJson(ws->context, *ws->costModel, ws->folded, r)), model);
+}
+
+std::string readAll(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll().toStdString() : std::string();
+}
+
+std::uint32_t bigEndian(const std::string& bytes, size_t at)
+{
+    std::uint32_t v = 0;
+    for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+    return v;
+}
+
+} // namespace
+
+class TestExport : public QObject {
+    Q_OBJECT
+private slots:
+    void csvHasARowPerOpAndPerClass()
+    {
+        const LoadedPlan plan = planned("gpt2", "2x4", "megatron");
+        const std::string csv = exportCsv(*plan.workspace, plan.result);
+        const QStringList lines = QString::fromStdString(csv).split('\n');
+        const Graph& g = plan.workspace->model.graph;
+        const auto& classes = plan.workspace->folded.classes;
+        // header + ops, blank, header + classes, trailing newline
+        QCOMPARE(lines.size(), int(1 + g.ops.size() + 1 + 1 + classes.size() + 1));
+        QVERIFY(lines[0].startsWith("op,block,instance,kind,einsum,strategy,sharding,output_spec"));
+        QVERIFY(lines[0].contains("param_bytes,grad_bytes,optimizer_bytes,activation_bytes,memory_bytes"));
+        const int fc1 = lines.indexOf(QRegularExpression("^layers\\.0/mlp/fc1,.*"));
+        QVERIFY(fc1 > 0);
+        QVERIFY2(lines[fc1].contains(",\"b=x,f=y\",column-parallel,\"[x,-,y]\","), qPrintable(lines[fc1]));
+        // Per-class memory totals add up to the ops' memory.
+        double opsMemory = 0, classMemory = 0;
+        for (int i = 1; i <= int(g.ops.size()); ++i) opsMemory += lines[i].split(',').last().toDouble();
+        for (int i = int(g.ops.size()) + 3; i < lines.size() - 1; ++i) classMemory += lines[i].split(',').last().toDouble();
+        QVERIFY(opsMemory > 0);
+        QVERIFY(std::abs(opsMemory - classMemory) <= 1e-6 * opsMemory);
+    }
+
+    // The folded graph: one cluster per block class labelled with its repeat count, every
+    // representative op once, sharding colours, collectives on edges.
+    void foldedGraphDescription()
+    {
+        const LoadedPlan plan = planned("gpt2", "2x4", "megatron", 4);
+        const LayoutInput in = foldedPlanGraph(*plan.workspace, plan.result);
+        const FoldedGraph& folded = plan.workspace->folded;
+        QCOMPARE(in.clusters.size(), folded.classes.size() + 1); // + legend
+        bool layersCluster = false;
+        for (const auto& c : in.clusters) layersCluster = layersCluster || c.label == "layers.*  ×4";
+        QVERIFY(layersCluster);
+        size_t opNodes = 0;
+        for (const auto& n : in.nodes) opNodes += n.id.starts_with("op");
+        QCOMPARE(opNodes, size_t(folded.searchedOps()));
+        const auto& colors = shardKindColors();
+        auto node = [&](const std::string& label) -> const LayoutNode* {
+            for (const auto& n : in.nodes)
+                if (n.label.starts_with(label + "\n")) return &n;
+            return nullptr;
+        };
+        QVERIFY(node("mlp.fc1") && node("mlp.fc2") && node("ln1"));
+        QCOMPARE(node("mlp.fc1")->fillColor, colors[size_t(ShardKind::Column)]);
+        QCOMPARE(node("mlp.fc2")->fillColor, colors[size_t(ShardKind::Row)]);
+        QCOMPARE(node("ln1")->fillColor, colors[size_t(ShardKind::DataParallel)]);
+        // Row-parallel fc2 is followed by an all-reduce over y on its outgoing edge.
+        bool allReduceAfterFc2 = false;
+        for (const auto& e : in.edges)
+            if (e.from == node("mlp.fc2")->id && e.label.starts_with("AR y")) allReduceAfterFc2 = true;
+        QVERIFY(allReduceAfterFc2);
+    }
+
+    void imagesRender_data()
+    {
+        QTest::addColumn<QString>("format");
+        QTest::newRow("svg") << "svg";
+        QTest::newRow("png") << "png";
+        QTest::newRow("dot") << "dot";
+    }
+
+    void imagesRender()
+    {
+        QFETCH(QString, format);
+        const LoadedPlan plan = planned("gpt3-175b", "8x8", "megatron", 96, 64);
+        const std::string bytes = exportPlan(*plan.workspace, plan.result, format.toStdString());
+        QVERIFY(bytes.size() > 5000);
+        if (format == "png") {
+            QVERIFY(bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+            const std::uint32_t width = bigEndian(bytes, 16), height = bigEndian(bytes, 20);
+            QVERIFY2(width > 400 && width < 6000 && height > 600 && height < 12000,
+                     qPrintable(QStringLiteral("%1 x %2").arg(width).arg(height)));
+        } else if (format == "svg") {
+            QVERIFY(bytes.find("<svg") != std::string::npos);
+            QVERIFY(bytes.find("layers.*") != std::string::npos && bytes.find("×96") != std::string::npos);
+            QVERIFY(bytes.find("mlp.fc1") != std::string::npos);
+        } else {
+            QVERIFY(bytes.starts_with("digraph G {"));
+            QVERIFY(bytes.find("\"cluster_c1\"") != std::string::npos);
+        }
+    }
+
+    // Column/row choices map to the right styles on a Megatron plan of GPT.
+    void pytorchStyles_data()
+    {
+        QTest::addColumn<QString>("module");
+        QTest::addColumn<QString>("style");
+        QTest::newRow("q") << "layers.*.attn.q" << "ColwiseParallel()";
+        QTest::newRow("k") << "layers.*.attn.k" << "ColwiseParallel()";
+        QTest::newRow("out") << "layers.*.attn.out" << "RowwiseParallel()";
+        QTest::newRow("fc1") << "layers.*.mlp.fc1" << "ColwiseParallel()";
+        QTest::newRow("fc2") << "layers.*.mlp.fc2" << "RowwiseParallel()";
+    }
+
+    void pytorchStyles()
+    {
+        QFETCH(QString, module);
+        QFETCH(QString, style);
+        const LoadedPlan plan = planned("gpt3-1.3b", "8", "megatron");
+        const QString py = QString::fromStdString(exportPytorch(*plan.workspace, plan.result));
+        QVERIFY2(py.contains("    \"" + module + "\": " + style + ",\n"), qPrintable(py));
+        QVERIFY(py.contains("init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)"));
+        QVERIFY(py.contains("MESH_SHAPE = (8,)"));
+        // Layer norms stay replicated: no style for them.
+        QVERIFY(!py.contains("\"layers.*.ln1\""));
+    }
+
+    // Sequence parallelism: norms get SequenceParallel, row-parallel outputs reduce-scatter.
+    void pytorchSequenceParallel()
+    {
+        const LoadedPlan plan = planned("gpt3-1.3b", "8", "megatron-sp");
+        const QString py = QString::fromStdString(exportPytorch(*plan.workspace, plan.result));
+        QVERIFY2(py.contains("\"layers.*.ln1\": SequenceParallel(),"), qPrintable(py));
+        QVERIFY(py.contains("\"layers.*.mlp.fc2\": RowwiseParallel(output_layouts=Shard(1)),"));
+        QVERIFY(py.contains("\"layers.*.mlp.fc1\": ColwiseParallel(input_layouts=Shard(1)),"));
+        QVERIFY(exportMegatron(*plan.workspace, plan.result).find("--sequence-parallel\n") != std::string::npos);
+    }
+
+    void pytorchCompiles_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("baseline");
+        QTest::newRow("gpt3-175b searched") << "gpt3-175b" << "8x8" << "";
+        QTest::newRow("gpt3-175b megatron") << "gpt3-175b" << "8x8" << "megatron";
+        QTest::newRow("llama2-7b searched") << "llama2-7b" << "2x8" << "";
+        QTest::newRow("llama3-8b megatron-sp") << "llama3-8b" << "8" << "megatron-sp";
+        QTest::newRow("resnet50 dp") << "resnet50" << "8" << "dp";
+    }
+
+    void pytorchCompiles()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(QString, baseline);
+        const QString python = QStandardPaths::findExecutable("python3");
+        if (python.isEmpty()) QSKIP("python3 is not installed");
+        const LoadedPlan plan = planned(model.toStdString(), mesh.toStdString(), baseline.toStdString(), 4, 64);
+        QTemporaryDir dir;
+        const QString file = dir.filePath("plan.py");
+        std::ofstream(file.toStdString()) << exportPytorch(*plan.workspace, plan.result);
+        QProcess p;
+        p.start(python, {"-m", "py_compile", file});
+        QVERIFY(p.waitForFinished(60000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    }
+
+    // One output pinned byte for byte.
+    void golden()
+    {
+        const LoadedPlan plan = readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json"), "golden");
+        const std::string py = exportPytorch(*plan.workspace, plan.result);
+        const std::string expected = readAll(TP_TEST_DATA "/golden/gpt2_megatron_2x4.py");
+        if (py != expected) {
+            std::ofstream(QDir::temp().filePath("gpt2_megatron_2x4.py").toStdString()) << py;
+            QFAIL("the export differs from tests/data/golden/gpt2_megatron_2x4.py (new output in the temp dir)");
+        }
+    }
+
+    void megatronShapedOrNot()
+    {
+        const LoadedPlan megatron = readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json"), "m");
+        const std::string args = exportMegatron(*megatron.workspace, megatron.result);
+        QVERIFY2(args.find("The plan is Megatron-shaped") != std::string::npos, args.c_str());
+        QVERIFY(args.find("--tensor-model-parallel-size 4\n") != std::string::npos);
+        QVERIFY(args.find("# data parallel size 2 ") != std::string::npos);
+        QVERIFY(args.find("--sequence-parallel") == std::string::npos);
+        const LoadedPlan edited =
+            readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4_fc1_row.tpplan.json"), "e");
+        const std::string other = exportMegatron(*edited.workspace, edited.result);
+        QVERIFY(other.find("NOT Megatron-shaped") != std::string::npos);
+        QVERIFY2(other.find("layers.*.mlp.fc1: the plan is row over y, Megatron-LM column") != std::string::npos, other.c_str());
+    }
+
+    void hfTpPlan()
+    {
+        const LoadedPlan plan = readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json"), "m");
+        const auto doc = nlohmann::json::parse(exportHfTpPlan(*plan.workspace, plan.result));
+        QCOMPARE(doc["layers.*.attn.q"].get<std::string>(), std::string("colwise"));
+        QCOMPARE(doc["layers.*.attn.out"].get<std::string>(), std::string("rowwise"));
+        QCOMPARE(doc["layers.*.mlp.fc1"].get<std::string>(), std::string("colwise"));
+        QCOMPARE(doc["layers.*.mlp.fc2"].get<std::string>(), std::string("rowwise"));
+        QVERIFY(!doc.contains("layers.*.ln1"));
+    }
+
+    void exportCommand_data()
+    {
+        QTest::addColumn<QString>("format");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("csv") << "csv" << "op,block,instance,kind";
+        QTest::newRow("pytorch") << "pytorch" << "# Tensor-parallel plan for gpt2";
+        QTest::newRow("megatron") << "megatron" << "# Megatron-LM arguments";
+        QTest::newRow("hf") << "hf-tp-plan" << "{\n";
+        QTest::newRow("png") << "png" << "PNG"; // after the 0x89 byte
+        QTest::newRow("svg") << "svg" << "<?xml";
+    }
+
+    void exportCommand()
+    {
+        QFETCH(QString, format);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        const QString out = dir.filePath("out");
+        QProcess p;
+        p.start(QStringLiteral(TP_TPPLAN), {"export", TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json", "--format",
+                                            format, "-o", out});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        const std::string bytes = readAll(out);
+        QVERIFY(bytes.substr(format == "png" ? 1 : 0).starts_with(expected.toStdString()));
+        QProcess bad;
+        bad.start(QStringLiteral(TP_TPPLAN), {"export", TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json", "--format", "xls"});
+        QVERIFY(bad.waitForFinished(120000));
+        QCOMPARE(bad.exitCode(), 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestExport)
+#include "tst_export.moc"

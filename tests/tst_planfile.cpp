@@ -1,0 +1,387 @@
+// Plan files (write, read, re-validate, re-cost), project files, the Graphviz layout adapter and
+// `tpplan check`.
+#include <QtTest>
+
+#include <fstream>
+
+#include "io/graph_json.h"
+#include "layout/layout.h"
+#include "models/catalog.h"
+#include "plan/plan_file.h"
+#include "util/error.h"
+#include "util/units.h"
+
+using namespace tp;
+
+namespace {
+
+std::string readAll(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return {};
+    return f.readAll().toStdString();
+}
+
+struct Planned {
+    std::unique_ptr<PlanWorkspace> workspace;
+    SearchResult result;
+    std::string text;
+};
+
+Planned planOf(const std::string& model, const std::string& mesh, const std::string& baseline = {},
+               const std::string& hardware = "a100-80g-dgx")
+{
+    PlanRequest request;
+    request.model = model;
+    request.mesh = mesh;
+    request.hardware = hardware;
+    request.baseline = baseline;
+    if (isBuiltinModel(model)) {
+        request.modelOptions.batch = 8;
+        if (builtinModelConfig(model).contains("layers")) request.modelOptions.overrides.push_back("layers=2");
+    }
+    Planned p;
+    p.workspace = preparePlan(request);
+    p.result = runPlan(*p.workspace, request);
+    p.text = writePlanFile(planToJson(p.workspace->context, *p.workspace->costModel, p.workspace->folded, p.result));
+    return p;
+}
+
+LayoutNode layoutNode(const std::string& id, const std::string& label, const std::string& cluster = {}, double width = 0)
+{
+    LayoutNode n;
+    n.id = id;
+    n.label = label;
+    n.cluster = cluster;
+    n.width = width;
+    return n;
+}
+
+LayoutEdge layoutEdge(const std::string& from, const std::string& to, const std::string& label = {})
+{
+    LayoutEdge e;
+    e.from = from;
+    e.to = to;
+    e.label = label;
+    return e;
+}
+
+QString firstDifference(const LoadedPlan& plan)
+{
+    return plan.differences.empty() ? QString() : QString::fromStdString(plan.differences[0].message);
+}
+
+} // namespace
+
+class TestPlanFile : public QObject {
+    Q_OBJECT
+private slots:
+    // plan -> file -> read: zero differences, and write-read-write gives the same bytes.
+    void roundTripBuiltins_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        for (const auto& name : builtinModelNames()) QTest::newRow(name.c_str()) << QString::fromStdString(name) << "2x4";
+        QTest::newRow("gpt2 mesh 8") << "gpt2" << "8";
+        QTest::newRow("llama2-7b mesh 2x2x2") << "llama2-7b" << "2x2x2";
+    }
+
+    void roundTripBuiltins()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        const Planned p = planOf(model.toStdString(), mesh.toStdString());
+        const LoadedPlan loaded = readPlanFile(p.text, "memory");
+        QVERIFY2(loaded.differences.empty(), qPrintable(firstDifference(loaded)));
+        QCOMPARE(loaded.result.strategyOfOp, p.result.strategyOfOp);
+        QCOMPARE(loaded.result.breakdown.stepSeconds, p.result.breakdown.stepSeconds);
+        const std::string again = writePlanFile(planDocument(loaded));
+        QVERIFY(again == p.text);
+    }
+
+    // Baselines and the embedded-graph and custom-hardware paths round-trip too.
+    void roundTripSources_data()
+    {
+        QTest::addColumn<QString>("source");
+        QTest::addColumn<QString>("baseline");
+        QTest::addColumn<bool>("customHardware");
+        QTest::newRow("megatron") << "gpt2" << "megatron" << false;
+        QTest::newRow("megatron-sp") << "gpt2" << "megatron-sp" << false;
+        QTest::newRow("dp") << "bert-base" << "dp" << false;
+        QTest::newRow("graph file") << "graphfile" << "" << false;
+        QTest::newRow("custom hardware") << "gpt2" << "" << true;
+    }
+
+    void roundTripSources()
+    {
+        QFETCH(QString, source);
+        QFETCH(QString, baseline);
+        QFETCH(bool, customHardware);
+        QTemporaryDir dir;
+        std::string model = source.toStdString();
+        if (source == "graphfile") {
+            ModelOptions small;
+            small.batch = 4;
+            small.overrides = {"layers=2", "seq=64"};
+            model = dir.filePath("small.tpgraph.json").toStdString();
+            std::ofstream(model) << writeGraphJson(loadModel("gpt2", small).graph);
+        }
+        std::string hardware = "a100-80g-dgx";
+        if (customHardware) {
+            nlohmann::json hw = hardwareToJson(loadHardware("h100-dgx"));
+            hw["name"] = "my-cluster";
+            hw["inter_node"]["latency_us"] = 7.3;
+            hardware = dir.filePath("hw.json").toStdString();
+            std::ofstream(hardware) << hw.dump(2);
+        }
+        const Planned p = planOf(model, "2x4", baseline.toStdString(), hardware);
+        const auto doc = nlohmann::json::parse(p.text);
+        QCOMPARE(doc["model"].contains("graph"), source == "graphfile");
+        QCOMPARE(doc["hardware"].contains("spec"), customHardware);
+        // The file must stand alone: remove what it was made from.
+        dir.remove();
+        const LoadedPlan loaded = readPlanFile(p.text, "memory");
+        QVERIFY2(loaded.differences.empty(), qPrintable(firstDifference(loaded)));
+        QVERIFY(writePlanFile(planDocument(loaded)) == p.text);
+    }
+
+    // A hand edit (fc1 row-parallel instead of column-parallel) is costed without searching and
+    // the stale figures are reported, the step time first.
+    void handEditedPlanIsCosted()
+    {
+        const QString dir = QStringLiteral(TP_TEST_DATA "/plans_valid/");
+        const LoadedPlan original = readPlanFile(readAll(dir + "gpt2_megatron_2x4.tpplan.json"), "original");
+        QVERIFY(original.differences.empty());
+        const LoadedPlan edited = readPlanFile(readAll(dir + "gpt2_megatron_2x4_fc1_row.tpplan.json"), "edited");
+        QVERIFY(!edited.differences.empty());
+        QCOMPARE(QString::fromStdString(edited.differences[0].path), QStringLiteral("/cost/step_time_s"));
+        QVERIFY(QString::fromStdString(edited.differences[0].message).startsWith("stored step time "));
+        QVERIFY(QString::fromStdString(edited.differences[0].message).contains(", recomputed "));
+        // The recomputed cost is the cost model's for exactly the edited assignment.
+        const CostModel& model = *edited.workspace->costModel;
+        const Graph& g = model.graph();
+        std::vector<int> expected = original.result.strategyOfOp;
+        OpId fc1 = -1;
+        for (const auto& op : g.ops)
+            if (op.name == "layers.0/mlp/fc1") fc1 = op.id;
+        QVERIFY(fc1 >= 0);
+        expected[static_cast<size_t>(fc1)] = model.findStrategy(fc1, parseStrategy("b=x,h=y", model.signature(fc1), model.mesh()));
+        QCOMPARE(edited.result.strategyOfOp, expected);
+        const SearchResult direct = evaluateAssignment(model, expected, "evaluated");
+        QCOMPARE(edited.result.breakdown.stepSeconds, direct.breakdown.stepSeconds);
+        QVERIFY(edited.result.breakdown.stepSeconds != original.result.breakdown.stepSeconds);
+        bool specReported = false;
+        for (const auto& d : edited.differences) specReported = specReported || d.path == "/ops/20/outputs/0";
+        QVERIFY(specReported);
+    }
+
+    // Corrupted and hand-broken plans are refused with exact one-line messages.
+    void brokenPlans_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("message");
+        const QDir dir(QStringLiteral(TP_TEST_DATA "/plans"));
+        const QStringList files = dir.entryList({QStringLiteral("*.tpplan.json")}, QDir::Files, QDir::Name);
+        QVERIFY(files.size() >= 10);
+        for (const auto& f : files) {
+            QFile expect(dir.filePath(f + ".expected"));
+            QVERIFY2(expect.open(QIODevice::ReadOnly), qPrintable(f + ".expected missing"));
+            QTest::newRow(qPrintable(f)) << dir.filePath(f) << QString::fromUtf8(expect.readAll()).trimmed();
+        }
+    }
+
+    void brokenPlans()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, message);
+        try {
+            readPlanFile(readAll(file), QFileInfo(file).fileName().toStdString());
+            QFAIL("broken plan accepted");
+        } catch (const InputError& e) {
+            QCOMPARE(QString::fromUtf8(e.what()), message);
+            QVERIFY(!QString::fromUtf8(e.what()).contains('\n'));
+        }
+    }
+
+    // tpplan check: exit 0 for valid plans (with or without differences), 2 for broken ones.
+    void checkCommand_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("expectedOutput");
+        QTest::newRow("valid") << "plans_valid/gpt2_megatron_2x4.tpplan.json" << 0 << "no differences from the stored figures";
+        QTest::newRow("hand edited") << "plans_valid/gpt2_megatron_2x4_fc1_row.tpplan.json" << 0 << "stored step time ";
+        QTest::newRow("broken") << "plans/unknown_axis.tpplan.json" << 2 << "";
+    }
+
+    void checkCommand()
+    {
+        QFETCH(QString, file);
+        QFETCH(int, code);
+        QFETCH(QString, expectedOutput);
+        QProcess p;
+        p.start(QStringLiteral(TP_TPPLAN), {"check", QStringLiteral(TP_TEST_DATA "/") + file});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), code);
+        const QString out = QString::fromUtf8(p.readAllStandardOutput());
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        if (code == 0) QVERIFY2(out.contains(expectedOutput), qPrintable(out));
+        else QVERIFY2(err.count('\n') == 1 && err.contains("/ops/20/strategy: op 'layers.0/mlp/fc1'"), qPrintable(err));
+
+        QProcess j;
+        j.start(QStringLiteral(TP_TPPLAN), {"check", QStringLiteral(TP_TEST_DATA "/") + file, "--json"});
+        QVERIFY(j.waitForFinished(120000));
+        QCOMPARE(j.exitCode(), code);
+        const auto doc = QJsonDocument::fromJson(j.readAllStandardOutput()).object();
+        QCOMPARE(doc["valid"].toBool(), code == 0);
+        if (code == 0) QCOMPARE(doc["differences"].toArray().isEmpty(), file == "plans_valid/gpt2_megatron_2x4.tpplan.json");
+    }
+
+    void projectRoundTrip()
+    {
+        ProjectFile p;
+        p.model = "gpt3-175b";
+        p.overrides = {"layers=48"};
+        p.mesh = "2x8";
+        p.hardware = "h100-dgx";
+        p.batch = 512;
+        p.seq = 2048;
+        p.mode = "train";
+        p.microBatch = 4;
+        p.memoryLimit = "72GiB";
+        p.locks = {"layers.*/mlp/fc1=f=y"};
+        p.interNodeGBps = 25;
+        p.view = {{"expanded", {"layers.*"}}, {"selected", "layers.0/mlp/fc1"}};
+        const std::string first = writeProjectJson(p);
+        const ProjectFile back = readProjectJson(first, "memory");
+        QCOMPARE(back.model, p.model);
+        QCOMPARE(back.locks, p.locks);
+        QCOMPARE(back.microBatch, p.microBatch);
+        QVERIFY(back.view == p.view);
+        QCOMPARE(back.interNodeGBps, 25.0);
+        QVERIFY(writeProjectJson(back) == first);
+        const PlanRequest request = planRequestOf(back);
+        QCOMPARE(request.mesh, std::string("2x8"));
+        QCOMPARE(request.modelOptions.overrides, p.overrides);
+    }
+
+    void brokenProjects_data()
+    {
+        QTest::addColumn<QString>("edit");   // JSON merged into a valid project
+        QTest::addColumn<QString>("message");
+        QTest::newRow("newer") << R"({"version": 3})"
+                               << "p.tpproj.json: /version: is 3, newer than this TP Studio reads (1); update TP Studio";
+        QTest::newRow("format") << R"({"format": "tpstudio.plan"})"
+                                << "p.tpproj.json: /format: is 'tpstudio.plan', expected 'tpstudio.project'";
+        QTest::newRow("mesh") << R"({"settings": {"mesh": "8x0"}})"
+                              << "p.tpproj.json: /settings/mesh: mesh '8x0': '0' is not an axis size (use e.g. 8, 2x8 or 4x4x8)";
+        QTest::newRow("limit") << R"({"settings": {"memory_limit": "lots"}})"
+                               << "p.tpproj.json: /settings/memory_limit: " + QString::fromStdString([] {
+                                      try {
+                                          parseBytes("lots");
+                                      } catch (const InputError& e) {
+                                          return std::string(e.what());
+                                      }
+                                      return std::string();
+                                  }());
+        QTest::newRow("lock") << R"({"locks": ["layers.*/mlp/fc1"]})"
+                              << "p.tpproj.json: /locks/0: " + QString::fromStdString([] {
+                                     try {
+                                         parseLockRequest("layers.*/mlp/fc1");
+                                     } catch (const InputError& e) {
+                                         return std::string(e.what());
+                                     }
+                                     return std::string();
+                                 }());
+        QTest::newRow("mode") << R"({"settings": {"mode": "serve"}})" << "p.tpproj.json: /settings/mode: is 'serve', expected 'train' or 'infer'";
+        QTest::newRow("view") << R"({"view": [1, 2]})" << "p.tpproj.json: /view: must be an object, not array";
+        QTest::newRow("batch") << R"({"settings": {"batch": 1.5}})" << "p.tpproj.json: /settings/batch: must be an integer, not 1.5";
+        QTest::newRow("no model") << R"({"settings": {"model": null}})" << "p.tpproj.json: /settings/model: is missing";
+        QTest::newRow("bandwidth") << R"({"settings": {"inter_node_GBps": -3}})"
+                                   << "p.tpproj.json: /settings/inter_node_GBps: is -3, must not be negative";
+    }
+
+    void brokenProjects()
+    {
+        QFETCH(QString, edit);
+        QFETCH(QString, message);
+        ProjectFile p;
+        p.model = "gpt2";
+        nlohmann::json doc = projectToJson(p);
+        doc.merge_patch(nlohmann::json::parse(edit.toStdString()));
+        try {
+            readProjectJson(doc.dump(), "p.tpproj.json");
+            QFAIL("broken project accepted");
+        } catch (const InputError& e) {
+            QCOMPARE(QString::fromUtf8(e.what()), message);
+        }
+    }
+
+    // The Graphviz adapter: positions inside the drawing, clusters around their nodes, splines
+    // from the tail towards the head.
+    void layoutPositions()
+    {
+        LayoutInput in;
+        LayoutCluster block;
+        block.id = "block";
+        block.label = "block x3";
+        in.clusters.push_back(block);
+        in.nodes.push_back(layoutNode("a", "input"));
+        in.nodes.push_back(layoutNode("b", "first", "block"));
+        in.nodes.push_back(layoutNode("c", "second\nline", "block", 120));
+        in.edges.push_back(layoutEdge("a", "b", "AR y"));
+        in.edges.push_back(layoutEdge("b", "c"));
+        const LayoutResult r = layoutGraph(in);
+        QCOMPARE(r.nodes.size(), size_t(3));
+        QCOMPARE(r.edges.size(), size_t(2));
+        QVERIFY(r.width > 0 && r.height > 0);
+        for (const auto& n : r.nodes) {
+            QVERIFY(n.center.x > 0 && n.center.x < r.width && n.center.y > 0 && n.center.y < r.height);
+            QVERIFY(n.width > 0 && n.height > 0);
+        }
+        QVERIFY(r.nodes[2].width >= 120 - 1e-9); // the requested minimum width
+        // Top to bottom: a above b above c (y grows downwards).
+        QVERIFY(r.nodes[0].center.y < r.nodes[1].center.y && r.nodes[1].center.y < r.nodes[2].center.y);
+        const ClusterLayout& c = r.clusters[0];
+        for (int i : {1, 2}) {
+            QVERIFY(r.nodes[static_cast<size_t>(i)].center.x > c.x && r.nodes[static_cast<size_t>(i)].center.x < c.x + c.width);
+            QVERIFY(r.nodes[static_cast<size_t>(i)].center.y > c.y && r.nodes[static_cast<size_t>(i)].center.y < c.y + c.height);
+        }
+        QVERIFY(!(r.nodes[0].center.y > c.y && r.nodes[0].center.y < c.y + c.height));
+        QVERIFY(r.edges[0].spline.size() >= 4 && r.edges[0].hasArrow && r.edges[0].hasLabel);
+        QVERIFY(!r.edges[1].hasLabel);
+        QVERIFY(std::abs(r.edges[0].spline.front().y - r.nodes[0].center.y) < std::abs(r.edges[0].spline.front().y - r.nodes[1].center.y));
+        QVERIFY(std::abs(r.edges[0].arrowTip.y - r.nodes[1].center.y) < r.nodes[1].height);
+    }
+
+    void layoutRejectsBadInput_data()
+    {
+        QTest::addColumn<int>("which");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("duplicate node") << 0 << "graph layout: node 'a' appears twice";
+        QTest::newRow("unknown edge end") << 1 << "graph layout: edge a -> zz names an unknown node";
+        QTest::newRow("unknown cluster") << 2 << "graph layout: node 'a' is in unknown cluster 'nowhere'";
+        QTest::newRow("render format") << 3 << "graph rendering: format 'bmp': use svg, png, pdf or dot";
+    }
+
+    void layoutRejectsBadInput()
+    {
+        QFETCH(int, which);
+        QFETCH(QString, message);
+        LayoutInput in;
+        in.nodes.push_back(layoutNode("a", "a"));
+        if (which == 0) in.nodes.push_back(layoutNode("a", "again"));
+        if (which == 1) in.edges.push_back(layoutEdge("a", "zz"));
+        if (which == 2) in.nodes[0].cluster = "nowhere";
+        try {
+            if (which == 3) renderLayout(in, "bmp");
+            else layoutGraph(in);
+            QFAIL("accepted");
+        } catch (const InputError& e) {
+            QCOMPARE(QString::fromUtf8(e.what()), message);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPlanFile)
+#include "tst_planfile.moc"
