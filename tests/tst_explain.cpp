@@ -145,7 +145,8 @@ void TestExplain::whyNotDeltas()
     for (size_t k = 1; k < x.whyNot.size(); ++k) {
         const auto& w = x.whyNot[k];
         QVERIFY(!w.chosen);
-        if (k > 1) QVERIFY(x.whyNot[k - 1].delta.stepSeconds <= w.delta.stepSeconds);
+        if (k > 1) QVERIFY(x.whyNot[k - 1].objectiveDelta <= w.objectiveDelta);
+        QCOMPARE(w.objectiveDelta, w.delta.stepSeconds + p.result.lambda * w.delta.memoryBytes);
         auto strategies = p.result.strategyOfOp;
         strategies[static_cast<size_t>(id)] = w.strategyIndex;
         const Breakdown b = m.evaluate(strategies, p.result.recomputeOfOp);

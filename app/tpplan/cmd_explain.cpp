@@ -121,7 +121,7 @@ json explanationJson(const explain::OpExplanation& x)
         operands.push_back({{"role", o.role}, {"tensor", o.tensor}, {"shape", o.shape}, {"spec", o.spec}, {"words", o.words}, {"devices", devices}});
     }
     for (const auto& w : x.whyNot)
-        whyNot.push_back({{"strategy", w.strategy}, {"chosen", w.chosen}, {"delta", componentsJson(w.delta)}});
+        whyNot.push_back({{"strategy", w.strategy}, {"chosen", w.chosen}, {"delta", componentsJson(w.delta)}, {"objective_delta", w.objectiveDelta}});
     auto steps = [](const std::vector<explain::CollectiveStep>& v) {
         json a = json::array();
         for (const auto& s : v) a.push_back(stepJson(s));
@@ -175,7 +175,7 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
         << formatSeconds(x.commSeconds) << ", memory " << formatBytes(x.memoryBytes) << "\n\n";
     out << "  why not (other candidates, neighbours fixed; candidate minus chosen):\n";
     out << "    " << std::left << std::setw(22) << "strategy" << std::setw(14) << "step" << std::setw(14) << "compute"
-        << std::setw(14) << "comm" << std::setw(14) << "memory" << "by collective\n";
+        << std::setw(14) << "comm" << std::setw(14) << "memory" << std::setw(14) << "objective" << "by collective\n";
     for (const auto& w : x.whyNot) {
         out << "    " << std::left << std::setw(22) << (w.strategy + (w.chosen ? " *" : ""));
         if (w.chosen) {
@@ -183,7 +183,8 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
             continue;
         }
         out << std::setw(14) << signedSeconds(w.delta.stepSeconds) << std::setw(14) << signedSeconds(w.delta.computeSeconds)
-            << std::setw(14) << signedSeconds(w.delta.commSeconds) << std::setw(14) << signedBytes(w.delta.memoryBytes);
+            << std::setw(14) << signedSeconds(w.delta.commSeconds) << std::setw(14) << signedBytes(w.delta.memoryBytes)
+            << std::setw(14) << signedSeconds(w.objectiveDelta);
         bool any = false;
         for (const auto& [k, v] : w.delta.commByKind)
             if (v != 0) {

@@ -410,12 +410,14 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         const Components local = plus(chargedTo(model, plan, prod, id, static_cast<int>(c)),
                                       chargedToConsumers(model, plan, id, static_cast<int>(c)));
         w.delta = w.chosen ? Components{} : minus(local, chosenLocal);
+        w.objectiveDelta = w.delta.stepSeconds + plan.lambda * w.delta.memoryBytes;
         x.whyNot.push_back(std::move(w));
     }
     std::stable_sort(x.whyNot.begin(), x.whyNot.end(), [](const WhyNot& a, const WhyNot& b) {
         if (a.chosen != b.chosen) return a.chosen;
-        return a.delta.stepSeconds < b.delta.stepSeconds;
+        return a.objectiveDelta < b.objectiveDelta;
     });
+    x.lambda = plan.lambda;
 
     // Summary in words.
     std::string sum = "'" + x.op + "' (" + x.kind + ", " + x.einsum + ") runs " + (x.strategy == "-" ? "replicated on every device" : "with " + x.strategy) + ".";
@@ -427,7 +429,11 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     if (x.whyNot.size() > 1) {
         const auto& best = x.whyNot[1];
         sum += " The best alternative, " + best.strategy + ", would change the step time by " +
-               (best.delta.stepSeconds >= 0 ? "+" : "") + secondsText(best.delta.stepSeconds) + ".";
+               (best.delta.stepSeconds >= 0 ? "+" : "") + secondsText(best.delta.stepSeconds) + " and memory by " +
+               (best.delta.memoryBytes >= 0 ? "+" : "") + bytesText(best.delta.memoryBytes) + ".";
+        if (plan.lambda > 0)
+            sum += " The search prices memory at " + fmt("%.3g", plan.lambda * 1024 * 1024 * 1024) +
+                   " s per GiB to fit the memory limit, so it compares step time + price x memory (the objective column).";
     }
     x.summary = sum;
     return x;

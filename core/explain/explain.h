@@ -61,6 +61,10 @@ struct WhyNot {
     /// Differences against the chosen strategy, the neighbours' strategies held fixed (for the
     /// edges into the op AND the edges from it to its consumers): candidate minus chosen.
     Components delta;
+    /// The search's objective change: delta.stepSeconds + lambda * delta.memoryBytes, with the
+    /// plan's memory price lambda (0 when memory did not constrain it). A searched plan minimises
+    /// this, so a candidate may be faster yet rejected for its memory.
+    double objectiveDelta = 0;
 };
 
 struct OpExplanation {
@@ -73,7 +77,8 @@ struct OpExplanation {
     std::vector<CollectiveStep> outgoing; ///< edges to its consumers (charged to them)
     /// Equal to the Breakdown's OpBreakdown of this op.
     double computeSeconds = 0, commSeconds = 0, memoryBytes = 0;
-    std::vector<WhyNot> whyNot; ///< every candidate, cheapest step-time delta first
+    double lambda = 0;           ///< the plan's memory price (seconds per byte)
+    std::vector<WhyNot> whyNot; ///< every candidate: the chosen one, then by objective delta
     std::string summary;        ///< a few sentences
 };
 
