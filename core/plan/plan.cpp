@@ -64,7 +64,7 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     doc["seq"] = ctx.seq;
     doc["mode"] = ctx.mode;
     doc["micro_batch"] = model.settings().microBatch;
-    doc["search"] = {{"method", result.method}, {"time_ms", result.searchMs}, {"block_classes", result.blockClasses},
+    doc["search"] = {{"method", result.method}, {"time_ms", result.searchMs}, {"cpu_ms", result.searchCpuMs}, {"breakdown_ms", result.breakdownMs}, {"block_classes", result.blockClasses},
                      {"ops_searched", result.opsSearched}, {"tables_solved", result.tablesSolved},
                      {"lambda", result.lambda}};
     json byKind = json::object();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -193,6 +194,7 @@ struct PlannerSession::Impl {
     bool flat = false;
 
     std::vector<TensorOrigin> origin;
+    std::vector<std::vector<OpId>> consumers; ///< per tensor
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     std::map<std::string, std::shared_ptr<const ModeSolve>> modeCache;
     std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
@@ -207,13 +209,30 @@ struct PlannerSession::Impl {
             for (size_t k = 0; k < op.outputs.size(); ++k)
                 origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
         forced.assign(g.ops.size(), -1);
+        consumers = g.consumers();
+        indexFold();
+    }
+
+    /// The op at the same position of its class's representative: identical ops of identical
+    /// blocks produce identical spec sets, so they share one cache entry.
+    std::vector<OpId> canonicalOp;
+
+    void indexFold()
+    {
+        canonicalOp.assign(model.graph().ops.size(), -1);
+        for (const auto& bc : folded.classes)
+            for (const auto& inst : bc.instances)
+                for (size_t i = 0; i < inst.ops.size(); ++i) canonicalOp[static_cast<size_t>(inst.ops[i])] = bc.instances[0].ops[i];
+        for (auto& c : canonicalOp)
+            if (c < 0) c = static_cast<OpId>(&c - canonicalOp.data());
     }
 
     const ProducerSpecs& producerSpecs(OpId op, int slot)
     {
-        auto key = std::make_pair(op, slot);
+        auto key = std::make_pair(canonicalOp[static_cast<size_t>(op)], slot);
         auto it = producerSpecCache.find(key);
         if (it != producerSpecCache.end()) return it->second;
+        op = key.first;
         ProducerSpecs ps;
         const int n = static_cast<int>(model.strategies(op).size());
         for (int s = 0; s < n; ++s) ps.specs.push_back(model.outputSpec(op, s, slot));
@@ -253,7 +272,6 @@ struct PlannerSession::Impl {
         std::set<OpId> siblingOps;
         for (const auto& [scls, sinst] : siblingsOf(cls, 0))
             for (OpId op : folded.classes[static_cast<size_t>(scls)].instances[static_cast<size_t>(sinst)].ops) siblingOps.insert(op);
-        const auto consumers = model.graph().consumers();
         auto absorbedInput = [&](TensorId t) { return siblingOps.count(origin[static_cast<size_t>(t)].producer) > 0; };
         auto absorbedOutput = [&](TensorId t) {
             const auto& readers = consumers[static_cast<size_t>(t)];
@@ -265,13 +283,14 @@ struct PlannerSession::Impl {
             if (absorbedInput(rep.inputs[k])) continue;
             std::vector<TensorSpec> domain;
             bool someFree = false;
+            std::set<std::pair<OpId, int>> producers; // canonical producer ops and slots
             for (const auto& inst : bc.instances) {
                 const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
-                if (o.producer < 0) {
-                    someFree = true;
-                    continue;
-                }
-                const auto& specs = producerSpecs(o.producer, o.slot).specs;
+                if (o.producer < 0) someFree = true;
+                else producers.emplace(canonicalOp[static_cast<size_t>(o.producer)], o.slot);
+            }
+            for (const auto& [op, slot] : producers) {
+                const auto& specs = producerSpecs(op, slot).specs;
                 domain.insert(domain.end(), specs.begin(), specs.end());
             }
             if (someFree && !domain.empty()) domain.push_back(freeSpec());
@@ -329,11 +348,18 @@ struct PlannerSession::Impl {
         key << lambda << '|' << static_cast<int>(mode) << '|';
         for (OpId op : bc.instances[0].ops) key << op << ':' << forced[static_cast<size_t>(op)] << ',';
         key << '|';
-        for (const auto& d : ct.inputDomains) key << d.size() << ',';
+        // Input domains are unions over the class's instances: the table depends on their content.
+        for (const auto& domain : ct.inputDomains) {
+            key << '<';
+            for (const auto& spec : domain) {
+                for (const auto& dim : spec.dims) {
+                    for (int a : dim) key << a;
+                    key << '.';
+                }
+                key << '+' << spec.partial << ';';
+            }
+        }
         for (size_t s = 0; s < sibs.size(); ++s) key << "s" << sibs[s]->classId << '/' << folded.classes[static_cast<size_t>(sibs[s]->classId)].instances[0].ops.front();
-        // Input domains of a class are unions over its instances: include the producers.
-        for (const auto& inst : bc.instances)
-            for (TensorId t : inst.inputs) key << '<' << origin[static_cast<size_t>(t)].producer;
         return key.str();
     }
 
@@ -568,8 +594,22 @@ struct PlannerSession::Impl {
 
     /// Given the table entry an instance takes, writes the strategies of its ops (and of its
     /// absorbed siblings, recursively) into the result.
-    void decodeInstance(const ClassTable& ct, int cls, int inst, std::size_t entry, SearchResult& result)
+    /// The decoded choice of one class table entry: strategies of the representative's ops, the
+    /// recompute mode, the per-device memory of one instance (its siblings excluded) and the
+    /// entries of its absorbed siblings. Identical instances share it.
+    struct DecodedEntry {
+        std::vector<int> strategies;
+        Recompute mode = Recompute::None;
+        double memoryBytes = 0;
+        std::vector<std::size_t> siblingEntries;
+    };
+    std::map<std::pair<int, std::size_t>, DecodedEntry> decodedCache; ///< per solveAt
+    double decodedMemory = 0;                                         ///< per solveAt
+
+    const DecodedEntry& decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
     {
+        auto key = std::make_pair(cls, entry);
+        if (auto it = decodedCache.find(key); it != decodedCache.end()) return it->second;
         const size_t m = ct.modeOfEntry[entry];
         const ModeSolve& solve = *ct.modes[m];
         std::vector<int> keepDims, digits, assignment(solve.domains.size(), 0);
@@ -577,18 +617,40 @@ struct PlannerSession::Impl {
         unravel(solve.keepEntry[entry], keepDims, digits);
         for (size_t p = 0; p < solve.keepVars.size(); ++p) assignment[static_cast<size_t>(solve.keepVars[p])] = digits[p];
         decode(solve.elimination, solve.domains, assignment);
+        DecodedEntry d;
+        d.mode = ct.modeKinds[m];
+        const BlockInstance& rep = folded.classes[static_cast<size_t>(cls)].instances[0];
+        for (size_t i = 0; i < rep.ops.size(); ++i) {
+            d.strategies.push_back(assignment[i]);
+            d.memoryBytes += model.opCost(rep.ops[i], assignment[i], d.mode).memoryBytes();
+        }
+        if (d.mode == Recompute::Full)
+            for (size_t k = 0; k < rep.inputs.size(); ++k)
+                if (ct.inputVar[k] >= 0)
+                    d.memoryBytes += keptInputBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
+        for (size_t sb = 0; sb < ct.siblingVars.size(); ++sb) {
+            const auto& sibTable = *tables.at(ct.siblingClass[sb]);
+            std::vector<int> sibEntry;
+            for (int v : ct.siblingVars[sb]) sibEntry.push_back(assignment[static_cast<size_t>(v)]);
+            d.siblingEntries.push_back(ravel(sibEntry, sibTable.dims));
+        }
+        return decodedCache.emplace(key, std::move(d)).first->second;
+    }
+
+    /// Writes the strategies of one instance (and of its absorbed siblings) into the result.
+    void decodeInstance(const ClassTable& ct, int cls, int inst, std::size_t entry, SearchResult& result)
+    {
+        const DecodedEntry& d = decodedEntry(ct, cls, entry);
         const BlockInstance& instance = folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)];
         for (size_t i = 0; i < instance.ops.size(); ++i) {
-            result.strategyOfOp[static_cast<size_t>(instance.ops[i])] = assignment[i];
-            result.recomputeOfOp[static_cast<size_t>(instance.ops[i])] = ct.modeKinds[m];
+            result.strategyOfOp[static_cast<size_t>(instance.ops[i])] = d.strategies[i];
+            result.recomputeOfOp[static_cast<size_t>(instance.ops[i])] = d.mode;
         }
+        decodedMemory += d.memoryBytes;
+        if (d.siblingEntries.empty()) return;
         const auto sibs = siblingsOf(cls, inst);
-        for (size_t s = 0; s < ct.siblingVars.size() && s < sibs.size(); ++s) {
-            const auto sibTable = tables.at(ct.siblingClass[s]);
-            std::vector<int> sibEntry;
-            for (int v : ct.siblingVars[s]) sibEntry.push_back(assignment[static_cast<size_t>(v)]);
-            decodeInstance(*sibTable, sibs[s].first, sibs[s].second, ravel(sibEntry, sibTable->dims), result);
-        }
+        for (size_t sb = 0; sb < d.siblingEntries.size() && sb < sibs.size(); ++sb)
+            decodeInstance(*tables.at(ct.siblingClass[sb]), sibs[sb].first, sibs[sb].second, d.siblingEntries[sb], result);
     }
 
     // ---- stitching ----------------------------------------------------------------------------
@@ -681,7 +743,6 @@ struct PlannerSession::Impl {
         for (size_t k = 0; k < second.inputs.size(); ++k)
             if (second.inputs[k] == first.outputs[out] && ct.inputDim[k] >= 0) chain = static_cast<int>(k);
         if (chain < 0) return std::nullopt;
-        const auto consumers = model.graph().consumers();
         for (int a = run.firstInstance; a + 1 < run.firstInstance + run.count; ++a) {
             const auto& cur = bc.instances[static_cast<size_t>(a)];
             const auto& next = bc.instances[static_cast<size_t>(a + 1)];
@@ -753,6 +814,8 @@ struct PlannerSession::Impl {
     SearchResult solveAt(double lambda, bool recomputeAllowed)
     {
         tables.clear();
+        decodedCache.clear();
+        decodedMemory = 0;
         topDomain.clear();
         topSpecs.clear();
         const Graph& g = model.graph();
@@ -871,9 +934,16 @@ struct PlannerSession::Impl {
         decode(top, topDomain, assignment);
         result.objective = objective;
 
-        for (OpId op : inlinedOps) result.strategyOfOp[static_cast<size_t>(op)] = assignment[static_cast<size_t>(opVar.at(op))];
+        for (OpId op : inlinedOps) {
+            const int s = assignment[static_cast<size_t>(opVar.at(op))];
+            result.strategyOfOp[static_cast<size_t>(op)] = s;
+            decodedMemory += model.opCost(op, s, Recompute::None).memoryBytes();
+        }
         for (const auto& item : items) decodeItem(item, assignment, result);
         result.lambda = lambda;
+        // Step time and memory of the decoded plan (the full breakdown comes later, once).
+        result.breakdown.perDeviceBytes = decodedMemory;
+        result.breakdown.stepSeconds = objective - lambda * decodedMemory;
         return result;
     }
 
@@ -1072,6 +1142,7 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
     }
     d.folded = options.distinctOps.empty() ? base : foldGraph(d.model.graph(), options);
     d.producerSpecCache.clear();
+    d.indexFold();
 }
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
@@ -1115,18 +1186,21 @@ SearchResult PlannerSession::solve()
 {
     Impl& d = *impl_;
     const auto start = Clock::now();
-    const FoldedGraph saved = d.folded;
-    if (d.flat) d.folded = unfoldClasses(saved);
+    const std::clock_t cpuStart = std::clock();
+    // The flat baseline searches the same instances with nothing shared.
+    std::optional<FoldedGraph> saved;
+    if (d.flat) {
+        saved = std::move(d.folded);
+        d.folded = unfoldClasses(*saved);
+    }
     d.tablesSolved = 0;
     const double capacity = d.model.hardware().hbmBytes;
     const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
     const bool limited = limit > 0;
 
-    auto attempt = [&](double lambda) {
-        SearchResult r = d.solveAt(lambda, d.allowRecompute);
-        finish(d.model, d.folded, r);
-        return r;
-    };
+    // Each attempt needs only the plan's step time and memory; the full breakdown (every
+    // collective of every op) is built once, for the plan finally chosen.
+    auto attempt = [&](double lambda) { return d.solveAt(lambda, d.allowRecompute); };
     SearchResult best = attempt(0);
     if (limited && best.breakdown.perDeviceBytes > limit) {
         // Lagrangian relaxation: price memory at lambda seconds per byte. Bracket the cheapest
@@ -1157,6 +1231,11 @@ SearchResult PlannerSession::solve()
             best.fits = false;
         }
     }
+    best.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    best.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+    const auto breakdownStart = Clock::now();
+    finish(d.model, d.folded, best);
+    best.breakdownMs = std::chrono::duration<double, std::milli>(Clock::now() - breakdownStart).count();
     best.fits = best.fits && (!limited || best.breakdown.perDeviceBytes <= limit);
     best.memoryLimitBytes = limited ? limit : 0;
     best.method = d.flat ? "flat" : "folded";
@@ -1165,8 +1244,7 @@ SearchResult PlannerSession::solve()
     best.blockClasses = static_cast<int>(d.folded.classes.size());
     best.opsSearched = d.folded.searchedOps();
     best.tablesSolved = d.tablesSolved;
-    if (d.flat) d.folded = saved;
-    best.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (saved) d.folded = std::move(*saved);
     return best;
 }
 

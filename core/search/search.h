@@ -51,7 +51,9 @@ struct SearchResult {
     double lambda = 0;                  ///< seconds per byte
     bool fits = true;
     double memoryLimitBytes = 0;
-    double searchMs = 0;
+    double searchMs = 0;                ///< solving (tables, stitching, memory-limit bisection)
+    double searchCpuMs = 0;             ///< the same in process CPU time (robust on a busy machine)
+    double breakdownMs = 0;             ///< building the full breakdown of the chosen plan
     int blockClasses = 0;
     int opsSearched = 0;
     int tablesSolved = 0;               ///< class tables computed (not taken from the cache)
