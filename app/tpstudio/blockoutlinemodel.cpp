@@ -147,7 +147,7 @@ QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
             if (index.column() == NameColumn)
                 return bc.instances.size() > 1 ? QStringLiteral("%1  ×%2").arg(QString::fromStdString(bc.label)).arg(bc.instances.size())
                                                : QString::fromStdString(bc.label);
-            if (index.column() == CountColumn) return tr("%n op(s)", nullptr, bc.opsPerInstance());
+            if (index.column() == CountColumn) return countOf(bc.opsPerInstance(), "op", "ops");
             if (index.column() == TimeColumn && static_cast<size_t>(n.cls) < classSeconds_.size())
                 return formatSeconds(classSeconds_[static_cast<size_t>(n.cls)]);
             return {};
@@ -170,7 +170,7 @@ QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
         switch (role) {
         case Qt::DisplayRole:
             if (index.column() == NameColumn) return instanceLabel(g, inst);
-            if (index.column() == CountColumn) return tr("%n op(s)", nullptr, static_cast<int>(inst.ops.size()));
+            if (index.column() == CountColumn) return countOf(static_cast<int>(inst.ops.size()), "op", "ops");
             if (index.column() == TimeColumn) {
                 double s = 0;
                 for (OpId op : inst.ops) {

@@ -93,7 +93,7 @@ void BreakdownView::refresh()
     std::vector<const SearchResult*> results;
     if (plan) {
         const int locks = static_cast<int>(plan->locks.size());
-        plans_ << (locks ? tr("Yours (%n lock(s))", nullptr, locks) : tr("Searched"));
+        plans_ << (locks ? tr("Yours (%1)").arg(countOf(locks, "lock", "locks")) : tr("Searched"));
         results.push_back(&plan->result);
         if (plan->unlocked) {
             plans_ << tr("Searched");

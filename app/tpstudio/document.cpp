@@ -108,6 +108,12 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
             }
             if (project_file) filePath_ = source;
         } else {
+            // Unknown names fail here, with the list of known ones, rather than in the worker.
+            if (!isBuiltinModel(source.toStdString()) && !QFileInfo::exists(source)) {
+                if (source.contains(QLatin1Char('/')) || source.contains(QLatin1Char('.')))
+                    throw InputError(source.toStdString() + ": no such file");
+                builtinModelConfig(source.toStdString()); // throws, naming the known models
+            }
             project.settings.model = source.toStdString();
             filePath_.clear();
         }

@@ -388,7 +388,7 @@ void GraphView::rebuild()
             if (const auto it = collectivesAt.find(op); it != collectivesAt.end())
                 for (const auto& [kind, lines] : it->second) cardKinds[kind] << lines;
         }
-        const QString info = tr("%n op(s)", nullptr, bc.opsPerInstance()) + QStringLiteral(" · ") + formatSeconds(totalSeconds) +
+        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + formatSeconds(totalSeconds) +
                              (run.count > 1 ? tr(" each") : QString());
 
         // Layered layout of the nodes: rank = longest path from the card's inputs.
@@ -471,7 +471,7 @@ void GraphView::rebuild()
                     const auto& sg = f.siblings[static_cast<size_t>(n.group)];
                     const auto& sc = f.classes[static_cast<size_t>(sg.classId)];
                     item = new OpNodeItem(rect, QStringLiteral("%1  ×%2").arg(QString::fromStdString(sc.label)).arg(sg.instances.size()),
-                                          tr("%n parallel branch(es)", nullptr, static_cast<int>(sg.instances.size())), classColor(sg.classId), false);
+                                          countOf(static_cast<int>(sg.instances.size()), "parallel branch", "parallel branches"), classColor(sg.classId), false);
                     item->setToolTip(tr("Parallel identical branches (e.g. experts), %1 ops each").arg(sc.opsPerInstance()));
                 }
                 scene_.addItem(item);

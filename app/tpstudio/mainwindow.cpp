@@ -349,7 +349,7 @@ void MainWindow::updateStatus()
                      .arg(capacity / (1024.0 * 1024 * 1024), 0, 'f', 0)
                      .arg(plan->result.fits ? QString() : tr(" (does not fit)"));
     }
-    parts << tr("%n lock(s)", nullptr, static_cast<int>(document_->locks().size()));
+    parts << countOf(static_cast<int>(document_->locks().size()), "lock", "locks");
     parts << tr("undo %1").arg(document_->undoStack()->index());
     if (!lastError_.isEmpty()) parts << lastError_;
     status_->setText(parts.join(QStringLiteral(" · ")));

@@ -130,6 +130,12 @@ ProjectData projectFromPlanJson(const json& doc, const std::string& origin)
     s.seq = field<std::int64_t>(doc, "seq", 0, origin);
     s.microBatch = field<std::int64_t>(doc, "micro_batch", 0, origin);
     s.mode = field<std::string>(doc, "mode", s.mode, origin);
+    // The limit the plan was searched under: none (0), the capacity, or a number of bytes.
+    const json memory = doc.value("memory", json::object());
+    const double limit = field<double>(memory, "limit_bytes", -1.0, origin);
+    const double capacity = field<double>(memory, "capacity_bytes", 0.0, origin);
+    if (limit == 0) s.memoryLimit = "none";
+    else if (limit > 0 && limit != capacity) s.memoryLimit = std::to_string(static_cast<long long>(limit));
     // The plan's own choices come back as per-op locks only where the user had locked them;
     // the rest is searched again (the same inputs give the same plan: the search is exact).
     if (doc.contains("ops") && doc["ops"].is_array())

@@ -33,6 +33,11 @@ QString formatCount(double n)
     return QString::number(n);
 }
 
+QString countOf(int n, const char* singular, const char* plural)
+{
+    return QStringLiteral("%1 %2").arg(n).arg(QLatin1String(n == 1 ? singular : plural));
+}
+
 ShardingClass classifyStrategy(const CostModel& model, OpId op, int strategy)
 {
     const Graph& g = model.graph();

@@ -13,6 +13,8 @@ namespace tp {
 QString formatSeconds(double seconds); ///< "9.84 s", "3.1 ms", "42 µs"
 QString formatBytes(double bytes);     ///< "71.2 GiB"
 QString formatCount(double count);     ///< "175B", "12.3M"
+/// "1 lock", "2 locks" (the GUI ships no translations, so tr()'s %n plural forms do not apply).
+QString countOf(int n, const char* singular, const char* plural);
 
 /// What a strategy does to an op, in Megatron's words: which of its loops are split.
 enum class ShardingClass {

@@ -1,0 +1,449 @@
+// GUI tests (offscreen): the document and planner service, the main window's views, undo, project
+// files and the item models. Asynchronous results are awaited with QSignalSpy; nothing asserts
+// on timing (the two measured times are printed with qInfo).
+#include <QAbstractItemModelTester>
+#include <QLineEdit>
+#include <QTableView>
+#include <QElapsedTimer>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeView>
+
+#include "blockoutlinemodel.h"
+#include "breakdownview.h"
+#include "candidatemodel.h"
+#include "document.h"
+#include "graphview.h"
+#include "inspector.h"
+#include "mainwindow.h"
+#include "meshpanel.h"
+
+using namespace tp;
+
+namespace {
+
+constexpr int kPlanTimeoutMs = 120000;
+
+/// Small and quick to plan: GPT-2 on 2x4 without a memory limit.
+PlanSettings quickSettings()
+{
+    PlanSettings s;
+    s.model = "gpt2";
+    s.mesh = "2x4";
+    s.memoryLimit = "none";
+    return s;
+}
+
+OpId opNamed(const Document& doc, const std::string& name)
+{
+    for (const auto& op : doc.workspace()->model.graph.ops)
+        if (op.name == name) return op.id;
+    return -1;
+}
+
+/// Waits for the next plan to be applied to the document.
+bool waitForPlan(Document& doc)
+{
+    QSignalSpy spy(&doc, &Document::planChanged);
+    return spy.wait(kPlanTimeoutMs);
+}
+
+} // namespace
+
+class TestGui : public QObject {
+    Q_OBJECT
+private slots:
+    void openGpt3ShowsOneClassTimes96();
+    void lockInInspectorThenUndo();
+    void lockThisInstanceOnly();
+    void saveCloseReopenRestoresLocksAndMesh();
+    void itemModelsPassTester();
+    void staleJobIsDropped();
+    void documentAppliesOnlyTheLastOfQuickEdits();
+    void badInputIsReportedNotFatal();
+    void fieldsRefuseInvalidValues();
+    void graphViewFindsAndShowsOps();
+    void planFileOpensWithItsSettings();
+};
+
+void TestGui::openGpt3ShowsOneClassTimes96()
+{
+    MainWindow window(false);
+    window.resize(1600, 1000);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    PlanSettings base;
+    base.mesh = "8x8";
+    base.microBatch = 1;
+    QElapsedTimer clock;
+    clock.start();
+    QVERIFY(window.openSource(QStringLiteral("gpt3-175b"), base));
+    QVERIFY(waitForPlan(*window.document()));
+    window.repaint(); // the first complete paint with the plan on screen
+    qInfo("open GPT-3 175B (8x8) to first complete paint: %lld ms", static_cast<long long>(clock.elapsed()));
+
+    // The outline: exactly one class with 96 instances, of 21 ops each.
+    BlockOutlineModel* outline = window.outlineModel();
+    int times96 = 0;
+    QModelIndex layers;
+    for (int row = 0; row < outline->rowCount(); ++row) {
+        const QModelIndex cls = outline->index(row, 0);
+        if (outline->rowCount(cls) == 96) {
+            ++times96;
+            layers = cls;
+        }
+    }
+    QCOMPARE(times96, 1);
+    QVERIFY(layers.data().toString().contains(QStringLiteral("×96")));
+    QCOMPARE(outline->rowCount(outline->index(0, 0, layers)), 21);
+
+    // The graph view shows one card for the 96 layers and draws the plan's collectives.
+    const SceneIndex& scene = window.graphView()->sceneIndex();
+    QCOMPARE(std::count_if(scene.cardLabels.begin(), scene.cardLabels.end(), [](const QString& l) { return l.contains(QStringLiteral("×96")); }), 1L);
+    QCOMPARE(scene.opItems.size(), size_t(21)); // the biggest block opens by default
+    QVERIFY(scene.badges > 0);
+    // The status bar reports the search, step time, memory, locks and undo depth.
+    const QString status = window.statusText();
+    QVERIFY2(status.contains(QStringLiteral("searched in")) && status.contains(QStringLiteral("step")) &&
+                 status.contains(QStringLiteral("GiB")) && status.contains(QStringLiteral("0 locks")) &&
+                 status.contains(QStringLiteral("undo 0")),
+             qPrintable(status));
+    // The breakdown compares the plan with the two baselines.
+    QCOMPARE(window.breakdownView()->comparedPlans(),
+             QStringList({QStringLiteral("Searched"), QStringLiteral("Megatron"), QStringLiteral("Data parallel")}));
+
+    // An edit on the big model: lock fc1 in all 96 layers; time until the views show the plan.
+    Document& doc = *window.document();
+    const OpId fc1 = opNamed(doc, "layers.0/mlp/fc1");
+    const int other = doc.plan()->result.strategyOfOp[static_cast<size_t>(fc1)] == 0 ? 1 : 0;
+    clock.restart();
+    QVERIFY(doc.lockOp(fc1, other, LockScope::AllInstances));
+    QVERIFY(waitForPlan(doc));
+    window.repaint();
+    qInfo("edit (lock layers.*/mlp/fc1 on GPT-3 175B 8x8) to updated plan on screen: %lld ms (search %.1f ms, unlocked search cached)",
+          static_cast<long long>(clock.elapsed()), doc.plan()->result.searchMs);
+    QCOMPARE(std::count(doc.plan()->result.lockedOp.begin(), doc.plan()->result.lockedOp.end(), true), 96L);
+    QVERIFY(window.statusText().contains(QStringLiteral("1 lock ")));
+    QCOMPARE(window.breakdownView()->comparedPlans().first(), QStringLiteral("Yours (1 lock)"));
+    clock.restart();
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    window.repaint();
+    qInfo("undo to updated plan on screen: %lld ms", static_cast<long long>(clock.elapsed()));
+}
+
+void TestGui::lockInInspectorThenUndo()
+{
+    Document doc;
+    Inspector inspector;
+    inspector.setDocument(&doc);
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    const std::vector<int> before = doc.plan()->result.strategyOfOp;
+    const OpId fc1 = opNamed(doc, "layers.0/mlp/fc1");
+    QVERIFY(fc1 >= 0);
+    doc.setSelectedOp(fc1);
+    QCOMPARE(inspector.candidateModel()->op(), fc1);
+
+    // Lock a candidate other than the chosen one, by its row in the inspector's table.
+    const int chosen = inspector.candidateModel()->chosenStrategy();
+    QAbstractItemModel* table = inspector.candidateView()->model();
+    int row = -1, picked = -1;
+    for (int r = 0; r < table->rowCount() && row < 0; ++r) {
+        const int s = table->index(r, 0).data(CandidateModel::StrategyIndexRole).toInt();
+        if (s != chosen) {
+            row = r;
+            picked = s;
+        }
+    }
+    QVERIFY(row >= 0);
+    QElapsedTimer clock;
+    clock.start();
+    QSignalSpy finished(&doc, &Document::searchFinished);
+    inspector.lockRow(row);
+    QVERIFY(finished.wait(kPlanTimeoutMs));
+    qInfo("edit (lock) to updated plan: %lld ms", static_cast<long long>(clock.elapsed()));
+
+    // The lock covers the op in every layer; the new plan honours it.
+    QCOMPARE(doc.locks().size(), size_t(1));
+    QCOMPARE(doc.locks()[0].pattern, std::string("layers.*/mlp/fc1"));
+    const SearchResult& locked = doc.plan()->result;
+    int lockedOps = 0;
+    for (const auto& op : doc.workspace()->model.graph.ops)
+        if (globMatch("layers.*/mlp/fc1", op.name)) {
+            QVERIFY(locked.lockedOp[static_cast<size_t>(op.id)]);
+            QCOMPARE(locked.strategyOfOp[static_cast<size_t>(op.id)], picked);
+            ++lockedOps;
+        }
+    QCOMPARE(lockedOps, 12);
+    QCOMPARE(std::count(locked.lockedOp.begin(), locked.lockedOp.end(), true), 12L);
+    QCOMPARE(inspector.candidateModel()->chosenStrategy(), picked);
+    // With a lock the breakdown compares the user's plan with the unconstrained search.
+    QVERIFY(doc.plan()->unlocked.has_value());
+    QCOMPARE(doc.plan()->unlocked->strategyOfOp, before);
+
+    // Undo restores the previous plan exactly.
+    doc.undoStack()->undo();
+    QVERIFY(doc.locks().empty());
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.plan()->result.strategyOfOp, before);
+    QCOMPARE(std::count(doc.plan()->result.lockedOp.begin(), doc.plan()->result.lockedOp.end(), true), 0L);
+    // And redo brings the lock back.
+    doc.undoStack()->redo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.plan()->result.strategyOfOp[static_cast<size_t>(fc1)], picked);
+}
+
+void TestGui::lockThisInstanceOnly()
+{
+    Document doc;
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    const OpId fc1 = opNamed(doc, "layers.5/mlp/fc1");
+    const int chosen = doc.plan()->result.strategyOfOp[static_cast<size_t>(fc1)];
+    const int other = chosen == 0 ? 1 : 0;
+    QVERIFY(doc.lockOp(fc1, other, LockScope::ThisInstance));
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.locks()[0].pattern, std::string("layers.5/mlp/fc1"));
+    const SearchResult& r = doc.plan()->result;
+    QVERIFY(r.lockedOp[static_cast<size_t>(fc1)]);
+    QCOMPARE(r.strategyOfOp[static_cast<size_t>(fc1)], other);
+    QCOMPARE(std::count(r.lockedOp.begin(), r.lockedOp.end(), true), 1L);
+    // Unlocking removes it again (one more undoable edit).
+    doc.unlockOp(fc1);
+    QVERIFY(doc.locks().empty());
+    QCOMPARE(doc.undoStack()->count(), 2);
+}
+
+void TestGui::saveCloseReopenRestoresLocksAndMesh()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath(QStringLiteral("project.tpproj.json"));
+    std::vector<int> strategies;
+    {
+        Document doc;
+        doc.open(quickSettings());
+        QVERIFY(waitForPlan(doc));
+        doc.setMesh(QStringLiteral("4x2"));
+        QVERIFY(waitForPlan(doc));
+        const OpId q = opNamed(doc, "layers.0/attn/q");
+        QVERIFY(doc.lockOp(q, 1, LockScope::AllInstances));
+        QVERIFY(waitForPlan(doc));
+        doc.setExpandedClasses({QStringLiteral("layers.*")});
+        doc.setSelectedOp(q);
+        QVERIFY(doc.saveProject(path));
+        QVERIFY(doc.undoStack()->isClean());
+        strategies = doc.plan()->result.strategyOfOp;
+    }
+    Document reopened;
+    QVERIFY(reopened.openSource(path));
+    QCOMPARE(reopened.settings().mesh, std::string("4x2"));
+    QCOMPARE(reopened.settings().model, std::string("gpt2"));
+    QCOMPARE(reopened.settings().memoryLimit, std::string("none"));
+    QCOMPARE(reopened.locks().size(), size_t(1));
+    QCOMPARE(reopened.locks()[0].pattern, std::string("layers.*/attn/q"));
+    QCOMPARE(reopened.expandedClasses(), QStringList({QStringLiteral("layers.*")}));
+    QVERIFY(waitForPlan(reopened));
+    QCOMPARE(reopened.workspace()->mesh.shapeText(), std::string("4x2"));
+    QCOMPARE(reopened.plan()->result.strategyOfOp, strategies);
+    QCOMPARE(reopened.selectedOp(), opNamed(reopened, "layers.0/attn/q"));
+    QVERIFY(reopened.undoStack()->count() == 0); // opening is not an edit
+}
+
+void TestGui::itemModelsPassTester()
+{
+    Document doc;
+    BlockOutlineModel outline;
+    QAbstractItemModelTester outlineTester(&outline, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    outline.setDocument(&doc);
+    CandidateModel candidates;
+    QAbstractItemModelTester candidateTester(&candidates, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(outline.rowCount() > 1);
+    const OpId fc2 = opNamed(doc, "layers.3/mlp/fc2");
+    const QModelIndex index = outline.indexOfOp(fc2);
+    QVERIFY(index.isValid());
+    QCOMPARE(index.data(BlockOutlineModel::OpIdRole).toInt(), fc2);
+    QCOMPARE(index.data().toString(), QStringLiteral("mlp/fc2"));
+    QCOMPARE(outline.parent(index).data().toString(), QStringLiteral("layers.3"));
+    candidates.setOp(doc.plan(), fc2);
+    QCOMPARE(candidates.rowCount(), static_cast<int>(doc.workspace()->costModel->strategies(fc2).size()));
+    // The chosen candidate is the plan's, and no candidate is cheaper next to the same neighbours
+    // (the search is exact; the inspector's costs come from the same cost model).
+    const int chosen = candidates.chosenStrategy();
+    const auto& rows = candidates.candidates();
+    double best = rows[0].seconds();
+    for (const auto& c : rows) best = std::min(best, c.seconds());
+    QVERIFY(rows[static_cast<size_t>(chosen)].seconds() <= best * (1 + 1e-9) + 1e-12 ||
+            doc.plan()->result.lambda > 0); // a memory price may prefer a slower, smaller one
+    // A new plan and a new model go through the testers too.
+    doc.setMesh(QStringLiteral("8"));
+    QVERIFY(waitForPlan(doc));
+    candidates.setOp(doc.plan(), fc2);
+    doc.setModelSource(QStringLiteral("bert-base"));
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(outline.rowCount() > 0);
+    candidates.setOp(doc.plan(), -1);
+    QCOMPARE(candidates.rowCount(), 0);
+}
+
+void TestGui::staleJobIsDropped()
+{
+    PlannerService service;
+    QSignalSpy finished(&service, &PlannerService::finished);
+    QSignalSpy dropped(&service, &PlannerService::dropped);
+    PlanSettings first = quickSettings();
+    first.mesh = "8";
+    PlanSettings second = quickSettings();
+    second.mesh = "2x4";
+    const quint64 firstJob = service.request(first, {});
+    const quint64 secondJob = service.request(second, {});
+    QVERIFY(secondJob > firstJob);
+    QVERIFY(finished.wait(kPlanTimeoutMs));
+    service.waitForIdle();
+    QCoreApplication::processEvents();
+    QTRY_COMPARE(dropped.size(), 1);
+    QCOMPARE(finished.size(), 1);
+    const auto outcome = finished.at(0).at(0).value<std::shared_ptr<const PlanOutcome>>();
+    QCOMPARE(outcome->jobId, secondJob);
+    QCOMPARE(outcome->workspace->mesh.shapeText(), std::string("2x4"));
+    QCOMPARE(dropped.at(0).at(0).value<quint64>(), firstJob);
+}
+
+void TestGui::documentAppliesOnlyTheLastOfQuickEdits()
+{
+    Document doc;
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    QSignalSpy plans(&doc, &Document::planChanged);
+    doc.setMesh(QStringLiteral("8"));
+    doc.setMesh(QStringLiteral("2x2"));
+    doc.setMesh(QStringLiteral("4"));
+    QVERIFY(plans.wait(kPlanTimeoutMs));
+    doc.service().waitForIdle();
+    QCoreApplication::processEvents();
+    QCOMPARE(plans.size(), 1);
+    QCOMPARE(doc.workspace()->mesh.shapeText(), std::string("4"));
+    QCOMPARE(doc.undoStack()->count(), 3);
+    QVERIFY(!doc.isSearching());
+}
+
+void TestGui::badInputIsReportedNotFatal()
+{
+    Document doc;
+    QSignalSpy errors(&doc, &Document::errorOccurred);
+    QVERIFY(!doc.openSource(QStringLiteral("no-such-model")));
+    QCOMPARE(errors.size(), 1);
+    QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("no-such-model")));
+
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    const auto good = doc.plan();
+    // 12 heads do not split 5 ways, but a 5-device mesh is valid: the search just avoids it.
+    // A lock naming no op is refused by the core; the last good plan stays on screen.
+    doc.setLocks({{"nothing/*", "-"}}, QStringLiteral("bad lock"));
+    QVERIFY(errors.wait(kPlanTimeoutMs));
+    QVERIFY(errors.last().at(0).toString().contains(QStringLiteral("nothing/*")));
+    QCOMPARE(doc.plan(), good);
+    // Undo returns to a valid state and a plan arrives again.
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.plan()->result.strategyOfOp, good->result.strategyOfOp);
+
+    MainWindow window(false);
+    QVERIFY(!window.openSource(QStringLiteral("/nonexistent/model.tpgraph.json")));
+    QVERIFY(window.statusText().contains(QStringLiteral("nonexistent")));
+}
+
+void TestGui::fieldsRefuseInvalidValues()
+{
+    MeshShapeValidator mesh;
+    int pos = 0;
+    QString text = QStringLiteral("2x8");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Acceptable);
+    text = QStringLiteral("4x4x8");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Acceptable);
+    text = QStringLiteral("2x");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Intermediate);
+    text = QStringLiteral("2y8");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Invalid);
+    text = QStringLiteral("0x8");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Invalid);
+    text = QStringLiteral("2x2x2x2");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Invalid);
+    text = QStringLiteral("1000x1000");
+    QCOMPARE(mesh.validate(text, pos), QValidator::Invalid);
+    ByteQuantityValidator bytes;
+    text = QStringLiteral("80GiB");
+    QCOMPARE(bytes.validate(text, pos), QValidator::Acceptable);
+    text = QStringLiteral("none");
+    QCOMPARE(bytes.validate(text, pos), QValidator::Acceptable);
+    text = QStringLiteral("eighty");
+    QCOMPARE(bytes.validate(text, pos), QValidator::Invalid);
+
+    // A refused value never reaches the document: typing an invalid mesh changes nothing.
+    Document doc;
+    MeshPanel panel;
+    panel.setDocument(&doc);
+    doc.open(quickSettings());
+    panel.meshField()->setFocus();
+    panel.meshField()->selectAll();
+    QTest::keyClicks(panel.meshField(), QStringLiteral("2y")); // the y is refused
+    QCOMPARE(panel.meshField()->text(), QStringLiteral("2"));
+    QTest::keyClick(panel.meshField(), Qt::Key_Return);
+    QCOMPARE(doc.settings().mesh, std::string("2"));
+    QCOMPARE(doc.undoStack()->count(), 1);
+}
+
+void TestGui::graphViewFindsAndShowsOps()
+{
+    Document doc;
+    GraphView view;
+    view.resize(900, 700);
+    view.setDocument(&doc);
+    view.show();
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    // Opening expands the biggest block: its 21 ops are drawn.
+    QCOMPARE(doc.expandedClasses(), QStringList({QStringLiteral("layers.*")}));
+    QCOMPARE(view.sceneIndex().opItems.size(), size_t(21));
+    QVERIFY(view.findNext(QStringLiteral("fc2")));
+    const OpId found = doc.selectedOp();
+    QVERIFY(QString::fromStdString(doc.workspace()->model.graph.op(found).name).contains(QStringLiteral("fc2")));
+    QVERIFY(view.findNext(QStringLiteral("fc2")));
+    QVERIFY(doc.selectedOp() != found); // the next match
+    QVERIFY(!view.findNext(QStringLiteral("no such op")));
+    // Collapsing the block leaves one card per run and no op nodes.
+    doc.setExpandedClasses({});
+    QCOMPARE(view.sceneIndex().opItems.size(), size_t(0));
+    QCOMPARE(view.sceneIndex().cards.size(), doc.workspace()->folded.runs.size());
+}
+
+void TestGui::planFileOpensWithItsSettings()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("plan.tpplan.json"));
+    Document doc;
+    PlanSettings s = quickSettings();
+    s.mesh = "2x2";
+    doc.open(s, {{"layers.*/mlp/fc2", "h=y"}});
+    QVERIFY(waitForPlan(doc));
+    const PlanWorkspace& ws = *doc.workspace();
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(QByteArray::fromStdString(planToJson(ws.context, *ws.costModel, ws.folded, doc.plan()->result).dump()));
+    file.close();
+    Document reopened;
+    QVERIFY(reopened.openSource(path));
+    QCOMPARE(reopened.settings().mesh, std::string("2x2"));
+    QCOMPARE(reopened.locks().size(), size_t(12)); // the locked ops come back as per-op locks
+    QVERIFY(waitForPlan(reopened));
+    QCOMPARE(reopened.plan()->result.strategyOfOp[static_cast<size_t>(opNamed(reopened, "layers.7/mlp/fc2"))],
+             doc.plan()->result.strategyOfOp[static_cast<size_t>(opNamed(doc, "layers.7/mlp/fc2"))]);
+}
+
+QTEST_MAIN(TestGui)
+#include "tst_gui.moc"
