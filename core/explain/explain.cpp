@@ -376,8 +376,15 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         cs.phase = phaseName(call.phase);
         cs.bytes = call.bytes;
         cs.seconds = call.seconds;
-        for (size_t i = 0; i < op.inputs.size(); ++i)
-            if (g.tensor(op.inputs[i]).role == TensorRole::Weight) cs.tensor = g.tensor(op.inputs[i]).name;
+        // The weight whose gradient shard has this message size (the cost model sends each
+        // owned weight's gradient shard, gradBytesPerParam bytes per element).
+        for (size_t i = 0; i < op.inputs.size() && cs.tensor.empty(); ++i) {
+            const Tensor& w = g.tensor(op.inputs[i]);
+            if (w.role != TensorRole::Weight) continue;
+            const double bytes = static_cast<double>(model.inputSpec(id, s, static_cast<int>(i)).shardNumel(w.shape, mesh)) *
+                                 model.settings().gradBytesPerParam;
+            if (bytes == call.bytes) cs.tensor = w.name;
+        }
         cs.why = "the weight '" + cs.tensor + "' is replicated over " + cs.axis + " while the op splits a loop the weight lacks over " +
                  cs.axis + " (data parallelism): each device's gradient covers only its slice, summed once per step";
         cs.formula = formulaOf(call, mesh);
