@@ -94,7 +94,8 @@ LayoutInput foldedPlanGraph(const PlanWorkspace& ws, const SearchResult& result)
 
     // Legend: one swatch per kind of sharding.
     in.clusters.push_back({"legend", "sharding", "#ffffff", "#bbbbbb"});
-    for (int k = 0; k <= static_cast<int>(ShardKind::Mixed); ++k) {
+    // dot lays out unconnected nodes of a rank right to left: add them in reverse to read in order.
+    for (int k = static_cast<int>(ShardKind::Mixed); k >= 0; --k) {
         LayoutNode n;
         n.id = "legend" + std::to_string(k);
         n.label = std::string(shardKindName(static_cast<ShardKind>(k)));

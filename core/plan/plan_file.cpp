@@ -248,8 +248,9 @@ public:
             return;
         }
         PlanDifference d{path, stored ? *stored : json(), recomputed ? *recomputed : json(), {}};
+        const std::string unitKey = path.starts_with("/cost/comm_by_kind/") ? key + "_s" : key;
         d.message = stored ? "stored " + path.substr(1) + " is not part of a recomputed plan"
-                           : "stored plan lacks " + path.substr(1) + " (recomputed " + recomputed->dump() + ")";
+                           : "stored plan lacks " + path.substr(1) + " (recomputed " + formatFigure(unitKey, *recomputed, 6) + ")";
         out_.push_back(std::move(d));
     }
 
