@@ -93,13 +93,18 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
         if (project_file || plan_file) {
             QFile file(source);
             if (!file.open(QIODevice::ReadOnly)) throw InputError(source.toStdString() + ": cannot open: " + file.errorString().toStdString());
-            nlohmann::json json;
-            try {
-                json = nlohmann::json::parse(file.readAll().toStdString());
-            } catch (const nlohmann::json::exception& e) {
-                throw InputError(source.toStdString() + ": not valid JSON: " + e.what());
+            const std::string text = file.readAll().toStdString();
+            if (project_file) {
+                project = readProject(text, source.toStdString());
+            } else {
+                nlohmann::json json;
+                try {
+                    json = nlohmann::json::parse(text);
+                } catch (const nlohmann::json::exception& e) {
+                    throw InputError(source.toStdString() + ": not valid JSON: " + e.what());
+                }
+                project = projectFromPlanJson(json, source.toStdString());
             }
-            project = project_file ? projectFromJson(json, source.toStdString()) : projectFromPlanJson(json, source.toStdString());
             // A model file named relative to the project is found next to it.
             const QFileInfo modelInfo(QString::fromStdString(project.settings.model));
             if (modelInfo.isRelative() && !isBuiltinModel(project.settings.model)) {
@@ -143,7 +148,7 @@ bool Document::saveProject(const QString& path)
         emit errorOccurred(tr("%1: cannot write: %2").arg(path, file.errorString()));
         return false;
     }
-    file.write(QByteArray::fromStdString(projectToJson(project).dump(2) + "\n"));
+    file.write(QByteArray::fromStdString(writeProject(project)));
     if (!file.commit()) {
         emit errorOccurred(tr("%1: cannot write: %2").arg(path, file.errorString()));
         return false;

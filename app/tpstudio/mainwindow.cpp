@@ -23,6 +23,9 @@
 #include <QTreeView>
 
 #include "blockoutlinemodel.h"
+#include "io/export_plan.h"
+#include "plan/plan_file.h"
+#include "util/error.h"
 #include "breakdownview.h"
 #include "graphview.h"
 #include "inspector.h"
@@ -137,7 +140,13 @@ void MainWindow::createActions()
     file->addAction(tr("Save Project &As…"), QKeySequence::SaveAs, this, &MainWindow::saveAs);
     QMenu* exportMenu = file->addMenu(tr("&Export"));
     exportMenu->addAction(tr("Plan (.tpplan.json)…"), QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportPlanJson);
-    exportMenu->addAction(tr("Graph image (PNG or SVG)…"), this, &MainWindow::exportGraphImage);
+    // Every format of core/io/export_plan (CSV, DOT/SVG/PNG by Graphviz, PyTorch, Megatron, HF).
+    for (const auto& format : exportFormats()) {
+        const QString f = QString::fromStdString(format);
+        exportMenu->addAction(tr("%1…").arg(f.toUpper()), this, [this, f] { exportFormat(f); });
+    }
+    exportMenu->addSeparator();
+    exportMenu->addAction(tr("Graph view as shown (PNG or SVG)…"), this, &MainWindow::exportGraphImage);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -432,10 +441,37 @@ void MainWindow::exportPlanJson()
     const PlanWorkspace& ws = *plan->workspace;
     const auto json = planToJson(ws.context, *ws.costModel, ws.folded, plan->result);
     QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(QByteArray::fromStdString(json.dump(2) + "\n")) < 0 || !file.commit())
+    if (!file.open(QIODevice::WriteOnly) || file.write(QByteArray::fromStdString(writePlanFile(json))) < 0 || !file.commit())
         showError(tr("%1: cannot write: %2").arg(path, file.errorString()));
     else
         statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+void MainWindow::exportFormat(const QString& format)
+{
+    const auto plan = document_->plan();
+    if (!plan) return;
+    static const std::map<QString, QString> suffixes = {{QStringLiteral("csv"), QStringLiteral(".csv")},
+                                                        {QStringLiteral("dot"), QStringLiteral(".dot")},
+                                                        {QStringLiteral("svg"), QStringLiteral(".svg")},
+                                                        {QStringLiteral("png"), QStringLiteral(".png")},
+                                                        {QStringLiteral("pytorch"), QStringLiteral(".py")},
+                                                        {QStringLiteral("megatron"), QStringLiteral(".sh")},
+                                                        {QStringLiteral("hf-tp-plan"), QStringLiteral(".json")}};
+    const auto it = suffixes.find(format);
+    const QString suffix = it == suffixes.end() ? QStringLiteral(".") + format : it->second;
+    QString path = QFileDialog::getSaveFileName(this, tr("Export %1").arg(format), QString(), tr("%1 (*%2)").arg(format.toUpper(), suffix));
+    if (path.isEmpty()) return;
+    if (!path.endsWith(suffix)) path += suffix;
+    try {
+        const std::string bytes = exportPlan(*plan->workspace, plan->result, format.toStdString());
+        QSaveFile file(path);
+        if (!file.open(QIODevice::WriteOnly) || file.write(bytes.data(), static_cast<qint64>(bytes.size())) < 0 || !file.commit())
+            throw InputError(path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+        statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+    } catch (const InputError& e) {
+        showError(QString::fromUtf8(e.what()));
+    }
 }
 
 void MainWindow::exportGraphImage()

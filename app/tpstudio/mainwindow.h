@@ -70,6 +70,7 @@ private:
     void save();
     void exportPlanJson();
     void exportGraphImage();
+    void exportFormat(const QString& format);
     bool maybeDiscard();
 
     std::unique_ptr<Document> document_;

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "plan/plan_file.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -50,19 +51,10 @@ namespace {
 
 using nlohmann::json;
 
-json settingsToJson(const PlanSettings& s)
-{
-    json j = {{"model", s.model}, {"mesh", s.mesh},       {"hardware", s.hardware},       {"batch", s.batch},
-              {"seq", s.seq},     {"micro_batch", s.microBatch}, {"mode", s.mode}, {"memory_limit", s.memoryLimit}};
-    if (s.intraNodeGBps > 0) j["intra_node_GBps"] = s.intraNodeGBps;
-    if (s.interNodeGBps > 0) j["inter_node_GBps"] = s.interNodeGBps;
-    return j;
-}
-
 template <typename T>
 T field(const json& object, const char* key, const T& fallback, const std::string& origin)
 {
-    if (!object.contains(key)) return fallback;
+    if (!object.is_object() || !object.contains(key)) return fallback;
     try {
         return object.at(key).get<T>();
     } catch (const json::exception&) {
@@ -72,45 +64,48 @@ T field(const json& object, const char* key, const T& fallback, const std::strin
 
 } // namespace
 
-json projectToJson(const ProjectData& project)
+std::string writeProject(const ProjectData& project)
 {
-    json locks = json::array();
-    for (const auto& lock : project.locks) locks.push_back(lockText(lock));
-    return {{"format", "tpstudio.project"},
-            {"version", kProjectFormatVersion},
-            {"settings", settingsToJson(project.settings)},
-            {"locks", locks},
-            {"view", {{"expanded", project.expandedClasses}, {"selected", project.selectedOp}}}};
+    ProjectFile file;
+    const PlanSettings& s = project.settings;
+    file.model = s.model;
+    file.mesh = s.mesh;
+    file.hardware = s.hardware;
+    file.batch = s.batch;
+    file.seq = s.seq;
+    file.mode = s.mode;
+    file.microBatch = s.microBatch;
+    file.memoryLimit = s.memoryLimit;
+    file.intraNodeGBps = s.intraNodeGBps;
+    file.interNodeGBps = s.interNodeGBps;
+    for (const auto& lock : project.locks) file.locks.push_back(lockText(lock));
+    file.view = {{"expanded", project.expandedClasses}, {"selected", project.selectedOp}};
+    return writeProjectJson(file);
 }
 
-ProjectData projectFromJson(const json& doc, const std::string& origin)
+ProjectData readProject(const std::string& text, const std::string& origin)
 {
-    if (!doc.is_object() || doc.value("format", std::string()) != "tpstudio.project")
-        throw InputError(origin + ": not a TP Studio project (expected \"format\": \"tpstudio.project\")");
-    const int version = field<int>(doc, "version", 0, origin);
-    if (version > kProjectFormatVersion)
-        throw InputError(origin + ": project version " + std::to_string(version) + " is newer than this TP Studio reads (" +
-                         std::to_string(kProjectFormatVersion) + ")");
-    if (version < 1) throw InputError(origin + ": field 'version' is missing or invalid");
+    const ProjectFile file = readProjectJson(text, origin);
     ProjectData p;
-    const json settings = doc.value("settings", json::object());
-    if (!settings.is_object()) throw InputError(origin + ": field 'settings' must be an object");
     PlanSettings& s = p.settings;
-    s.model = field<std::string>(settings, "model", s.model, origin);
-    s.mesh = field<std::string>(settings, "mesh", s.mesh, origin);
-    s.hardware = field<std::string>(settings, "hardware", s.hardware, origin);
-    s.batch = field<std::int64_t>(settings, "batch", 0, origin);
-    s.seq = field<std::int64_t>(settings, "seq", 0, origin);
-    s.microBatch = field<std::int64_t>(settings, "micro_batch", 0, origin);
-    s.mode = field<std::string>(settings, "mode", s.mode, origin);
-    s.memoryLimit = field<std::string>(settings, "memory_limit", "", origin);
-    s.intraNodeGBps = field<double>(settings, "intra_node_GBps", 0.0, origin);
-    s.interNodeGBps = field<double>(settings, "inter_node_GBps", 0.0, origin);
-    for (const auto& text : field<std::vector<std::string>>(doc, "locks", {}, origin)) p.locks.push_back(parseLockRequest(text));
-    const json view = doc.value("view", json::object());
+    s.model = file.model;
+    s.mesh = file.mesh;
+    s.hardware = file.hardware;
+    s.batch = file.batch;
+    s.seq = file.seq;
+    s.mode = file.mode;
+    s.microBatch = file.microBatch;
+    s.memoryLimit = file.memoryLimit;
+    s.intraNodeGBps = file.intraNodeGBps;
+    s.interNodeGBps = file.interNodeGBps;
+    for (const auto& text : file.locks) p.locks.push_back(parseLockRequest(text));
+    // The view is the GUI's own: tolerate what it does not understand.
+    const json& view = file.view;
     if (view.is_object()) {
-        p.expandedClasses = field<std::vector<std::string>>(view, "expanded", {}, origin);
-        p.selectedOp = field<std::string>(view, "selected", "", origin);
+        if (view.contains("expanded") && view["expanded"].is_array())
+            for (const auto& label : view["expanded"])
+                if (label.is_string()) p.expandedClasses.push_back(label.get<std::string>());
+        if (view.contains("selected") && view["selected"].is_string()) p.selectedOp = view["selected"].get<std::string>();
     }
     return p;
 }

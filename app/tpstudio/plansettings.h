@@ -40,18 +40,17 @@ struct PlanSettings {
 
 std::string lockText(const LockRequest& lock); ///< "GLOB=STRATEGY"
 
-/// Project files (.tpproj.json): core/plan has no project reader yet, so the GUI keeps its own
-/// versioned envelope {"format": "tpstudio.project", "version": 1, ...}.
-inline constexpr int kProjectFormatVersion = 1;
+/// A project (.tpproj.json) as the GUI holds it; read and written by core/plan/plan_file
+/// (ProjectFile), with the GUI's view state in its opaque "view" object.
 struct ProjectData {
     PlanSettings settings;
     std::vector<LockRequest> locks;
     std::vector<std::string> expandedClasses; ///< view state: labels of expanded block cards
     std::string selectedOp;
 };
-nlohmann::json projectToJson(const ProjectData& project);
+std::string writeProject(const ProjectData& project);
 /// Throws InputError naming the file and field at fault; refuses newer versions.
-ProjectData projectFromJson(const nlohmann::json& json, const std::string& origin);
+ProjectData readProject(const std::string& text, const std::string& origin);
 /// Reads the settings and locked ops of a saved plan (.tpplan.json). Throws InputError.
 ProjectData projectFromPlanJson(const nlohmann::json& json, const std::string& origin);
 
