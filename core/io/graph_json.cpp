@@ -5,6 +5,7 @@
 #include "../graph/opkinds.h"
 #include "../graph/validate.h"
 #include "../util/error.h"
+#include "../util/json_limits.h"
 
 namespace tp {
 
@@ -96,7 +97,7 @@ public:
 
     AttrValue attr(const json& v, const std::string& path) const
     {
-        if (v.is_number_integer()) return v.get<std::int64_t>();
+        if (v.is_number_integer()) return integer(v, path);
         if (v.is_number_float()) return v.get<double>();
         if (v.is_string()) return v.get<std::string>();
         if (v.is_array()) {
@@ -140,8 +141,10 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         const std::string p = "/tensors/" + std::to_string(i);
         const json& t = tensors[i];
         Tensor tensor;
-        tensor.id = static_cast<TensorId>(r.integer(r.field(t, p, "id"), p + "/id"));
-        if (tensor.id != static_cast<TensorId>(i)) r.fail(p + "/id", "is " + std::to_string(tensor.id) + ", expected " + std::to_string(i) + " (ids are positions)");
+        // Compared before narrowing to TensorId, so that 2^32 is not taken for 0.
+        const std::int64_t tensorId = r.integer(r.field(t, p, "id"), p + "/id");
+        if (tensorId != static_cast<std::int64_t>(i)) r.fail(p + "/id", "is " + std::to_string(tensorId) + ", expected " + std::to_string(i) + " (ids are positions)");
+        tensor.id = static_cast<TensorId>(tensorId);
         tensor.name = r.string(t, p, "name");
         tensor.shape = r.intList(t, p, "shape");
         if (tensor.shape.size() > kMaxRank) r.fail(p + "/shape", "has rank " + std::to_string(tensor.shape.size()) + "; at most 16 dims");
@@ -170,8 +173,9 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         const std::string p = "/ops/" + std::to_string(i);
         const json& o = ops[i];
         Op op;
-        op.id = static_cast<OpId>(r.integer(r.field(o, p, "id"), p + "/id"));
-        if (op.id != static_cast<OpId>(i)) r.fail(p + "/id", "is " + std::to_string(op.id) + ", expected " + std::to_string(i) + " (ids are positions)");
+        const std::int64_t opId = r.integer(r.field(o, p, "id"), p + "/id");
+        if (opId != static_cast<std::int64_t>(i)) r.fail(p + "/id", "is " + std::to_string(opId) + ", expected " + std::to_string(i) + " (ids are positions)");
+        op.id = static_cast<OpId>(opId);
         op.name = r.string(o, p, "name");
         const std::string kind = r.string(o, p, "kind");
         auto k = parseOpKind(kind);
@@ -196,6 +200,7 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         }
         g.ops.push_back(std::move(op));
     }
+    if (g.ops.empty()) r.fail("/ops", "is empty; a graph needs at least one op");
     try {
         validateGraph(g);
     } catch (const InputError& e) {
@@ -206,6 +211,7 @@ Graph graphFromJson(const json& doc, const std::string& origin)
 
 Graph readGraphJson(const std::string& text, const std::string& origin)
 {
+    checkJsonLimits(text, origin);
     json doc = json::parse(text, nullptr, false);
     if (doc.is_discarded()) {
         // Parse again with exceptions to get the position of the error.
@@ -219,6 +225,13 @@ Graph readGraphJson(const std::string& text, const std::string& origin)
             const auto at = detail.find(" at line ");
             detail = at == std::string::npos ? "byte " + std::to_string(e.byte) : detail.substr(at + 4);
             throw InputError(origin + ": not valid JSON: " + detail);
+        } catch (const json::exception& e) {
+            // Not a syntax error but, e.g., a number beyond double ("1e309", out_of_range.406):
+            // keep the reason, drop the library's prefix.
+            std::string detail = e.what();
+            const auto prefixEnd = detail.find("] ");
+            throw InputError(origin + ": not valid JSON: " +
+                             (prefixEnd == std::string::npos ? detail : detail.substr(prefixEnd + 2)));
         }
         throw InputError(origin + ": not valid JSON");
     }

@@ -343,6 +343,8 @@ public:
         for (size_t i = 0; i < nodes_.size(); ++i)
             if (live_[i]) mapNode(effective(i));
         markOutputs();
+        // Planning needs at least one op; a graph of only shape arithmetic folds to none.
+        if (graph_.ops.empty()) fail("the graph has no operators left to plan once shape-only subgraphs are folded away");
         graph_.name = model_.graph().name().empty() ? origin_ : model_.graph().name();
         try {
             validateGraph(graph_);

@@ -1,5 +1,7 @@
 #include "builder.h"
 
+#include "../util/error.h"
+
 namespace tp {
 
 namespace {
@@ -34,9 +36,18 @@ TensorId GraphBuilder::weight(const std::string& name, std::vector<std::int64_t>
     return graph_.addTensor(path(name), std::move(shape), dtype_, TensorRole::Weight);
 }
 
+void GraphBuilder::checkOpLimit() const
+{
+    // A config asking for 10^12 layers must be refused, not built until memory runs out.
+    if (graph_.ops.size() >= kMaxBuiltOps)
+        throw InputError("model config '" + graph_.name + "': the model would have more than " +
+                         std::to_string(kMaxBuiltOps) + " ops; use fewer layers (or experts)");
+}
+
 TensorId GraphBuilder::op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
                           std::vector<std::int64_t> outShape, std::string einsum, Attrs attrs)
 {
+    checkOpLimit();
     const std::string p = path(name);
     TensorId out = graph_.addTensor(p, std::move(outShape), dtype_, TensorRole::Activation);
     graph_.addOp(p, kind, std::move(inputs), {out}, std::move(einsum), std::move(attrs));
@@ -48,6 +59,7 @@ std::vector<TensorId> GraphBuilder::multiOutputOp(OpKind kind, const std::string
                                                   const std::vector<std::string>& outputNames, std::string einsum,
                                                   Attrs attrs)
 {
+    checkOpLimit();
     const std::string p = path(name);
     std::vector<TensorId> outs;
     for (size_t k = 0; k < outShapes.size(); ++k)

@@ -49,7 +49,12 @@ public:
     TensorId unary(OpKind kind, const std::string& name, TensorId x);
     TensorId binary(OpKind kind, const std::string& name, TensorId a, TensorId b);
 
+    /// Builders stop with InputError beyond this many ops (the largest built-in has a few thousand).
+    static constexpr size_t kMaxBuiltOps = 1'000'000;
+
 private:
+    void checkOpLimit() const;
+
     Graph graph_;
     DType dtype_;
     std::vector<std::string> scopes_;

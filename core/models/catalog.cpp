@@ -8,6 +8,7 @@
 #include "../io/graph_json.h"
 #include "../io/onnx_import.h"
 #include "../util/error.h"
+#include "../util/json_limits.h"
 #include "builtin_resources.h"
 #include "hf_config.h"
 
@@ -19,6 +20,12 @@ constexpr std::string_view kJsonSuffix = ".json";
 
 std::string readWholeFile(const std::string& path)
 {
+    // Refuse a huge file by its size, before reading it into memory.
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxJsonFileBytes)
+        throw InputError(path + ": " + std::to_string(size) + " bytes; JSON files over " +
+                         std::to_string(kMaxJsonFileBytes >> 20) + " MiB are not read");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open the file");
     std::ostringstream buffer;
@@ -72,6 +79,12 @@ LoadedModel loadModel(const std::string& source, const ModelOptions& options)
         if (options.batch > 0) config["batch"] = options.batch;
         if (options.seq > 0) config["seq"] = options.seq;
         model.graph = buildModel(config);
+        // A shape that overflows comes from the config's sizes: say which config.
+        try {
+            validateGraph(model.graph);
+        } catch (const InputError& e) {
+            throw InputError(configLabel(config) + ": " + e.what());
+        }
         model.name = configString(config, "name", source);
         model.config = std::move(config);
     };

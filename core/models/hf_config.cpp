@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "../util/error.h"
+#include "../util/json_limits.h"
 
 namespace tp {
 
@@ -217,12 +218,15 @@ const Architecture kArchitectures[] = {
 
 ModelConfig modelConfigFromHuggingFace(const std::string& text, const std::string& origin)
 {
+    checkJsonLimits(text, origin);
     json doc = json::parse(text, nullptr, false);
     if (doc.is_discarded()) throw InputError(origin + ": not valid JSON");
     if (!doc.is_object()) throw InputError(origin + ": a config.json must hold a JSON object");
     auto it = doc.find("model_type");
-    if (it == doc.end() || !it->is_string())
+    if (it == doc.end() || it->is_null())
         throw InputError(origin + ": field 'model_type' is missing; cannot tell the architecture");
+    if (!it->is_string())
+        throw InputError(origin + ": field 'model_type' must be a string naming the architecture, not " + it->dump());
     const std::string type = it->get<std::string>();
     const HfFields fields(doc, origin);
     std::string known;

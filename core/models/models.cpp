@@ -31,6 +31,13 @@ Graph buildModel(const ModelConfig& config)
     if (!config.is_object()) throw InputError("model config: must be a JSON object");
     const std::string family = configString(config, "family", "");
     if (family.empty()) throw InputError(configLabel(config) + ": field 'family' is missing");
+    // Repeat counts multiply the graph: refuse absurd ones before building anything (the
+    // builder's op limit is the backstop for their products). The benchmark goes to 4,800 layers.
+    constexpr std::int64_t kMaxRepeats = 50'000;
+    for (const char* key : {"layers", "decoder_layers", "experts"})
+        if (config.contains(key) && configInt(config, key) > kMaxRepeats)
+            throw InputError(configLabel(config) + ": field '" + key + "' is " + config[key].dump() + "; at most " +
+                             std::to_string(kMaxRepeats) + " are supported");
     for (const auto& f : modelFamilies())
         if (f.name == family) return f.build(config);
     std::string known;
