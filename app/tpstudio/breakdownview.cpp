@@ -194,6 +194,7 @@ void BreakdownView::refresh()
         series->attachAxis(categories);
         auto* values = new QValueAxis;
         values->setRange(0, niceCeiling(top * 1.05));
+        values->applyNiceNumbers();
         values->setLabelFormat(top >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.2f"));
         chart->addAxis(values, Qt::AlignLeft);
         series->attachAxis(values);
@@ -236,6 +237,7 @@ void BreakdownView::refresh()
         series->attachAxis(categories);
         auto* values = new QValueAxis;
         values->setRange(0, niceCeiling(top * 1.05));
+        values->applyNiceNumbers();
         values->setLabelFormat(top >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.2f"));
         chart->addAxis(values, Qt::AlignBottom);
         series->attachAxis(values);
