@@ -165,9 +165,8 @@ bool plotMethods(const QJsonObject& doc, const QString& path)
         *folded << ms("folded");
         *flat << ms("flat");
         *ilp << ms("ilp");
-        QString label = r["model"].toString() + "\n" + r["mesh"].toString();
-        const QString status = r["ilp"].toObject()["status"].toString();
-        if (status.startsWith("time_limit")) label += " *";
+        QString label = r["model"].toString() + " " + r["mesh"].toString();
+        if (r["ilp"].toObject()["status"].toString() != "optimal") label += " *";
         categories << label;
     }
     if (hi <= 0) return false;
@@ -175,21 +174,19 @@ bool plotMethods(const QJsonObject& doc, const QString& path)
     bars->append(folded);
     bars->append(flat);
     bars->append(ilp);
-    bars->setLabelsVisible(true);
-    bars->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
-    bars->setLabelsFormat("@value");
-    bars->setLabelsPrecision(3);
     chart->addSeries(bars);
     auto* axisX = new QBarCategoryAxis;
     axisX->append(categories);
-    styleAxis(axisX, "model, mesh   (* ILP stopped at its time limit)");
+    styleAxis(axisX, "model, mesh   (* the ILP stopped at its time limit without proving a plan optimal)");
     axisX->setLabelsFont(labelFont(10));
+    axisX->setLabelsAngle(-40);
+    axisX->setTruncateLabels(false);
     auto* axisY = logAxis("search time (ms, log scale)", lo, hi);
     chart->addAxis(axisX, Qt::AlignBottom);
     chart->addAxis(axisY, Qt::AlignLeft);
     bars->attachAxis(axisX);
     bars->attachAxis(axisY);
-    return render(chart, path, {std::max(1100, 95 * static_cast<int>(categories.size()) + 200), 700});
+    return render(chart, path, {std::max(1100, 80 * static_cast<int>(categories.size()) + 200), 760});
 }
 
 } // namespace

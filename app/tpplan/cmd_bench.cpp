@@ -427,6 +427,7 @@ std::string firstMatch(const char* file, const std::string& key)
     std::ifstream in(file);
     std::string line;
     while (std::getline(in, line))
+        if (key.empty()) return line; // a one-line file such as /proc/sys/kernel/osrelease
         if (line.rfind(key, 0) == 0) {
             const auto colon = line.find(':');
             std::string value = colon == std::string::npos ? "" : line.substr(colon + 1);

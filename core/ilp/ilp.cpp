@@ -396,12 +396,18 @@ IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
                               !Cbc_isProvenInfeasible(cbc.get()) && Cbc_getObjValue(cbc.get()) < 1e50;
     const double bound = Cbc_getBestPossibleObjValue(cbc.get());
     result.bestBound = r.constantSeconds + bound / scale;
+    // The time limit first: CBC 2.10 stopped mid-way (e.g. in preprocessing) may also flag the
+    // problem infeasible, which is wrong for a program without a memory limit.
+    if (!haveSolution && Cbc_isSecondsLimitReached(cbc.get())) {
+        result.status = IlpStatus::TimeLimitNoPlan;
+        return result;
+    }
     if (Cbc_isProvenInfeasible(cbc.get())) {
         result.status = IlpStatus::Infeasible;
         return result;
     }
     if (!haveSolution) {
-        result.status = Cbc_isSecondsLimitReached(cbc.get()) ? IlpStatus::TimeLimitNoPlan : IlpStatus::Failed;
+        result.status = IlpStatus::Failed;
         return result;
     }
     finish(decode(best));
