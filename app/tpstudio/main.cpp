@@ -1,12 +1,15 @@
 // tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png]
+//          [--select OP --screenshot-explain explain.png]
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDockWidget>
 #include <QElapsedTimer>
 #include <QTimer>
 
 #include <cstdio>
 
 #include "document.h"
+#include "explainpanel.h"
 #include "mainwindow.h"
 
 namespace {
@@ -46,8 +49,10 @@ int main(int argc, char** argv)
                                         QStringLiteral("png"));
     const QCommandLineOption screenshotBreakdown(QStringLiteral("screenshot-breakdown"),
                                                  QStringLiteral("Also save the Breakdown dock."), QStringLiteral("png"));
+    const QCommandLineOption screenshotExplain(QStringLiteral("screenshot-explain"),
+                                               QStringLiteral("Also save the Explain dock for the --select op."), QStringLiteral("png"));
     const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."), QStringLiteral("WxH"));
-    parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot, screenshotBreakdown, size});
+    parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot, screenshotBreakdown, screenshotExplain, size});
     parser.process(app);
 
     tp::PlanSettings base;
@@ -59,7 +64,7 @@ int main(int argc, char** argv)
     if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
     if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
 
-    const bool headless = parser.isSet(screenshot) || parser.isSet(screenshotBreakdown);
+    const bool headless = parser.isSet(screenshot) || parser.isSet(screenshotBreakdown) || parser.isSet(screenshotExplain);
     tp::MainWindow window(!headless);
     if (parser.isSet(size)) {
         const auto wh = parser.value(size).split(QLatin1Char('x'));
@@ -104,14 +109,26 @@ int main(int argc, char** argv)
             if (!selectName.isEmpty())
                 for (const auto& op : doc->workspace()->model.graph.ops)
                     if (QString::fromStdString(op.name) == selectName) doc->setSelectedOp(op.id);
-            // Let the views lay out and paint once before grabbing.
-            QTimer::singleShot(50, &app, [&] {
-                int rc = 0;
-                if (parser.isSet(screenshot) && !saveGrab(&window, parser.value(screenshot))) rc = 1;
-                if (parser.isSet(screenshotBreakdown) && !saveGrab(window.breakdownDock(), parser.value(screenshotBreakdown))) rc = 1;
-                std::fprintf(stderr, "tpstudio: first plan and screenshot in %lld ms\n", static_cast<long long>(clock.elapsed()));
-                QApplication::exit(rc);
-            });
+            auto grabAll = [&] {
+                // Let the views lay out and paint once before grabbing.
+                QTimer::singleShot(50, &app, [&] {
+                    int rc = 0;
+                    if (parser.isSet(screenshot) && !saveGrab(&window, parser.value(screenshot))) rc = 1;
+                    if (parser.isSet(screenshotBreakdown) && !saveGrab(window.breakdownDock(), parser.value(screenshotBreakdown))) rc = 1;
+                    if (parser.isSet(screenshotExplain) && !saveGrab(window.explainDock(), parser.value(screenshotExplain))) rc = 1;
+                    std::fprintf(stderr, "tpstudio: first plan and screenshot in %lld ms\n", static_cast<long long>(clock.elapsed()));
+                    QApplication::exit(rc);
+                });
+            };
+            if (parser.isSet(screenshotExplain) && doc->selectedOp() >= 0) {
+                // The explanation is computed on a worker: grab once it is on screen.
+                window.explainDock()->raise();
+                // Tall enough that the mesh pictures and the why-not table are readable.
+                window.resizeDocks({window.explainDock()}, {560}, Qt::Vertical);
+                QObject::connect(window.explainPanel(), &tp::ExplainPanel::explanationShown, &app, grabAll, Qt::SingleShotConnection);
+            } else {
+                grabAll();
+            }
         }, Qt::SingleShotConnection);
     }
     return app.exec();

@@ -27,6 +27,7 @@
 #include "plan/plan_file.h"
 #include "util/error.h"
 #include "breakdownview.h"
+#include "explainpanel.h"
 #include "graphview.h"
 #include "inspector.h"
 #include "meshpanel.h"
@@ -78,6 +79,7 @@ MainWindow::~MainWindow()
     inspector_->setDocument(nullptr);
     breakdown_->setDocument(nullptr);
     meshPanel_->setDocument(nullptr);
+    explain_->setDocument(nullptr);
 }
 
 void MainWindow::createDocks()
@@ -119,6 +121,15 @@ void MainWindow::createDocks()
     breakdownDock_->setObjectName(QStringLiteral("BreakdownDock"));
     breakdownDock_->setWidget(breakdown_);
     addDockWidget(Qt::BottomDockWidgetArea, breakdownDock_);
+
+    // Explain sits next to Breakdown: its tables are wide, and the bottom area is the widest.
+    explain_ = new ExplainPanel(this);
+    explainDock_ = new QDockWidget(tr("Explain"), this);
+    explainDock_->setObjectName(QStringLiteral("ExplainDock"));
+    explainDock_->setWidget(explain_);
+    addDockWidget(Qt::BottomDockWidgetArea, explainDock_);
+    tabifyDockWidget(breakdownDock_, explainDock_);
+    breakdownDock_->raise();
 }
 
 QWidget* MainWindow::breakdownDock() const { return breakdownDock_; }
@@ -185,6 +196,11 @@ void MainWindow::createActions()
     connect(minimap, &QAction::toggled, graph_, &GraphView::setMinimapVisible);
     view->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+    // The toggle would hide a dock that is only behind a tab; this one always brings it forward.
+    view->addAction(tr("&Explain Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this, [this] {
+        explainDock_->show();
+        explainDock_->raise();
+    });
 
     // Plan
     QMenu* plan = menuBar()->addMenu(tr("&Plan"));
@@ -202,6 +218,7 @@ void MainWindow::createActions()
                                  tr("Ctrl+O open · Ctrl+S save · Ctrl+E export plan\n"
                                     "Ctrl+Z undo · Ctrl+Shift+Z redo\n"
                                     "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
+                                    "Ctrl+Shift+E explain the selected op\n"
                                     "Ctrl+F find op · F fit · Shift+F fit width\n"
                                     "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
                                     "Double-click a block header to expand or collapse it;\n"
@@ -267,6 +284,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     inspector_->setDocument(doc);
     breakdown_->setDocument(doc);
     meshPanel_->setDocument(doc);
+    explain_->setDocument(doc);
     connect(doc, &Document::planChanged, this, [this] {
         lastError_.clear();
         stack_->setCurrentWidget(graph_);

@@ -1,6 +1,6 @@
 #pragma once
 // The TP Studio main window (DESIGN.md "App"): toolbar combos for model, mesh and hardware; the
-// Blocks outline, the graph view, the Inspector, Mesh & Hardware and Breakdown docks; a status
+// Blocks outline, the graph view, the Inspector, Mesh & Hardware, Breakdown and Explain docks; a status
 // bar with the search time, step time, memory, locks and undo depth.
 #include <memory>
 
@@ -19,6 +19,7 @@ namespace tp {
 
 class BlockOutlineModel;
 class BreakdownView;
+class ExplainPanel;
 class GraphView;
 class Inspector;
 class MeshPanel;
@@ -45,6 +46,8 @@ public:
     Inspector* inspector() const { return inspector_; }
     BreakdownView* breakdownView() const { return breakdown_; }
     MeshPanel* meshPanel() const { return meshPanel_; }
+    ExplainPanel* explainPanel() const { return explain_; }
+    QDockWidget* explainDock() const { return explainDock_; }
     QWidget* breakdownDock() const;
     QString statusText() const;
     void showStartPage();
@@ -84,6 +87,8 @@ private:
     BreakdownView* breakdown_ = nullptr;
     MeshPanel* meshPanel_ = nullptr;
     QDockWidget* breakdownDock_ = nullptr;
+    ExplainPanel* explain_ = nullptr;
+    QDockWidget* explainDock_ = nullptr;
     QComboBox* modelCombo_ = nullptr;
     QComboBox* meshCombo_ = nullptr;
     QComboBox* hardwareCombo_ = nullptr;

@@ -1,0 +1,450 @@
+#include "explainpanel.h"
+
+#include <algorithm>
+#include <set>
+
+#include <QComboBox>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "presentation.h"
+
+namespace tp {
+
+namespace {
+
+/// A signed difference: "+1.2 ms", "−40 MiB", "0".
+QString signedSeconds(double s)
+{
+    if (s == 0) return QStringLiteral("0");
+    return (s > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatSeconds(std::abs(s));
+}
+
+QString signedBytes(double b)
+{
+    if (b == 0) return QStringLiteral("0");
+    return (b > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatBytes(std::abs(b));
+}
+
+QTableWidget* makeTable(QWidget* parent)
+{
+    auto* t = new QTableWidget(parent);
+    t->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->verticalHeader()->hide();
+    t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 6);
+    t->horizontalHeader()->setStretchLastSection(true);
+    t->setWordWrap(false);
+    return t;
+}
+
+QTableWidgetItem* cell(const QString& text, const QString& tooltip = {})
+{
+    auto* item = new QTableWidgetItem(text);
+    if (!tooltip.isEmpty()) item->setToolTip(tooltip);
+    return item;
+}
+
+/// Colour of a slice cell: operands get distinct hues so inputs and outputs read apart.
+QColor roleColor(const std::string& role)
+{
+    if (role == "weight") return QColor(0xd9, 0x7a, 0x1f);
+    if (role == "output") return QColor(0x2f, 0x9e, 0x5a);
+    return QColor(0x2f, 0x6f, 0xc9);
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+MeshSliceWidget::MeshSliceWidget(QWidget* parent) : QWidget(parent)
+{
+    setMinimumHeight(150);
+    setToolTip(tr("Each grid is the device mesh (rows: outer axes, columns: the innermost axis). In every device, the "
+                  "rectangle is the whole operand over two of its dims; the filled part is the slice that device holds."));
+}
+
+void MeshSliceWidget::setExplanation(std::vector<explain::OperandLayout> operands, std::vector<int> meshShape)
+{
+    operands_ = std::move(operands);
+    meshShape_ = std::move(meshShape);
+    updateGeometry();
+    update();
+}
+
+QSize MeshSliceWidget::sizeHint() const { return {std::max<int>(300, 190 * static_cast<int>(operands_.size())), 210}; }
+
+void MeshSliceWidget::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    p.fillRect(rect(), palette().base());
+    if (operands_.empty() || meshShape_.empty()) {
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(rect(), Qt::AlignCenter, tr("Select an op to see which slice each device holds."));
+        return;
+    }
+    // Grid: the innermost axis across, every outer axis folded into rows (x-major), as mesh order.
+    const int cols = meshShape_.back();
+    int rows = 1;
+    for (size_t a = 0; a + 1 < meshShape_.size(); ++a) rows *= meshShape_[a];
+    const int n = static_cast<int>(operands_.size());
+    const double panelW = double(width()) / n;
+    const QFontMetricsF fm(font());
+    const double titleH = 2 * fm.height() + 4;
+    for (int k = 0; k < n; ++k) {
+        const auto& od = operands_[static_cast<size_t>(k)];
+        const QRectF panel(k * panelW + 6, 4, panelW - 12, height() - 8);
+        p.setPen(palette().color(QPalette::Text));
+        QFont bold = font();
+        bold.setBold(true);
+        p.setFont(bold);
+        const QString name = QString::fromStdString(od.tensor);
+        p.drawText(QRectF(panel.left(), panel.top(), panel.width(), fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
+                   QFontMetrics(bold).elidedText(QStringLiteral("%1 %2").arg(QString::fromStdString(od.role), name), Qt::ElideLeft,
+                                                 static_cast<int>(panel.width())));
+        p.setFont(font());
+        p.drawText(QRectF(panel.left(), panel.top() + fm.height() + 2, panel.width(), fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
+                   QString::fromStdString(od.spec));
+        // Two dims to draw: the split ones first (they are what differs between devices), then the last ones.
+        const size_t rank = od.shape.size();
+        std::vector<size_t> dims;
+        for (size_t d = 0; d < rank && dims.size() < 2; ++d)
+            for (const auto& dev : od.devices)
+                if (d < dev.ranges.size() && (dev.ranges[d].first != 0 || dev.ranges[d].second != od.shape[d])) {
+                    dims.push_back(d);
+                    break;
+                }
+        for (size_t d = rank; d-- > 0 && dims.size() < 2;)
+            if (std::find(dims.begin(), dims.end(), d) == dims.end()) dims.push_back(d);
+        std::sort(dims.begin(), dims.end());
+        const QRectF grid(panel.left(), panel.top() + titleH, panel.width(), panel.height() - titleH);
+        const double cell = std::min(grid.width() / cols, grid.height() / rows);
+        for (const auto& dev : od.devices) {
+            int row = 0;
+            for (size_t a = 0; a + 1 < dev.coords.size(); ++a) row = row * meshShape_[a] + dev.coords[a];
+            const int col = dev.coords.empty() ? 0 : dev.coords.back();
+            const QRectF box(grid.left() + col * cell + 1.5, grid.top() + row * cell + 1.5, cell - 3, cell - 3);
+            p.setPen(QPen(QColor(0x99, 0x99, 0xa4), 0.8));
+            p.setBrush(QColor(0xf2, 0xf2, 0xf6));
+            p.drawRect(box);
+            // The slice: vertical extent from the first drawn dim, horizontal from the second.
+            auto fraction = [&](size_t slot, double& lo, double& hi) {
+                lo = 0;
+                hi = 1;
+                if (slot >= dims.size() || dims[slot] >= dev.ranges.size() || od.shape[dims[slot]] <= 0) return;
+                const double size = double(od.shape[dims[slot]]);
+                lo = dev.ranges[dims[slot]].first / size;
+                hi = dev.ranges[dims[slot]].second / size;
+            };
+            double y0, y1, x0, x1;
+            if (dims.size() >= 2) {
+                fraction(0, y0, y1);
+                fraction(1, x0, x1);
+            } else {
+                y0 = 0;
+                y1 = 1;
+                fraction(0, x0, x1);
+            }
+            const QRectF inner = box.adjusted(2, 2, -2, -2);
+            p.setPen(Qt::NoPen);
+            p.setBrush(roleColor(od.role));
+            p.drawRect(QRectF(inner.left() + x0 * inner.width(), inner.top() + y0 * inner.height(), (x1 - x0) * inner.width(),
+                              (y1 - y0) * inner.height()));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+ExplainPanel::ExplainPanel(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    summary_ = new QLabel(tr("Select an op in the graph or the outline."), this);
+    summary_->setWordWrap(true);
+    summary_->setTextFormat(Qt::RichText);
+    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summary_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    auto* summaryScroll = new QScrollArea(this);
+    summaryScroll->setWidget(summary_);
+    summaryScroll->setWidgetResizable(true);
+    summaryScroll->setFrameShape(QFrame::NoFrame);
+
+    picture_ = new MeshSliceWidget(this);
+
+    collectives_ = makeTable(this);
+    collectives_->setColumnCount(7);
+    collectives_->setHorizontalHeaderLabels({tr("Where"), tr("Collective"), tr("Axis"), tr("Phase"), tr("Bytes"), tr("Time"), tr("Why")});
+
+    whyNot_ = makeTable(this);
+    whyNot_->setToolTip(tr("Every candidate strategy against the chosen one (candidate minus chosen), the neighbours' strategies held "
+                           "fixed. Objective = step time + the search's memory price × memory: what the search minimises."));
+
+    auto* compareBox = new QWidget(this);
+    auto* compareLayout = new QVBoxLayout(compareBox);
+    compareLayout->setContentsMargins(0, 0, 0, 0);
+    auto* compareRow = new QHBoxLayout;
+    compareRow->addWidget(new QLabel(tr("Compare this plan with:"), compareBox));
+    compareWith_ = new QComboBox(compareBox);
+    compareWith_->addItem(tr("Megatron-LM"), static_cast<int>(CompareWith::Megatron));
+    compareWith_->addItem(tr("Data parallel"), static_cast<int>(CompareWith::DataParallel));
+    compareWith_->addItem(tr("The search without locks"), static_cast<int>(CompareWith::Unlocked));
+    compareRow->addWidget(compareWith_);
+    compareRow->addStretch(1);
+    compareLayout->addLayout(compareRow);
+    compareTotals_ = new QLabel(compareBox);
+    compareTotals_->setWordWrap(true);
+    compareLayout->addWidget(compareTotals_);
+    compare_ = makeTable(compareBox);
+    compare_->setColumnCount(9);
+    compare_->setHorizontalHeaderLabels({tr("Block"), tr("Instances"), tr("Ops changed"), tr("Step: this plan"), tr("Step: other"),
+                                         tr("Δ step"), tr("Δ compute"), tr("Δ comm"), tr("Δ memory")});
+    compare_->setToolTip(tr("Per block class, summed over its instances; Δ = other plan minus this plan."));
+    compareLayout->addWidget(compare_, 1);
+    connect(compareWith_, &QComboBox::currentIndexChanged, this, &ExplainPanel::requestComparison);
+
+    auto* tabs = new QTabWidget(this);
+    tabs->addTab(whyNot_, tr("Why not"));
+    tabs->addTab(collectives_, tr("Collectives"));
+    tabs->addTab(compareBox, tr("Compare plans"));
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(summaryScroll);
+    split->addWidget(picture_);
+    split->addWidget(tabs);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 3);
+    layout->addWidget(split);
+}
+
+ExplainPanel::~ExplainPanel() = default;
+
+void ExplainPanel::setDocument(Document* document)
+{
+    if (document_) disconnect(document_, nullptr, this, nullptr);
+    document_ = document;
+    if (document_) {
+        connect(document_, &Document::planChanged, this, [this] {
+            requestExplanation();
+            requestComparison();
+        });
+        connect(document_, &Document::selectionChanged, this, &ExplainPanel::requestExplanation);
+    }
+    requestExplanation();
+    requestComparison();
+}
+
+void ExplainPanel::setCompareWith(CompareWith with)
+{
+    compareWith_->setCurrentIndex(compareWith_->findData(static_cast<int>(with)));
+}
+
+void ExplainPanel::clearExplanation(const QString& message)
+{
+    shown_.reset();
+    summary_->setText(message);
+    picture_->setExplanation({}, {});
+    collectives_->setRowCount(0);
+    whyNot_->setRowCount(0);
+}
+
+void ExplainPanel::requestExplanation()
+{
+    const quint64 job = ++explainJob_; // any result still in flight is now stale
+    const auto plan = document_ ? document_->plan() : nullptr;
+    const OpId op = document_ ? document_->selectedOp() : -1;
+    if (!plan || op < 0 || static_cast<size_t>(op) >= plan->workspace->model.graph.ops.size()) {
+        clearExplanation(tr("Select an op in the graph or the outline."));
+        return;
+    }
+    shown_.reset();
+    summary_->setText(tr("Explaining %1…").arg(QString::fromStdString(plan->workspace->model.graph.op(op).name).toHtmlEscaped()));
+    // explainOp costs every candidate with its neighbours and lists every device's slices: for a
+    // wide op on a large mesh that is more than a frame, so it runs on the pool. The plan outcome
+    // is captured by shared_ptr so the workspace outlives the job.
+    auto* watcher = new QFutureWatcher<explain::OpExplanation>(this);
+    connect(watcher, &QFutureWatcher<explain::OpExplanation>::finished, this, [this, watcher, job, plan, op] {
+        watcher->deleteLater();
+        if (job != explainJob_) {
+            emit resultDropped(job);
+            return;
+        }
+        try {
+            showExplanation(watcher->result(), plan, op);
+        } catch (const std::exception& e) {
+            clearExplanation(tr("Cannot explain this op: %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+        }
+    });
+    watcher->setFuture(QtConcurrent::run([plan, op] {
+        const PlanWorkspace& ws = *plan->workspace;
+        return explain::explainOp(*ws.costModel, plan->result, op, &ws.folded);
+    }));
+}
+
+void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_ptr<const PlanOutcome> plan, OpId op)
+{
+    shown_ = x;
+    const Mesh& mesh = plan->workspace->costModel->mesh();
+
+    // Words: the summary, the loops and how each operand lies on the mesh.
+    QString html = QStringLiteral("<b style='font-size:large'>%1</b> &nbsp; %2 <code>%3</code>%4<br>")
+                       .arg(QString::fromStdString(x.op).toHtmlEscaped(), QString::fromStdString(x.kind),
+                            QString::fromStdString(x.einsum).toHtmlEscaped(),
+                            x.block.empty() ? QString() : tr(" &nbsp; block <i>%1</i>").arg(QString::fromStdString(x.block).toHtmlEscaped()));
+    html += tr("Chosen strategy: <b>%1</b><br>").arg(QString::fromStdString(x.strategy).toHtmlEscaped());
+    html += QString::fromStdString(x.summary).toHtmlEscaped() + QStringLiteral("<ul style='margin-top:2px'>");
+    for (const auto& od : x.operands)
+        html += QStringLiteral("<li>%1 <b>%2</b> <code>%3</code>: %4</li>")
+                    .arg(QString::fromStdString(od.role), QString::fromStdString(od.tensor).toHtmlEscaped(),
+                         QString::fromStdString(od.spec).toHtmlEscaped(), QString::fromStdString(od.words).toHtmlEscaped());
+    html += QStringLiteral("</ul>");
+    summary_->setText(html);
+
+    std::vector<int> shape;
+    for (const auto& axis : mesh.axes) shape.push_back(axis.size);
+    picture_->setExplanation(x.operands, shape);
+
+    // Collectives into, of, and out of the op, with their reasons.
+    collectives_->setRowCount(0);
+    auto addSteps = [&](const std::vector<explain::CollectiveStep>& steps, const QString& where) {
+        for (const auto& c : steps) {
+            const int row = collectives_->rowCount();
+            collectives_->insertRow(row);
+            const QString detail = QString::fromStdString(c.why) + QStringLiteral("\n") + QString::fromStdString(c.formula) +
+                                   (c.fromSpec.empty() ? QString()
+                                                       : QStringLiteral("\n%1 → %2").arg(QString::fromStdString(c.fromSpec),
+                                                                                          QString::fromStdString(c.toSpec)));
+            collectives_->setItem(row, 0, cell(where, QString::fromStdString(c.tensor)));
+            collectives_->setItem(row, 1, cell(QString::fromStdString(c.kind), detail));
+            collectives_->setItem(row, 2, cell(QString::fromStdString(c.axis)));
+            collectives_->setItem(row, 3, cell(QString::fromStdString(c.phase)));
+            collectives_->setItem(row, 4, cell(formatBytes(c.bytes), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 5, cell(formatSeconds(c.seconds), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 6, cell(QString::fromStdString(c.why), detail));
+        }
+    };
+    addSteps(x.incoming, tr("into"));
+    addSteps(x.own, tr("own"));
+    addSteps(x.outgoing, tr("out of"));
+    collectives_->resizeColumnsToContents();
+
+    // Why not: one column per collective kind that any candidate changes.
+    std::set<std::string> kinds;
+    for (const auto& w : x.whyNot)
+        for (const auto& [kind, seconds] : w.delta.commByKind) kinds.insert(kind);
+    QStringList headers{tr("Strategy"), tr("Δ objective"), tr("Δ step"), tr("Δ compute"), tr("Δ memory")};
+    for (const auto& kind : kinds) headers << tr("Δ %1").arg(QString::fromStdString(kind));
+    whyNot_->clear();
+    whyNot_->setColumnCount(static_cast<int>(headers.size()));
+    whyNot_->setHorizontalHeaderLabels(headers);
+    whyNot_->horizontalHeaderItem(WhyObjective)
+        ->setToolTip(tr("Δ step + memory price × Δ memory, the price being the search's λ = %1 per GiB (0 when memory did not "
+                        "constrain the plan). The search minimises this, so a faster candidate can lose for its memory.")
+                         .arg(formatSeconds(x.lambda * 1024.0 * 1024 * 1024)));
+    whyNot_->setRowCount(static_cast<int>(x.whyNot.size()));
+    for (size_t r = 0; r < x.whyNot.size(); ++r) {
+        const auto& w = x.whyNot[r];
+        const int row = static_cast<int>(r);
+        whyNot_->setItem(row, WhyStrategy, cell(w.chosen ? QStringLiteral("✔ %1").arg(QString::fromStdString(w.strategy))
+                                                         : QString::fromStdString(w.strategy)));
+        whyNot_->setItem(row, WhyObjective, cell(signedSeconds(w.objectiveDelta)));
+        whyNot_->setItem(row, WhyStep, cell(signedSeconds(w.delta.stepSeconds)));
+        whyNot_->setItem(row, WhyCompute, cell(signedSeconds(w.delta.computeSeconds)));
+        whyNot_->setItem(row, WhyMemory, cell(signedBytes(w.delta.memoryBytes)));
+        int column = WhyFirstCollective;
+        for (const auto& kind : kinds) {
+            const auto it = w.delta.commByKind.find(kind);
+            whyNot_->setItem(row, column++, cell(signedSeconds(it == w.delta.commByKind.end() ? 0.0 : it->second)));
+        }
+        if (w.chosen)
+            for (int c = 0; c < whyNot_->columnCount(); ++c) {
+                QFont f = whyNot_->item(row, c)->font();
+                f.setBold(true);
+                whyNot_->item(row, c)->setFont(f);
+                whyNot_->item(row, c)->setBackground(QColor(0xfff3c4));
+            }
+    }
+    whyNot_->resizeColumnsToContents();
+    emit explanationShown(op);
+}
+
+void ExplainPanel::requestComparison()
+{
+    const quint64 job = ++compareJob_;
+    const auto plan = document_ ? document_->plan() : nullptr;
+    comparison_.reset();
+    compare_->setRowCount(0);
+    if (!plan) {
+        compareTotals_->clear();
+        return;
+    }
+    const auto with = static_cast<CompareWith>(compareWith_->currentData().toInt());
+    if (with == CompareWith::Unlocked && !plan->unlocked) {
+        compareTotals_->setText(tr("The plan has no locks: it is the search's own plan."));
+        return;
+    }
+    compareTotals_->setText(tr("Comparing…"));
+    // Sums every op's components of two plans: linear in the graph, tens of ms on the largest.
+    auto* watcher = new QFutureWatcher<explain::PlanDiff>(this);
+    connect(watcher, &QFutureWatcher<explain::PlanDiff>::finished, this, [this, watcher, job] {
+        watcher->deleteLater();
+        if (job != compareJob_) {
+            emit resultDropped(job);
+            return;
+        }
+        try {
+            showComparison(watcher->result());
+        } catch (const std::exception& e) {
+            compareTotals_->setText(tr("Cannot compare: %1").arg(QString::fromUtf8(e.what())));
+        }
+    });
+    watcher->setFuture(QtConcurrent::run([plan, with] {
+        const PlanWorkspace& ws = *plan->workspace;
+        const SearchResult& other = with == CompareWith::Megatron       ? plan->megatron
+                                    : with == CompareWith::DataParallel ? plan->dataParallel
+                                                                        : *plan->unlocked;
+        return explain::comparePlans(*ws.costModel, ws.folded, plan->result, other);
+    }));
+}
+
+void ExplainPanel::showComparison(const explain::PlanDiff& d)
+{
+    comparison_ = d;
+    compareTotals_->setText(tr("This plan (%1): step %2, memory %3 per device. Other (%4): step %5, memory %6.")
+                                .arg(QString::fromStdString(d.baseMethod), formatSeconds(d.base.stepSeconds), formatBytes(d.base.memoryBytes),
+                                     QString::fromStdString(d.otherMethod), formatSeconds(d.other.stepSeconds),
+                                     formatBytes(d.other.memoryBytes)));
+    compare_->setRowCount(static_cast<int>(d.blocks.size()));
+    for (size_t b = 0; b < d.blocks.size(); ++b) {
+        const auto& blk = d.blocks[b];
+        const int row = static_cast<int>(b);
+        compare_->setItem(row, 0, cell(QString::fromStdString(blk.block)));
+        compare_->setItem(row, 1, cell(QString::number(blk.instances)));
+        compare_->setItem(row, 2, cell(QString::number(blk.opsChanged)));
+        compare_->setItem(row, 3, cell(formatSeconds(blk.base.stepSeconds)));
+        compare_->setItem(row, 4, cell(formatSeconds(blk.other.stepSeconds)));
+        compare_->setItem(row, 5, cell(signedSeconds(blk.other.stepSeconds - blk.base.stepSeconds)));
+        compare_->setItem(row, 6, cell(signedSeconds(blk.other.computeSeconds - blk.base.computeSeconds)));
+        compare_->setItem(row, 7, cell(signedSeconds(blk.other.commSeconds - blk.base.commSeconds)));
+        compare_->setItem(row, 8, cell(signedBytes(blk.other.memoryBytes - blk.base.memoryBytes)));
+    }
+    QStringList changes;
+    for (const auto& c : d.changes)
+        changes << QStringLiteral("%1: %2 → %3").arg(QString::fromStdString(c.op), QString::fromStdString(c.before), QString::fromStdString(c.after));
+    compare_->setToolTip(changes.isEmpty() ? tr("No op's strategy differs.") : tr("Ops that differ (first instance):\n%1").arg(changes.join(QLatin1Char('\n'))));
+    compare_->resizeColumnsToContents();
+    emit comparisonShown();
+}
+
+} // namespace tp

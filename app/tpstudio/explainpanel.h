@@ -1,0 +1,90 @@
+#pragma once
+// The Explain dock: why the plan runs the selected op the way it does, for teaching and for
+// trust. Everything shown comes from core/explain (explainOp, comparePlans), computed on a worker
+// thread under a job id; a result for an older selection or plan is dropped, so the dock never
+// shows an op other than the selected one and the GUI never waits.
+#include <memory>
+#include <optional>
+
+#include <QPointer>
+#include <QWidget>
+
+#include "document.h"
+#include "explain/explain.h"
+
+class QComboBox;
+class QLabel;
+class QTableWidget;
+
+namespace tp {
+
+/// Paints the mesh as a grid of devices once per operand, and in each device the slice of the
+/// operand it holds (the operand drawn as a rectangle over two of its dims, the held part filled).
+class MeshSliceWidget : public QWidget {
+    Q_OBJECT
+public:
+    explicit MeshSliceWidget(QWidget* parent = nullptr);
+    void setExplanation(std::vector<explain::OperandLayout> operands, std::vector<int> meshShape);
+    QSize sizeHint() const override;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+
+private:
+    std::vector<explain::OperandLayout> operands_;
+    std::vector<int> meshShape_;
+};
+
+/// Which plan the selected plan is compared with.
+enum class CompareWith { Megatron, DataParallel, Unlocked };
+
+class ExplainPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit ExplainPanel(QWidget* parent = nullptr);
+    ~ExplainPanel() override;
+    void setDocument(Document* document);
+
+    /// The explanation on show (null while none or while it is being computed).
+    const explain::OpExplanation* explanation() const { return shown_ ? &*shown_ : nullptr; }
+    const explain::PlanDiff* comparison() const { return comparison_ ? &*comparison_ : nullptr; }
+    void setCompareWith(CompareWith with);
+
+    // The parts, for tests and screenshots.
+    QLabel* summaryLabel() const { return summary_; }
+    QTableWidget* collectivesTable() const { return collectives_; }
+    QTableWidget* whyNotTable() const { return whyNot_; }
+    QTableWidget* comparisonTable() const { return compare_; }
+    MeshSliceWidget* slicePicture() const { return picture_; }
+
+    enum WhyNotColumn { WhyStrategy, WhyObjective, WhyStep, WhyCompute, WhyMemory, WhyFirstCollective };
+
+signals:
+    /// A new explanation of this op is on screen.
+    void explanationShown(tp::OpId op);
+    void comparisonShown();
+    /// A worker's result arrived after a newer request and was not shown.
+    void resultDropped(quint64 jobId);
+
+private:
+    void requestExplanation();
+    void requestComparison();
+    void showExplanation(const explain::OpExplanation& x, std::shared_ptr<const PlanOutcome> plan, OpId op);
+    void showComparison(const explain::PlanDiff& d);
+    void clearExplanation(const QString& message);
+
+    QPointer<Document> document_;
+    std::optional<explain::OpExplanation> shown_;
+    std::optional<explain::PlanDiff> comparison_;
+    quint64 explainJob_ = 0; ///< newest explain request; older results are dropped
+    quint64 compareJob_ = 0;
+    QLabel* summary_;
+    MeshSliceWidget* picture_;
+    QTableWidget* collectives_;
+    QTableWidget* whyNot_;
+    QComboBox* compareWith_;
+    QLabel* compareTotals_;
+    QTableWidget* compare_;
+};
+
+} // namespace tp
