@@ -69,6 +69,8 @@ std::vector<CandidateCost> costCandidates(const PlanOutcome& plan, OpId op)
             }
         }
         c.collectives = collectives.join(QStringLiteral("; "));
+        // The search's node-plus-edge objective (core/search: time + lambda x memory).
+        c.objective = c.seconds() + r.lambda * c.memoryBytes;
         out.push_back(std::move(c));
     }
     return out;
@@ -84,10 +86,12 @@ void CandidateModel::setOp(std::shared_ptr<const PlanOutcome> plan, OpId op)
     rows_.clear();
     chosen_ = -1;
     locked_ = false;
+    lambda_ = 0;
     if (op_ >= 0) {
         rows_ = costCandidates(*plan_, op_);
         chosen_ = plan_->result.strategyOfOp[static_cast<size_t>(op_)];
         locked_ = plan_->result.lockedOp[static_cast<size_t>(op_)];
+        lambda_ = plan_->result.lambda;
     }
     endResetModel();
 }
@@ -97,9 +101,16 @@ int CandidateModel::columnCount(const QModelIndex& parent) const { return parent
 
 QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    if (orientation != Qt::Horizontal) return {};
+    if (role == Qt::ToolTipRole && section == ObjectiveColumn)
+        return tr("What the search minimises: time + memory price × memory. The price (λ = %1 per GiB) is the search's "
+                  "Lagrange multiplier for the memory limit, 0 when memory does not bind; a candidate faster than the chosen "
+                  "one but with a higher objective was rejected for its memory.")
+            .arg(formatSeconds(lambda_ * 1024.0 * 1024 * 1024));
+    if (role != Qt::DisplayRole) return {};
     switch (section) {
     case StrategyColumn: return tr("Strategy");
+    case ObjectiveColumn: return tr("Objective");
     case TimeColumn: return tr("Time");
     case ComputeColumn: return tr("Compute");
     case CommColumn: return tr("Comm");
@@ -119,6 +130,7 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         switch (index.column()) {
         case StrategyColumn:
             return chosen ? QStringLiteral("✔ %1%2").arg(c.text, locked_ ? tr(" (locked)") : QString()) : c.text;
+        case ObjectiveColumn: return formatSeconds(c.objective);
         case TimeColumn: return formatSeconds(c.seconds());
         case ComputeColumn: return formatSeconds(c.computeSeconds);
         case CommColumn: return formatSeconds(c.commSeconds);
@@ -129,6 +141,7 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
     case SortRole:
         switch (index.column()) {
         case StrategyColumn: return c.strategy;
+        case ObjectiveColumn: return c.objective;
         case TimeColumn: return c.seconds();
         case ComputeColumn: return c.computeSeconds;
         case CommColumn: return c.commSeconds;
@@ -150,6 +163,9 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         if (index.column() == StrategyColumn) return shardingColor(c.sharding);
         return {};
     case Qt::ToolTipRole:
+        if (index.column() == ObjectiveColumn)
+            return tr("%1 + %2 per GiB × %3 = %4").arg(formatSeconds(c.seconds()), formatSeconds(lambda_ * 1024.0 * 1024 * 1024),
+                                                     formatBytes(c.memoryBytes), formatSeconds(c.objective));
         return tr("%1: %2; double-click to lock").arg(c.text, shardingClassName(c.sharding));
     case StrategyIndexRole: return c.strategy;
     }

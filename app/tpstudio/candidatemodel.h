@@ -17,6 +17,10 @@ struct CandidateCost {
     double memoryBytes = 0;
     QString collectives;     ///< "AG y 72 GiB fwd; RS y ..."
     ShardingClass sharding = ShardingClass::Replicated;
+    /// The search's objective for this candidate: time + lambda x memory, lambda being the plan's
+    /// memory price (SearchResult::lambda, 0 when memory did not bind). What the search minimises,
+    /// so a slower but smaller candidate can be the chosen one.
+    double objective = 0;
     double seconds() const { return computeSeconds + commSeconds; }
 };
 
@@ -26,7 +30,7 @@ std::vector<CandidateCost> costCandidates(const PlanOutcome& plan, OpId op);
 class CandidateModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { StrategyColumn, TimeColumn, ComputeColumn, CommColumn, MemoryColumn, CollectivesColumn, ColumnCount };
+    enum Column { StrategyColumn, ObjectiveColumn, TimeColumn, ComputeColumn, CommColumn, MemoryColumn, CollectivesColumn, ColumnCount };
     enum Role { StrategyIndexRole = Qt::UserRole + 1, SortRole };
 
     explicit CandidateModel(QObject* parent = nullptr);
@@ -34,6 +38,7 @@ public:
     OpId op() const { return op_; }
     int chosenStrategy() const { return chosen_; }
     const std::vector<CandidateCost>& candidates() const { return rows_; }
+    double lambda() const { return lambda_; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -45,6 +50,7 @@ private:
     OpId op_ = -1;
     int chosen_ = -1;
     bool locked_ = false;
+    double lambda_ = 0;
     std::vector<CandidateCost> rows_;
 };
 

@@ -62,7 +62,8 @@ Inspector::Inspector(QWidget* parent) : QWidget(parent), proxy_(new QSortFilterP
     table_ = new QTableView(this);
     table_->setModel(proxy_);
     table_->setSortingEnabled(true);
-    table_->sortByColumn(CandidateModel::TimeColumn, Qt::AscendingOrder);
+    // By objective: the order the search ranks them in, so the chosen one is on top (locks aside).
+    table_->sortByColumn(CandidateModel::ObjectiveColumn, Qt::AscendingOrder);
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
