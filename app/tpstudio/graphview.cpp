@@ -4,13 +4,16 @@
 #include <cmath>
 #include <set>
 
+#include <QFutureWatcher>
 #include <QGraphicsItem>
 #include <QGraphicsPathItem>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QScrollBar>
 #include <QWheelEvent>
+#include <QtConcurrent/QtConcurrentRun>
 
+#include "layout/layout.h"
 #include "presentation.h"
 
 namespace tp {
@@ -18,6 +21,8 @@ namespace tp {
 namespace {
 
 constexpr double kNodeW = 200, kNodeH = 40, kGapX = 22, kGapY = 36;
+// Dot's nodes are taller than drawn ones: the extra room below a node holds its collective badges.
+constexpr double kDotNodeH = kNodeH + 18;
 constexpr double kCardPad = 18, kCardHeader = 34, kCollapsedH = 74, kCardGap = 46, kMinCardW = 360;
 
 enum ItemData { KindKey = 0, ValueKey = 1 };
@@ -210,6 +215,51 @@ std::vector<Pill> pillsFor(const std::map<CollectiveKind, QStringList>& kinds)
     return pills;
 }
 
+CardLayout cardLayoutFrom(const LayoutResult& result, const LayoutInput& input)
+{
+    CardLayout out;
+    out.ok = true;
+    out.width = result.width;
+    out.height = result.height;
+    for (const auto& n : result.nodes) out.centers.emplace_back(n.center.x, n.center.y);
+    for (size_t e = 0; e < result.edges.size() && e < input.edges.size(); ++e) {
+        const EdgeLayout& el = result.edges[e];
+        if (el.spline.empty()) continue;
+        QPainterPath path(QPointF(el.spline[0].x, el.spline[0].y));
+        for (size_t k = 1; k + 2 < el.spline.size(); k += 3)
+            path.cubicTo(QPointF(el.spline[k].x, el.spline[k].y), QPointF(el.spline[k + 1].x, el.spline[k + 1].y),
+                         QPointF(el.spline[k + 2].x, el.spline[k + 2].y));
+        if (el.hasArrow) path.lineTo(el.arrowTip.x, el.arrowTip.y);
+        const int from = std::stoi(input.edges[e].from.substr(1)), to = std::stoi(input.edges[e].to.substr(1));
+        out.edges[{from, to}] = path;
+    }
+    return out;
+}
+
+/// A dot spline, moved into the scene, with an arrow head at its end.
+void addSplineEdge(QGraphicsScene& scene, QPainterPath path, QPointF offset, QPointF tailFrom)
+{
+    path.translate(offset);
+    // Dot's node is taller than the drawn one: join the drawn node's bottom to the spline's start.
+    QPainterPath full(tailFrom);
+    full.lineTo(path.elementAt(0));
+    full.connectPath(path);
+    auto* item = scene.addPath(full, QPen(QColor(0x70, 0x78, 0x88), 1.3));
+    item->setZValue(-1);
+    const QPointF to = path.currentPosition();
+    const QPointF before = path.pointAtPercent(std::max(0.0, 1.0 - 8.0 / std::max(8.0, path.length())));
+    QLineF dir(to, before);
+    dir.setLength(8);
+    QLineF normal = dir.normalVector();
+    normal.setLength(4.5);
+    const QPointF base = dir.p2();
+    const QPointF side = normal.p2() - normal.p1();
+    QPolygonF head;
+    head << to << base + side << base - side;
+    auto* arrow = scene.addPolygon(head, Qt::NoPen, QColor(0x70, 0x78, 0x88));
+    arrow->setZValue(-1);
+}
+
 } // namespace
 
 class Minimap : public QGraphicsView {
@@ -281,6 +331,11 @@ void GraphView::setDocument(Document* document)
 void GraphView::onModelChanged()
 {
     fitPending_ = true;
+    // Dot's positions belong to the old fold; a job still running for it is stale.
+    cardLayouts_.clear();
+    layoutInFlight_.clear();
+    layoutWorkspace_ = nullptr;
+    ++layoutJob_;
     // A model with nothing expanded yet opens its biggest repeated block.
     if (document_ && document_->expandedClasses().isEmpty() && document_->plan()) {
         const FoldedGraph& f = document_->plan()->workspace->folded;
@@ -341,6 +396,13 @@ void GraphView::rebuild()
                                            .arg(QLatin1String(phaseName(c.phase).data()), QLatin1String(collectiveName(c.kind).data()),
                                                 QString::fromStdString(model.mesh().axes[static_cast<size_t>(c.axis)].name), formatBytes(c.bytes),
                                                 formatSeconds(c.seconds));
+
+    if (layoutWorkspace_ != plan->workspace.get()) {
+        cardLayouts_.clear();
+        layoutInFlight_.clear();
+        layoutWorkspace_ = plan->workspace.get();
+    }
+    std::map<int, LayoutInput> layoutsToRequest; // expanded cards dot has not laid out yet
 
     double y = 0;
     std::vector<QRectF> cardRects;
@@ -430,9 +492,34 @@ void GraphView::rebuild()
                 nodes[static_cast<size_t>(row[i])].pos.setX((double(i) - (double(row.size()) - 1) / 2) * (kNodeW + kGapX));
             widest = std::max(widest, row.size());
         }
-        const double width = std::max(kMinCardW, double(widest) * (kNodeW + kGapX) - kGapX + 2 * kCardPad + (isExpanded ? 120 : 0));
-        const double height = isExpanded ? kCardHeader + kCardPad + ranks * (kNodeH + kGapY) - kGapY + kCardPad + 8 : kCollapsedH;
+        // Dot's layout of this card when it has one; else the layered one above, and ask dot.
+        const auto dotIt = cardLayouts_.find(static_cast<int>(ri));
+        const CardLayout* dot = isExpanded && dotIt != cardLayouts_.end() && dotIt->second.ok &&
+                                        dotIt->second.centers.size() == nodes.size()
+                                    ? &dotIt->second
+                                    : nullptr;
+        if (isExpanded && dotIt == cardLayouts_.end()) {
+            LayoutInput in;
+            for (size_t i = 0; i < nodes.size(); ++i) {
+                LayoutNode ln;
+                ln.id = "n" + std::to_string(i);
+                ln.label = " "; // sized by width/height; the scene draws the text
+                ln.width = kNodeW;
+                ln.height = kDotNodeH;
+                in.nodes.push_back(std::move(ln));
+            }
+            for (const auto& [a, b] : edges) in.edges.push_back({"n" + std::to_string(a), "n" + std::to_string(b)});
+            layoutsToRequest.emplace(static_cast<int>(ri), std::move(in));
+        }
+        double width = std::max(kMinCardW, double(widest) * (kNodeW + kGapX) - kGapX + 2 * kCardPad + (isExpanded ? 120 : 0));
+        double height = isExpanded ? kCardHeader + kCardPad + ranks * (kNodeH + kGapY) - kGapY + kCardPad + 8 : kCollapsedH;
+        if (dot) {
+            width = std::max(kMinCardW, dot->width + 2 * kCardPad);
+            height = kCardHeader + kCardPad + dot->height + kCardPad;
+        }
         const QRectF cardRect(-width / 2, y, width, height);
+        // Where dot's frame (origin at its top left) sits in the scene.
+        const QPointF dotOrigin(-(dot ? dot->width : 0) / 2, y + kCardHeader + kCardPad);
         auto* card = new CardItem(cardRect, title, info, classColor(run.classId), isExpanded, true, strip,
                                   pillsFor(cardKinds));
         card->setData(KindKey, CardKindItem);
@@ -448,6 +535,9 @@ void GraphView::rebuild()
         if (isExpanded) {
             const double top = y + kCardHeader + kCardPad;
             for (auto& n : nodes) n.pos.setY(top + n.rank * (kNodeH + kGapY));
+            if (dot)
+                for (size_t i = 0; i < nodes.size(); ++i) // n.pos is a node's top centre; dot gives centres
+                    nodes[i].pos = dotOrigin + dot->centers[i] - QPointF(0, kDotNodeH / 2);
             for (auto& n : nodes) {
                 const QRectF rect(n.pos.x() - kNodeW / 2, n.pos.y(), kNodeW, kNodeH);
                 QGraphicsItem* item = nullptr;
@@ -467,6 +557,7 @@ void GraphView::rebuild()
                                          .arg(QString::fromStdString(g.op(n.op).name), QLatin1String(opKindName(g.op(n.op).kind).data()),
                                               QString::fromStdString(model.signature(n.op).equation), shardingClassName(sc), strategy, spec));
                     index_.opItems[n.op] = item;
+                    if (dot) index_.dotPlacedOps.insert(n.op);
                 } else {
                     const auto& sg = f.siblings[static_cast<size_t>(n.group)];
                     const auto& sc = f.classes[static_cast<size_t>(sg.classId)];
@@ -478,6 +569,12 @@ void GraphView::rebuild()
             }
             for (const auto& [a, b] : edges) {
                 const Node& na = nodes[static_cast<size_t>(a)];
+                if (dot) {
+                    if (const auto path = dot->edges.find({a, b}); path != dot->edges.end()) {
+                        addSplineEdge(scene_, path->second, dotOrigin, na.pos + QPointF(0, kNodeH));
+                        continue;
+                    }
+                }
                 const Node& nb = nodes[static_cast<size_t>(b)];
                 const int span = nb.rank - na.rank;
                 double side = 0;
@@ -525,6 +622,10 @@ void GraphView::rebuild()
         const QPointF from(ra.right() - 40, ra.bottom()), to(rb.right() - 40, rb.top());
         addEdge(scene_, from, to, right + 50 - from.x(), QString());
     }
+    // Ask dot for the cards it has not laid out, unless the newest job already does.
+    bool covered = !layoutsToRequest.empty();
+    for (const auto& [run, input] : layoutsToRequest) covered = covered && layoutInFlight_.count(run);
+    if (!layoutsToRequest.empty() && !covered) startLayout(std::move(layoutsToRequest));
     scene_.setSceneRect(scene_.itemsBoundingRect().adjusted(-40, -30, 40, 30));
     minimap_->refit();
     showSelection();
@@ -534,6 +635,51 @@ void GraphView::rebuild()
         fitWidth();
     }
     emit sceneRebuilt();
+}
+
+quint64 GraphView::relayout()
+{
+    cardLayouts_.clear();
+    layoutInFlight_.clear();
+    rebuild(); // requests every expanded card again
+    return layoutJob_;
+}
+
+quint64 GraphView::startLayout(std::map<int, LayoutInput> inputs)
+{
+    using Results = std::map<int, CardLayout>;
+    const quint64 job = ++layoutJob_;
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan) return job;
+    const auto workspace = plan->workspace; // kept alive, and compared when the result arrives
+    layoutInFlight_.clear();
+    for (const auto& [run, input] : inputs) layoutInFlight_.insert(run);
+    auto* watcher = new QFutureWatcher<Results>(this);
+    connect(watcher, &QFutureWatcher<Results>::finished, this, [this, watcher, job, workspace] {
+        watcher->deleteLater();
+        const auto current = document_ ? document_->plan() : nullptr;
+        if (job != layoutJob_ || !current || current->workspace != workspace) {
+            emit layoutDropped(job);
+            return;
+        }
+        for (auto& [run, layout] : watcher->result()) cardLayouts_[run] = std::move(layout);
+        layoutInFlight_.clear();
+        rebuild();
+        emit layoutFinished(job);
+    });
+    // core/layout serialises Graphviz under its own mutex, so this is safe off the GUI thread.
+    watcher->setFuture(QtConcurrent::run([inputs = std::move(inputs)] {
+        Results results;
+        for (const auto& [run, input] : inputs) {
+            try {
+                results[run] = cardLayoutFrom(layoutGraph(input), input);
+            } catch (const std::exception&) {
+                results[run] = CardLayout{}; // not ok: the layered layout stays, and dot is not asked again
+            }
+        }
+        return results;
+    }));
+    return job;
 }
 
 void GraphView::showSelection()

@@ -3,13 +3,18 @@
 // representative's ops, coloured by how each is sharded, with collective badges where the plan
 // puts them. Zoom (Ctrl+wheel), pan (drag, wheel), fit, find, and a minimap.
 //
-// Layout: core/layout (Graphviz) is not there yet, so the cards are laid out here with a small
-// layered layout (longest-path ranks, barycentre order). A folded graph is tens of nodes, so this
-// runs on the GUI thread in well under a millisecond.
+// Layout: the ops inside an expanded card are placed by Graphviz dot (core/layout) on a worker
+// thread, under a job id; a result for an older request or another workspace is dropped. Until
+// dot's positions arrive (or if dot fails) a small layered layout (longest-path ranks,
+// barycentre order) stands in, computed here in well under a millisecond, so the view never
+// waits. Dot's positions depend only on the fold, not on the plan, so they are kept per run
+// until the workspace changes.
 #include <map>
+#include <set>
 #include <memory>
 
 #include <QGraphicsView>
+#include <QPainterPath>
 #include <QPointer>
 
 #include "document.h"
@@ -17,6 +22,7 @@
 namespace tp {
 
 class Minimap;
+struct LayoutInput;
 
 /// Where things are in the scene (for tests and for selection).
 struct SceneIndex {
@@ -26,6 +32,15 @@ struct SceneIndex {
     std::vector<int> cardClass;             ///< per run: block class id
     std::vector<int> cardRun;               ///< per card: index into folded.runs (-1 for a sibling group)
     int badges = 0;                         ///< collective badges drawn
+    std::set<OpId> dotPlacedOps;            ///< displayed ops whose position came from Graphviz
+};
+
+/// Dot's layout of one expanded card: node centres and edge splines in the card's own frame.
+struct CardLayout {
+    bool ok = false;                                   ///< false: dot failed, the layered layout stays
+    double width = 0, height = 0;
+    std::vector<QPointF> centers;                      ///< per card node
+    std::map<std::pair<int, int>, QPainterPath> edges; ///< per (from node, to node)
 };
 
 class GraphView : public QGraphicsView {
@@ -44,9 +59,18 @@ public:
     /// Selects the next op (after the selected one) whose name contains the text; false if none.
     bool findNext(const QString& text);
     void setMinimapVisible(bool visible);
+    /// Forgets dot's positions and lays every expanded card out again; returns the job id.
+    quint64 relayout();
+    quint64 latestLayoutJob() const { return layoutJob_; }
+    /// A dot job for the cards on screen is running.
+    bool isLayingOut() const { return !layoutInFlight_.empty(); }
 
 signals:
     void sceneRebuilt();
+    /// Dot's positions of this job are on screen.
+    void layoutFinished(quint64 jobId);
+    /// This job's result arrived after a newer request (or for another workspace) and was dropped.
+    void layoutDropped(quint64 jobId);
 
 protected:
     void wheelEvent(QWheelEvent* event) override;
@@ -63,6 +87,8 @@ private:
     void toggleCard(int card);
     void placeMinimap();
     void zoomBy(double factor);
+    /// Starts a dot job for these runs' cards (the inputs are built on the GUI thread; cheap).
+    quint64 startLayout(std::map<int, LayoutInput> inputs);
 
     QPointer<Document> document_;
     QGraphicsScene scene_;
@@ -70,6 +96,10 @@ private:
     Minimap* minimap_;
     QGraphicsItem* selectionMarker_ = nullptr;
     bool fitPending_ = true;
+    std::map<int, CardLayout> cardLayouts_;    ///< per run index, for layoutWorkspace_
+    const void* layoutWorkspace_ = nullptr;    ///< the workspace cardLayouts_ belong to
+    std::set<int> layoutInFlight_;             ///< runs the newest job lays out
+    quint64 layoutJob_ = 0;
 };
 
 } // namespace tp

@@ -10,6 +10,7 @@
 
 #include "document.h"
 #include "explainpanel.h"
+#include "graphview.h"
 #include "mainwindow.h"
 
 namespace {
@@ -120,14 +121,21 @@ int main(int argc, char** argv)
                     QApplication::exit(rc);
                 });
             };
+            // Pictures show dot's layout, not the stand-in: wait for it when it is still running.
+            auto waitForLayout = [&, grabAll] {
+                if (window.graphView()->isLayingOut())
+                    QObject::connect(window.graphView(), &tp::GraphView::layoutFinished, &app, grabAll, Qt::SingleShotConnection);
+                else
+                    grabAll();
+            };
             if (parser.isSet(screenshotExplain) && doc->selectedOp() >= 0) {
                 // The explanation is computed on a worker: grab once it is on screen.
                 window.explainDock()->raise();
                 // Tall enough that the mesh pictures and the why-not table are readable.
                 window.resizeDocks({window.explainDock()}, {560}, Qt::Vertical);
-                QObject::connect(window.explainPanel(), &tp::ExplainPanel::explanationShown, &app, grabAll, Qt::SingleShotConnection);
+                QObject::connect(window.explainPanel(), &tp::ExplainPanel::explanationShown, &app, waitForLayout, Qt::SingleShotConnection);
             } else {
-                grabAll();
+                waitForLayout();
             }
         }, Qt::SingleShotConnection);
     }
