@@ -3,7 +3,9 @@
 // on timing (the two measured times are printed with qInfo).
 #include <QAbstractItemModelTester>
 #include <QLineEdit>
+#include <QLabel>
 #include <QTableView>
+#include <QTableWidget>
 #include <QElapsedTimer>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -14,6 +16,9 @@
 #include "breakdownview.h"
 #include "candidatemodel.h"
 #include "document.h"
+#include "explainpanel.h"
+#include "explain/explain.h"
+#include "presentation.h"
 #include "graphview.h"
 #include "inspector.h"
 #include "mainwindow.h"
@@ -49,6 +54,19 @@ bool waitForPlan(Document& doc)
     return spy.wait(kPlanTimeoutMs);
 }
 
+/// How the Explain dock writes a difference: "+1.2 ms", "−3 µs", "0".
+QString signedSecondsText(double s)
+{
+    if (s == 0) return QStringLiteral("0");
+    return (s > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatSeconds(std::abs(s));
+}
+
+QString signedBytesText(double b)
+{
+    if (b == 0) return QStringLiteral("0");
+    return (b > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatBytes(std::abs(b));
+}
+
 } // namespace
 
 class TestGui : public QObject {
@@ -65,6 +83,9 @@ private slots:
     void fieldsRefuseInvalidValues();
     void graphViewFindsAndShowsOps();
     void planFileOpensWithItsSettings();
+    void explainDockExplainsTheSelectedOp();
+    void explainDockShowsCoreNumbers();
+    void graphLayoutPlacesEveryVisibleOpAndDropsStaleJobs();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -443,6 +464,143 @@ void TestGui::planFileOpensWithItsSettings()
     QVERIFY(waitForPlan(reopened));
     QCOMPARE(reopened.plan()->result.strategyOfOp[static_cast<size_t>(opNamed(reopened, "layers.7/mlp/fc2"))],
              doc.plan()->result.strategyOfOp[static_cast<size_t>(opNamed(doc, "layers.7/mlp/fc2"))]);
+}
+
+void TestGui::explainDockExplainsTheSelectedOp()
+{
+    Document doc;
+    ExplainPanel panel;
+    panel.setDocument(&doc);
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    const OpId fc1 = opNamed(doc, "layers.0/mlp/fc1");
+    const OpId fc2 = opNamed(doc, "layers.0/mlp/fc2");
+    QVERIFY(fc1 >= 0 && fc2 >= 0);
+
+    QSignalSpy shown(&panel, &ExplainPanel::explanationShown);
+    QSignalSpy dropped(&panel, &ExplainPanel::resultDropped);
+    // Two selections before the worker answers: only the second may reach the screen.
+    doc.setSelectedOp(fc1);
+    doc.setSelectedOp(fc2);
+    QVERIFY(shown.wait(kPlanTimeoutMs));
+    QTRY_VERIFY(!dropped.isEmpty());
+    QCOMPARE(shown.size(), 1);
+    QCOMPARE(shown.first().first().value<OpId>(), fc2);
+
+    const PlanWorkspace& ws = *doc.workspace();
+    const int chosen = doc.plan()->result.strategyOfOp[static_cast<size_t>(fc2)];
+    const std::string chosenText = strategyToString(ws.costModel->strategies(fc2)[static_cast<size_t>(chosen)], ws.costModel->signature(fc2),
+                                                    ws.costModel->mesh());
+    QVERIFY(panel.explanation());
+    QCOMPARE(panel.explanation()->op, std::string("layers.0/mlp/fc2"));
+    QVERIFY2(panel.summaryLabel()->text().contains(QStringLiteral("Chosen strategy: <b>%1</b>").arg(QString::fromStdString(chosenText))),
+             qPrintable(panel.summaryLabel()->text()));
+    // One why-not row per candidate, the chosen one first.
+    QCOMPARE(panel.whyNotTable()->rowCount(), static_cast<int>(ws.costModel->strategies(fc2).size()));
+    QCOMPARE(panel.whyNotTable()->item(0, ExplainPanel::WhyStrategy)->text(), QStringLiteral("✔ %1").arg(QString::fromStdString(chosenText)));
+    // Every operand gets a picture with one slice per device.
+    const auto& operands = panel.explanation()->operands;
+    QCOMPARE(operands.size(), ws.model.graph.op(fc2).inputs.size() + ws.model.graph.op(fc2).outputs.size());
+    for (const auto& od : operands) QCOMPARE(od.devices.size(), size_t(8));
+
+    // Selecting nothing clears the dock.
+    doc.setSelectedOp(-1);
+    QVERIFY(!panel.explanation());
+    QCOMPARE(panel.whyNotTable()->rowCount(), 0);
+}
+
+void TestGui::explainDockShowsCoreNumbers()
+{
+    Document doc;
+    ExplainPanel panel;
+    panel.setDocument(&doc);
+    PlanSettings settings = quickSettings();
+    settings.memoryLimit = "2GiB"; // tight: the search may price memory, so objective and step can differ
+    doc.open(settings);
+    QVERIFY(waitForPlan(doc));
+    const OpId q = opNamed(doc, "layers.0/attn/q");
+    QVERIFY(q >= 0);
+    QSignalSpy shown(&panel, &ExplainPanel::explanationShown);
+    doc.setSelectedOp(q);
+    QVERIFY(shown.wait(kPlanTimeoutMs));
+
+    const PlanWorkspace& ws = *doc.workspace();
+    const explain::OpExplanation core = explain::explainOp(*ws.costModel, doc.plan()->result, q, &ws.folded);
+    const explain::OpExplanation& shownX = *panel.explanation();
+    QCOMPARE(shownX.computeSeconds, core.computeSeconds);
+    QCOMPARE(shownX.commSeconds, core.commSeconds);
+    QCOMPARE(shownX.memoryBytes, core.memoryBytes);
+    QCOMPARE(shownX.lambda, doc.plan()->result.lambda);
+
+    // The why-not table shows core's deltas, row by row, in core's order.
+    QTableWidget* whyNot = panel.whyNotTable();
+    QCOMPARE(whyNot->rowCount(), static_cast<int>(core.whyNot.size()));
+    for (int r = 0; r < whyNot->rowCount(); ++r) {
+        const auto& w = core.whyNot[static_cast<size_t>(r)];
+        QVERIFY(whyNot->item(r, ExplainPanel::WhyStrategy)->text().endsWith(QString::fromStdString(w.strategy)));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyObjective)->text(), signedSecondsText(w.objectiveDelta));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyStep)->text(), signedSecondsText(w.delta.stepSeconds));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyCompute)->text(), signedSecondsText(w.delta.computeSeconds));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyMemory)->text(), signedBytesText(w.delta.memoryBytes));
+        for (int c = ExplainPanel::WhyFirstCollective; c < whyNot->columnCount(); ++c) {
+            const QString kind = whyNot->horizontalHeaderItem(c)->text().mid(2); // "Δ all-reduce"
+            const auto it = w.delta.commByKind.find(kind.toStdString());
+            QCOMPARE(whyNot->item(r, c)->text(), signedSecondsText(it == w.delta.commByKind.end() ? 0.0 : it->second));
+        }
+    }
+    // Collectives: into, own, out of, with core's bytes and times.
+    std::vector<explain::CollectiveStep> steps = core.incoming;
+    steps.insert(steps.end(), core.own.begin(), core.own.end());
+    steps.insert(steps.end(), core.outgoing.begin(), core.outgoing.end());
+    QCOMPARE(panel.collectivesTable()->rowCount(), static_cast<int>(steps.size()));
+    for (int r = 0; r < static_cast<int>(steps.size()); ++r) {
+        QCOMPARE(panel.collectivesTable()->item(r, 1)->text(), QString::fromStdString(steps[static_cast<size_t>(r)].kind));
+        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(), formatBytes(steps[static_cast<size_t>(r)].bytes));
+        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(), formatSeconds(steps[static_cast<size_t>(r)].seconds));
+    }
+
+    // Compare with data parallel: core's per-block sums.
+    QSignalSpy compared(&panel, &ExplainPanel::comparisonShown);
+    panel.setCompareWith(CompareWith::DataParallel);
+    QVERIFY(compared.wait(kPlanTimeoutMs));
+    const explain::PlanDiff diff = explain::comparePlans(*ws.costModel, ws.folded, doc.plan()->result, doc.plan()->dataParallel);
+    QVERIFY(panel.comparison());
+    QCOMPARE(panel.comparison()->other.stepSeconds, diff.other.stepSeconds);
+    QCOMPARE(panel.comparisonTable()->rowCount(), static_cast<int>(diff.blocks.size()));
+    for (int r = 0; r < static_cast<int>(diff.blocks.size()); ++r) {
+        const auto& b = diff.blocks[static_cast<size_t>(r)];
+        QCOMPARE(panel.comparisonTable()->item(r, 0)->text(), QString::fromStdString(b.block));
+        QCOMPARE(panel.comparisonTable()->item(r, 4)->text(), formatSeconds(b.other.stepSeconds));
+    }
+}
+
+void TestGui::graphLayoutPlacesEveryVisibleOpAndDropsStaleJobs()
+{
+    Document doc;
+    GraphView view;
+    view.resize(900, 700);
+    view.setDocument(&doc);
+    view.show();
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    // Dot's positions arrive from the worker for every op node on screen.
+    QCOMPARE(view.sceneIndex().opItems.size(), size_t(21));
+    QTRY_COMPARE_WITH_TIMEOUT(view.sceneIndex().dotPlacedOps.size(), view.sceneIndex().opItems.size(), kPlanTimeoutMs);
+    for (const auto& [op, item] : view.sceneIndex().opItems) QVERIFY(view.sceneIndex().dotPlacedOps.count(op));
+
+    // Two requests in a row: the first one's result is dropped, only the second is applied.
+    QSignalSpy finished(&view, &GraphView::layoutFinished);
+    QSignalSpy dropped(&view, &GraphView::layoutDropped);
+    const quint64 first = view.relayout();
+    QVERIFY(view.sceneIndex().dotPlacedOps.empty()); // the stand-in layout is shown meanwhile
+    const quint64 second = view.relayout();
+    QVERIFY(second > first);
+    QVERIFY(finished.wait(kPlanTimeoutMs));
+    QTRY_COMPARE(dropped.size(), 1);
+    QCOMPARE(dropped.first().first().toULongLong(), first);
+    QCOMPARE(finished.size(), 1);
+    QCOMPARE(finished.first().first().toULongLong(), second);
+    QCOMPARE(view.sceneIndex().dotPlacedOps.size(), view.sceneIndex().opItems.size());
 }
 
 QTEST_MAIN(TestGui)
