@@ -222,9 +222,10 @@ ExplainPanel::ExplainPanel(QWidget* parent) : QWidget(parent)
     split->addWidget(summaryScroll);
     split->addWidget(picture_);
     split->addWidget(tabs);
-    split->setStretchFactor(0, 1);
-    split->setStretchFactor(1, 2);
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 3);
     split->setStretchFactor(2, 3);
+    split->setSizes({160, 260, 300}); // the words and the picture first: they teach; the tables detail
     layout->addWidget(split);
 }
 

@@ -132,7 +132,7 @@ int main(int argc, char** argv)
                 // The explanation is computed on a worker: grab once it is on screen.
                 window.explainDock()->raise();
                 // Tall enough that the mesh pictures and the why-not table are readable.
-                window.resizeDocks({window.explainDock()}, {560}, Qt::Vertical);
+                window.resizeDocks({window.explainDock()}, {window.height() * 2 / 3}, Qt::Vertical);
                 QObject::connect(window.explainPanel(), &tp::ExplainPanel::explanationShown, &app, waitForLayout, Qt::SingleShotConnection);
             } else {
                 waitForLayout();
