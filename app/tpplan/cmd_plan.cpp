@@ -62,7 +62,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     if (b.hiddenCommSeconds > 0) out << ", of which hidden " << formatSeconds(b.hiddenCommSeconds);
     out << ")\n";
     for (const auto& [kind, seconds] : b.commByKind)
-        out << "    " << std::left << std::setw(14) << collectiveName(kind) << formatSeconds(seconds) << "\n";
+        out << "    " << std::left << std::setw(16) << collectiveName(kind) << formatSeconds(seconds) << "\n";
     out << "  memory/device   " << formatBytes(b.perDeviceBytes) << " of " << formatBytes(b.capacityBytes)
         << (r.fits ? "" : "  DOES NOT FIT") << "\n"
         << "    parameters    " << formatBytes(b.paramBytes) << "\n"
