@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/catalog.h"
+#include "plan/planner.h"
 
 namespace tp::cli {
 
@@ -53,6 +54,8 @@ const std::vector<Command>& commands();
 
 /// The model options (--set, --batch, --seq) of a command line.
 ModelOptions modelOptions(const Options& options);
+/// The plan request (model, mesh, hardware, mode, limits, locks, baseline) of a command line.
+PlanRequest planRequest(const Options& options, const std::string& model);
 
 int runModels(const Options& options, std::ostream& out);
 int runInfo(const Options& options, std::ostream& out);

@@ -33,21 +33,6 @@ bool isPlanFile(const std::string& path)
     return text.find("\"tpstudio.plan\"") != std::string::npos;
 }
 
-PlanRequest requestFor(const Options& o, const std::string& model)
-{
-    PlanRequest r;
-    r.model = model;
-    r.modelOptions = modelOptions(o);
-    r.mesh = o.mesh;
-    r.hardware = o.hardware;
-    r.mode = o.mode;
-    r.memoryLimit = o.memoryLimit;
-    r.microBatch = o.microBatch;
-    r.locks = o.locks;
-    r.baseline = o.baseline;
-    return r;
-}
-
 Loaded load(const Options& o, const std::string& source)
 {
     Loaded l;
@@ -58,7 +43,7 @@ Loaded load(const Options& o, const std::string& source)
         l.fromFile = true;
         return l;
     }
-    l.request = requestFor(o, source);
+    l.request = planRequest(o, source);
     l.ws = preparePlan(l.request);
     l.result = tp::runPlan(*l.ws, l.request);
     return l;

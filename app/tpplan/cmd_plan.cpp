@@ -9,11 +9,10 @@
 
 namespace tp::cli {
 
-PlanRequest planRequest(const Options& o)
+PlanRequest planRequest(const Options& o, const std::string& model)
 {
-    if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
     PlanRequest r;
-    r.model = o.positional[0];
+    r.model = model;
     r.modelOptions = modelOptions(o);
     r.mesh = o.mesh;
     r.hardware = o.hardware;
@@ -101,7 +100,8 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
 
 int runPlan(const Options& o, std::ostream& out)
 {
-    const PlanRequest request = planRequest(o);
+    if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
+    const PlanRequest request = planRequest(o, o.positional[0]);
     auto ws = preparePlan(request);
     const SearchResult r = tp::runPlan(*ws, request);
     const nlohmann::json doc = planToJson(ws->context, *ws->costModel, ws->folded, r);
