@@ -3,6 +3,7 @@
 // InputError (no crash, no hang).
 #include <QtTest>
 
+#include <cmath>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 #include "graph/opkinds.h"
 #include "io/onnx_import.h"
 #include "models/catalog.h"
+#include "plan/planner.h"
+#include "search/search.h"
 #include "util/error.h"
 
 using namespace tp;
@@ -68,6 +71,43 @@ private slots:
         QCOMPARE(kindCounts(g)[OpKind::Opaque], 0);
         qInfo("%s: %zu ops, %zu tensors, %lld parameters", qPrintable(file), g.ops.size(), g.tensors.size(),
               static_cast<long long>(g.parameterCount()));
+    }
+
+    // Each fixture is planned end to end like a built-in model: every op gets a strategy and
+    // the step time is finite and positive.
+    void planIsProducedForEachFixture_data() { fixtureImportsWithExactParameterCount_data(); }
+
+    void planIsProducedForEachFixture()
+    {
+        QFETCH(QString, file);
+        PlanRequest request;
+        request.model = (kFixtures + "/" + file).toStdString();
+        request.mesh = "4";
+        request.memoryLimit = "none";
+        auto ws = preparePlan(request);
+        const SearchResult r = runPlan(*ws, request);
+        QCOMPARE(r.strategyOfOp.size(), ws->model.graph.ops.size());
+        QVERIFY(r.breakdown.stepSeconds > 0 && std::isfinite(r.breakdown.stepSeconds));
+        QVERIFY(r.blockClasses >= 1);
+    }
+
+    // torchvision's ResNet-50 folds exactly like the built-in one: the same classes (stem,
+    // per stage one downsampling block and one class of identity blocks, head) with the same
+    // op counts and instance counts, in the same order.
+    void resnetFoldsLikeTheBuiltin()
+    {
+        const FoldedGraph onnx = foldGraph(importOnnxFile(fixturePath("resnet50.onnx")));
+        ModelOptions options;
+        options.batch = 1;
+        const FoldedGraph builtin = foldGraph(loadModel("resnet50", options).graph);
+        auto shape = [](const FoldedGraph& f) {
+            QStringList out;
+            for (const auto& c : f.classes) out << QStringLiteral("%1x%2").arg(c.opsPerInstance()).arg(c.instances.size());
+            return out.join(' ');
+        };
+        // stem 4x1, then per stage (12-op downsampling x1, 10-op identity x2/3/5/2), head 3x1.
+        QCOMPARE(shape(builtin), QStringLiteral("4x1 12x1 10x2 12x1 10x3 12x1 10x5 12x1 10x2 3x1"));
+        QCOMPARE(shape(onnx), shape(builtin));
     }
 
     // The decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add) and
