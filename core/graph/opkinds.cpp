@@ -1,6 +1,7 @@
 #include "opkinds.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "../util/error.h"
@@ -98,13 +99,20 @@ std::string reshapeEquation(const Op& op, const Graph& g)
             throw InputError(opContext(op) + ": reshape changes the number of elements");
         std::int64_t pin = in[i], pout = out[o];
         size_t i2 = i + 1, o2 = o + 1;
+        // Operands may not be validated yet (the ONNX importer asks before validateGraph), so a
+        // product that would overflow int64 is refused rather than computed.
+        auto grow = [&](std::int64_t& product, std::int64_t dim) {
+            if (dim > 0 && product > std::numeric_limits<std::int64_t>::max() / dim)
+                throw InputError(opContext(op) + ": reshape operand has more elements than fit in 64 bits");
+            product *= dim;
+        };
         while (pin != pout) {
             if (pin < pout) {
                 if (i2 >= in.size()) throw InputError(opContext(op) + ": reshape changes the number of elements");
-                pin *= in[i2++];
+                grow(pin, in[i2++]);
             } else {
                 if (o2 >= out.size()) throw InputError(opContext(op) + ": reshape changes the number of elements");
-                pout *= out[o2++];
+                grow(pout, out[o2++]);
             }
         }
         if (i2 - i == 1) {

@@ -1,6 +1,7 @@
 #include "signature.h"
 
 #include <array>
+#include <limits>
 
 #include "../util/error.h"
 
@@ -167,6 +168,10 @@ Signature parseSignature(std::string_view equation, const std::vector<std::vecto
                             unknown = indexOf[static_cast<unsigned char>(c)];
                             ++unknownCount;
                         } else {
+                            // A product beyond int64 equals no dim size; stop before it overflows
+                            // (a merged term may repeat a loop: "(ffff)").
+                            if (loop.size > 0 && known > std::numeric_limits<std::int64_t>::max() / loop.size)
+                                throw mismatch(b, d);
                             known *= loop.size;
                         }
                     }

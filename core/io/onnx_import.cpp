@@ -333,6 +333,7 @@ public:
             fail("the graph has " + std::to_string(model_.graph().node_size()) + " nodes; at most " +
                  std::to_string(kMaxNodes) + " are supported");
         setInputDims();
+        checkInputsDefined();
         inferShapes();
         analyse();
         if (injectFoldedConstants()) { // a second round lets shape inference see the folded values
@@ -412,6 +413,31 @@ private:
         for (const auto& input : model_.graph().input())
             if (!inits.count(input.name())) return input.name() == name;
         return false;
+    }
+
+    // ONNX's shape inference dereferences the type of a node input that nothing defines (found
+    // by fuzzing: Shape of an undefined value crashes libonnx), so such graphs are refused before
+    // it runs, with the message analyse() gives.
+    void checkInputsDefined() const
+    {
+        const auto& g = model_.graph();
+        std::unordered_set<std::string> defined;
+        for (const auto& input : g.input()) defined.insert(input.name());
+        for (const auto& t : g.initializer()) defined.insert(t.name());
+        for (int i = 0; i < g.node_size(); ++i) {
+            const auto& p = g.node(i);
+            for (const auto& in : p.input()) {
+                if (in.empty() || defined.count(in)) continue;
+                Node n;
+                n.proto = &p;
+                n.index = static_cast<size_t>(i);
+                n.type = !p.domain().empty() && p.domain() != "ai.onnx" ? p.domain() + "." + p.op_type() : p.op_type();
+                failNode(n, "input '" + in + "' is produced by no earlier node, initializer or graph input "
+                            "(nodes must be in topological order)");
+            }
+            for (const auto& out : p.output())
+                if (!out.empty()) defined.insert(out);
+        }
     }
 
     void inferShapes()

@@ -1,11 +1,13 @@
 #include "mesh.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "../util/error.h"
+#include "../util/json_limits.h"
 #include "builtin_resources.h"
 
 namespace tp {
@@ -108,8 +110,13 @@ double number(const nlohmann::json& doc, const std::string& origin, const std::s
 
 Hardware hardwareFromJson(const std::string& text, const std::string& origin)
 {
+    checkJsonLimits(text, origin);
     const auto doc = nlohmann::json::parse(text, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) throw InputError(origin + ": not a JSON object");
+    // json::value() throws the library's type_error for a non-string; say which field instead.
+    for (const char* key : {"name", "description"})
+        if (doc.contains(key) && !doc[key].is_string())
+            throw InputError(origin + ": field '" + key + "' must be a string, not " + doc[key].dump());
     Hardware hw;
     hw.name = doc.value("name", origin);
     hw.description = doc.value("description", "");
@@ -126,8 +133,12 @@ Hardware hardwareFromJson(const std::string& text, const std::string& origin)
     hw.hbmBytes = number(doc, origin, "hbm_gib") * 1024.0 * 1024.0 * 1024.0;
     hw.hbmBandwidth = number(doc, origin, "hbm_bandwidth_gbps") * 1e9;
     hw.minKernelSeconds = number(doc, origin, "min_kernel_us") * 1e-6;
-    hw.gpusPerNode = static_cast<int>(number(doc, origin, "gpus_per_node"));
-    if (hw.gpusPerNode < 1) throw InputError(origin + ": field 'gpus_per_node' must be at least 1");
+    // Checked before the conversion to int, which is undefined for values beyond int.
+    const double gpusPerNode = number(doc, origin, "gpus_per_node");
+    if (gpusPerNode < 1 || gpusPerNode > 65536 || gpusPerNode != std::floor(gpusPerNode))
+        throw InputError(origin + ": field 'gpus_per_node' must be a whole number from 1 to 65536, not " +
+                         doc["gpus_per_node"].dump());
+    hw.gpusPerNode = static_cast<int>(gpusPerNode);
     hw.intraNode = {number(doc, origin, "intra_node/bandwidth_gbps") * 1e9, number(doc, origin, "intra_node/latency_us") * 1e-6};
     hw.interNode = {number(doc, origin, "inter_node/bandwidth_gbps") * 1e9, number(doc, origin, "inter_node/latency_us") * 1e-6};
     if (hw.intraNode.bandwidth <= 0 || hw.interNode.bandwidth <= 0)

@@ -9,6 +9,7 @@
 #include "../graph/validate.h"
 #include "../io/graph_json.h"
 #include "../util/error.h"
+#include "../util/json_limits.h"
 #include "../util/units.h"
 
 namespace tp {
@@ -276,11 +277,14 @@ private:
 
 LoadedPlan readPlanFile(const std::string& text, const std::string& origin)
 {
+    checkJsonLimits(text, origin);
     json doc;
     try {
         doc = json::parse(text);
     } catch (const json::parse_error& e) {
         throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+    } catch (const json::exception& e) { // a number beyond double ("1e309") is out_of_range.406
+        throw InputError(origin + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find("] ") + 2) + ")");
     }
     return readPlanJson(doc, origin);
 }
@@ -506,11 +510,14 @@ std::string writeProjectJson(const ProjectFile& project) { return projectToJson(
 ProjectFile readProjectJson(const std::string& text, const std::string& origin)
 {
     Reader r(origin);
+    checkJsonLimits(text, origin);
     json doc;
     try {
         doc = json::parse(text);
     } catch (const json::parse_error& e) {
         throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+    } catch (const json::exception& e) { // a number beyond double ("1e309") is out_of_range.406
+        throw InputError(origin + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find("] ") + 2) + ")");
     }
     if (!doc.is_object()) r.fail("/", "a project file must hold a JSON object, not " + std::string(doc.type_name()));
     const std::string format = r.string(doc, "", "format");
