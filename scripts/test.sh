@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test with ctest (offscreen).
+#   scripts/test.sh [PRESET]   dev (default) or asan (AddressSanitizer + UndefinedBehaviorSanitizer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+preset="${1:-dev}"
 scripts/bootstrap.sh
-scripts/build.sh dev
+scripts/build.sh "$preset"
 export QT_QPA_PLATFORM=offscreen
-ctest --preset dev -j2
+ctest --preset "$preset" -j2

@@ -415,29 +415,54 @@ private:
         return false;
     }
 
-    // ONNX's shape inference dereferences the type of a node input that nothing defines (found
-    // by fuzzing: Shape of an undefined value crashes libonnx), so such graphs are refused before
-    // it runs, with the message analyse() gives.
+    // ONNX's shape inference dereferences the type of a node input without checking it (found by
+    // fuzzing: Shape of an undefined value, or of the output of an operator ONNX does not know,
+    // crashes libonnx). So before it runs, every input must be defined earlier and have a type:
+    // declared (graph input, initializer, value_info) or coming from an operator with a schema.
     void checkInputsDefined() const
     {
         const auto& g = model_.graph();
-        std::unordered_set<std::string> defined;
-        for (const auto& input : g.input()) defined.insert(input.name());
-        for (const auto& t : g.initializer()) defined.insert(t.name());
+        std::unordered_set<std::string> defined, typed;
+        for (const auto& input : g.input()) {
+            defined.insert(input.name());
+            if (input.has_type()) typed.insert(input.name());
+        }
+        for (const auto& t : g.initializer()) defined.insert(t.name()), typed.insert(t.name());
+        for (const auto* infos : {&g.value_info(), &g.output()})
+            for (const auto& info : *infos)
+                if (info.has_type()) typed.insert(info.name());
         for (int i = 0; i < g.node_size(); ++i) {
             const auto& p = g.node(i);
+            Node n;
+            n.proto = &p;
+            n.index = static_cast<size_t>(i);
+            n.type = !p.domain().empty() && p.domain() != "ai.onnx" ? p.domain() + "." + p.op_type() : p.op_type();
             for (const auto& in : p.input()) {
-                if (in.empty() || defined.count(in)) continue;
-                Node n;
-                n.proto = &p;
-                n.index = static_cast<size_t>(i);
-                n.type = !p.domain().empty() && p.domain() != "ai.onnx" ? p.domain() + "." + p.op_type() : p.op_type();
-                failNode(n, "input '" + in + "' is produced by no earlier node, initializer or graph input "
-                            "(nodes must be in topological order)");
+                if (in.empty()) continue;
+                if (!defined.count(in))
+                    failNode(n, "input '" + in + "' is produced by no earlier node, initializer or graph input "
+                                "(nodes must be in topological order)");
+                if (!typed.count(in))
+                    failNode(n, "input '" + in + "' has no type: the operator producing it is unknown to ONNX "
+                                "and the file declares no value_info for it");
             }
-            for (const auto& out : p.output())
-                if (!out.empty()) defined.insert(out);
+            const bool known = schemaOf(p) != nullptr;
+            for (const auto& out : p.output()) {
+                if (out.empty()) continue;
+                defined.insert(out);
+                if (known) typed.insert(out);
+            }
         }
+    }
+
+    const onnx::OpSchema* schemaOf(const onnx::NodeProto& node) const
+    {
+        const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
+        std::int64_t version = standard ? opset_ : -1;
+        for (const auto& op : model_.opset_import())
+            if (!standard && op.domain() == node.domain()) version = op.version();
+        if (version < 0 || version > std::numeric_limits<int>::max()) return nullptr;
+        return onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(version), standard ? "" : node.domain());
     }
 
     void inferShapes()

@@ -24,6 +24,16 @@ std::mutex& graphvizMutex()
     return mutex;
 }
 
+// One Graphviz context for the process, made on first use and never freed. Graphviz 2.42's pango
+// plugin remembers a pointer to the last font name, which lives in the context's font
+// dictionary: after a context is freed, the next layout compares against freed memory
+// (ASan: heap-use-after-free in textspan_size). Callers hold graphvizMutex().
+GVC_t* graphvizContext()
+{
+    static GVC_t* const context = gvContext();
+    return context;
+}
+
 std::string quoted(const std::string& text)
 {
     std::string out = "\"";
@@ -63,14 +73,13 @@ struct Context {
             gvFreeLayout(gvc, graph);
             agclose(graph);
         }
-        if (gvc) gvFreeContext(gvc);
     }
 };
 
 // Parses the DOT text and lays it out; the caller holds the lock.
 void layOut(Context& c, const std::string& dot)
 {
-    c.gvc = gvContext();
+    c.gvc = graphvizContext();
     if (!c.gvc) throw InputError("graph layout: Graphviz could not start");
     c.graph = agmemread(dot.c_str());
     if (!c.graph) throw InputError("graph layout: Graphviz could not read the generated DOT");
