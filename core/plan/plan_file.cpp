@@ -289,17 +289,25 @@ LoadedPlan readPlanFile(const std::string& text, const std::string& origin)
     return readPlanJson(doc, origin);
 }
 
+/// The versioned envelope shared by plan and project files: an object with the right format
+/// string and a version this build reads (newer ones are refused, older ones migrate).
+void checkEnvelope(const Reader& r, const json& doc, const std::string& kind, const std::string& format,
+                   std::int64_t current)
+{
+    if (!doc.is_object()) r.fail("/", "a " + kind + " file must hold a JSON object, not " + std::string(doc.type_name()));
+    const std::string found = r.string(doc, "", "format");
+    if (found != format) r.fail("/format", "is '" + found + "', expected '" + format + "'");
+    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version", INT64_MIN);
+    if (version > current)
+        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
+                               std::to_string(current) + "); update TP Studio");
+    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+}
+
 LoadedPlan readPlanJson(const json& doc, const std::string& origin)
 {
     Reader r(origin);
-    if (!doc.is_object()) r.fail("/", "a plan file must hold a JSON object, not " + std::string(doc.type_name()));
-    const std::string format = r.string(doc, "", "format");
-    if (format != "tpstudio.plan") r.fail("/format", "is '" + format + "', expected 'tpstudio.plan'");
-    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version", INT64_MIN);
-    if (version > kPlanFormatVersion)
-        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
-                               std::to_string(kPlanFormatVersion) + "); update TP Studio");
-    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+    checkEnvelope(r, doc, "plan", "tpstudio.plan", kPlanFormatVersion);
 
     LoadedPlan plan;
     plan.stored = doc;
@@ -519,14 +527,7 @@ ProjectFile readProjectJson(const std::string& text, const std::string& origin)
     } catch (const json::exception& e) { // a number beyond double ("1e309") is out_of_range.406
         throw InputError(origin + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find("] ") + 2) + ")");
     }
-    if (!doc.is_object()) r.fail("/", "a project file must hold a JSON object, not " + std::string(doc.type_name()));
-    const std::string format = r.string(doc, "", "format");
-    if (format != "tpstudio.project") r.fail("/format", "is '" + format + "', expected 'tpstudio.project'");
-    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version", INT64_MIN);
-    if (version > kProjectFileVersion)
-        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
-                               std::to_string(kProjectFileVersion) + "); update TP Studio");
-    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+    checkEnvelope(r, doc, "project", "tpstudio.project", kProjectFileVersion);
 
     ProjectFile p;
     const json& s = r.object(doc, "", "settings");
