@@ -395,6 +395,36 @@ private slots:
         QVERIFY(!impossible.fits);
         QVERIFY(impossible.breakdown.perDeviceBytes < unlimited.breakdown.perDeviceBytes);
     }
+
+    void cancelledSolveThrowsAndSessionStaysUsable_data()
+    {
+        QTest::addColumn<bool>("flat");
+        QTest::newRow("folded") << false;
+        QTest::newRow("flat") << true;
+    }
+
+    void cancelledSolveThrowsAndSessionStaysUsable()
+    {
+        QFETCH(bool, flat);
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=4"};
+        const auto m = loadModel("gpt2", options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh("8", hw), hw);
+        PlannerSession session(cost, foldGraph(m.graph));
+        session.setFlat(flat);
+        const SearchResult before = session.solve();
+        std::atomic<bool> cancel{true};
+        session.setCancelFlag(&cancel);
+        QVERIFY_THROWS_EXCEPTION(Cancelled, session.solve());
+        // The fold the session keeps is intact: the same solve gives the same plan.
+        QCOMPARE(session.folded().classes.size(), foldGraph(m.graph).classes.size());
+        cancel = false;
+        const SearchResult after = session.solve();
+        QCOMPARE(after.objective, before.objective);
+        QCOMPARE(after.strategyOfOp, before.strategyOfOp);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSearch)

@@ -192,6 +192,12 @@ struct PlannerSession::Impl {
     double memoryLimit = 0;
     bool allowRecompute = true;
     bool flat = false;
+    const std::atomic<bool>* cancel = nullptr;
+
+    void throwIfCancelled() const
+    {
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    }
 
     std::vector<TensorOrigin> origin;
     std::vector<std::vector<OpId>> consumers; ///< per tensor
@@ -263,6 +269,7 @@ struct PlannerSession::Impl {
     {
         auto found = tables.find(cls);
         if (found != tables.end()) return found->second;
+        throwIfCancelled();
         const BlockClass& bc = folded.classes[static_cast<size_t>(cls)];
         auto ct = std::make_shared<ClassTable>();
         ct->classId = cls;
@@ -814,6 +821,7 @@ struct PlannerSession::Impl {
 
     SearchResult solveAt(double lambda, bool recomputeAllowed)
     {
+        throwIfCancelled();
         tables.clear();
         decodedCache.clear();
         decodedMemory = 0;
@@ -1149,6 +1157,7 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
 void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = allow; }
 void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
+void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 
 double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
                               const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown)
@@ -1194,6 +1203,16 @@ SearchResult PlannerSession::solve()
         saved = std::move(d.folded);
         d.folded = unfoldClasses(*saved);
     }
+    // The session's own fold comes back however the solve ends (a cancellation throws).
+    struct RestoreFold {
+        Impl& d;
+        std::optional<FoldedGraph>& saved;
+        ~RestoreFold()
+        {
+            if (saved) d.folded = std::move(*saved);
+            saved.reset();
+        }
+    } restoreFold{d, saved};
     d.tablesSolved = 0;
     const double capacity = d.model.hardware().hbmBytes;
     const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
@@ -1251,7 +1270,6 @@ SearchResult PlannerSession::solve()
     best.blockClasses = static_cast<int>(d.folded.classes.size());
     best.opsSearched = d.folded.searchedOps();
     best.tablesSolved = d.tablesSolved;
-    if (saved) d.folded = std::move(*saved);
     return best;
 }
 
@@ -1273,6 +1291,7 @@ SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const
     session.setMemoryLimit(options.memoryLimitBytes);
     session.setAllowRecompute(options.allowRecompute);
     session.setFlat(options.flat);
+    session.setCancelFlag(options.cancel);
     return session.solve();
 }
 

@@ -7,6 +7,7 @@
 // table. The block tables are stitched by eliminating the boundary specs; a run of r identical
 // chained blocks is one min-plus matrix power (repeated squaring, O(k^3 log r)).
 // A memory limit is met by a Lagrange multiplier on memory, bisected.
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct SearchOptions {
     bool allowRecompute = true;  ///< consider selective and full recomputation per block (training)
     bool flat = false;           ///< every instance its own class, no runs (the unfolded baseline)
     std::vector<ResolvedLock> locks;
+    /// Polled between block tables and between memory prices; when it reads true the search
+    /// throws tp::Cancelled. Must outlive the search.
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SearchResult {
@@ -80,6 +84,9 @@ public:
     void setMemoryLimit(double bytes);
     void setAllowRecompute(bool allow);
     void setFlat(bool flat);
+    /// See SearchOptions::cancel; null: never cancelled. The session stays usable after a
+    /// cancelled solve.
+    void setCancelFlag(const std::atomic<bool>* cancel);
 
     SearchResult solve();
 

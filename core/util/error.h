@@ -11,4 +11,11 @@ public:
     explicit InputError(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// Long work (a search, a layout) stopped because its caller asked it to: not an error to
+/// report, the caller already knows.
+class Cancelled : public std::runtime_error {
+public:
+    Cancelled() : std::runtime_error("cancelled") {}
+};
+
 } // namespace tp
