@@ -504,6 +504,7 @@ json projectToJson(const ProjectFile& p)
                      {"intra_node_GBps", p.intraNodeGBps},
                      {"inter_node_GBps", p.interNodeGBps}};
     if (!p.overrides.empty()) settings["overrides"] = p.overrides;
+    if (p.overlapChunks != 1) settings["overlap_chunks"] = p.overlapChunks;
     json doc = json::object();
     doc["format"] = "tpstudio.project";
     doc["version"] = kProjectFileVersion;
@@ -565,6 +566,12 @@ ProjectFile readProjectJson(const std::string& text, const std::string& origin)
     p.microBatch = optionalInt("micro_batch");
     p.intraNodeGBps = optionalNumber("intra_node_GBps");
     p.interNodeGBps = optionalNumber("inter_node_GBps");
+    if (const json* chunks = r.optional(s, "overlap_chunks")) {
+        const std::int64_t k = r.integer(*chunks, "/settings/overlap_chunks", 1);
+        if (k > kMaxOverlapChunks)
+            r.fail("/settings/overlap_chunks", "is " + chunks->dump() + ", at most " + std::to_string(kMaxOverlapChunks));
+        p.overlapChunks = static_cast<int>(k);
+    }
     if (r.optional(s, "mode")) p.mode = r.string(s, "/settings", "mode");
     if (p.mode != "train" && p.mode != "infer") r.fail("/settings/mode", "is '" + p.mode + "', expected 'train' or 'infer'");
     if (r.optional(s, "memory_limit")) p.memoryLimit = r.string(s, "/settings", "memory_limit");
@@ -599,6 +606,7 @@ PlanRequest planRequestOf(const ProjectFile& p)
     request.mode = p.mode;
     request.memoryLimit = p.memoryLimit;
     request.microBatch = p.microBatch;
+    request.overlapChunks = p.overlapChunks;
     request.locks = p.locks;
     return request;
 }

@@ -17,6 +17,8 @@
 namespace tp {
 
 inline constexpr int kProjectFileVersion = 1;
+/// The most matmul chunks a project may ask for (CostSettings::overlapChunks).
+inline constexpr int kMaxOverlapChunks = 1024;
 
 /// Adds what makes a plan document self-contained (planToJson calls it): the embedded graph when
 /// the model has no builder config, the full hardware spec when the hardware is not an unchanged
@@ -73,6 +75,7 @@ struct ProjectFile {
     std::string memoryLimit;            ///< "80GiB", "none", or empty for the hardware's capacity
     double intraNodeGBps = 0;           ///< link bandwidth overrides; 0: the hardware's
     double interNodeGBps = 0;
+    int overlapChunks = 1;              ///< chunked comm/compute overlap (CostSettings); 1: none
     std::vector<std::string> locks;     ///< "GLOB=STRATEGY"
     nlohmann::json view = nlohmann::json::object();
 };
