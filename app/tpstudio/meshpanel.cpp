@@ -1,13 +1,23 @@
 #include "meshpanel.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
+#include <QFutureWatcher>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QRegularExpression>
+#include <QRegularExpressionValidator>
 #include <QSpinBox>
+#include <QStyledItemDelegate>
+#include <QTableWidget>
+#include <QtConcurrent/QtConcurrentRun>
 
+#include "plan/plan_file.h"
 #include "presentation.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -36,6 +46,95 @@ QValidator::State ByteQuantityValidator::validate(QString& input, int&) const
     } catch (const InputError&) {
         return Intermediate;
     }
+}
+
+namespace {
+
+enum OverrideRoles { KindRole = Qt::UserRole + 1, OwnValueRole, ShownRole };
+
+/// Keys the table does not offer: descriptive, or edited by their own fields.
+bool hiddenConfigKey(const std::string& key)
+{
+    return key == "family" || key == "description" || key == "name" || key == "batch" || key == "seq";
+}
+
+QString configValueText(const nlohmann::json& v)
+{
+    if (v.is_string()) return QString::fromStdString(v.get<std::string>());
+    if (v.is_array()) {
+        QStringList parts;
+        for (const auto& x : v) parts << QString::fromStdString(x.dump());
+        return parts.join(QLatin1Char(','));
+    }
+    return QString::fromStdString(v.dump());
+}
+
+QRegularExpression partialValuePattern(const QString& kind)
+{
+    if (kind == QLatin1String("int")) return QRegularExpression(QStringLiteral("^[0-9]{0,12}$"));
+    if (kind == QLatin1String("number")) return QRegularExpression(QStringLiteral("^[0-9]*\\.?[0-9]*([eE][-+]?[0-9]{0,3})?$"));
+    if (kind == QLatin1String("bool")) return QRegularExpression(QStringLiteral("^(t(r(ue?)?)?|f(a(l(se?)?)?)?)?$"));
+    if (kind == QLatin1String("list")) return QRegularExpression(QStringLiteral("^([0-9]{1,9}(,[0-9]{0,9})*)?$"));
+    return QRegularExpression(QStringLiteral("^[^=]*$"));
+}
+
+/// The value column's editor refuses keystrokes that cannot lead to a value of the key's kind.
+class OverrideDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+    QWidget* createEditor(QWidget* parent, const QStyleOptionViewItem& option, const QModelIndex& index) const override
+    {
+        QWidget* editor = QStyledItemDelegate::createEditor(parent, option, index);
+        if (auto* line = qobject_cast<QLineEdit*>(editor)) {
+            const QString kind = index.data(KindRole).toString();
+            line->setValidator(new QRegularExpressionValidator(partialValuePattern(kind), line));
+            line->setPlaceholderText(tr("model's own: %1").arg(index.data(OwnValueRole).toString()));
+        }
+        return editor;
+    }
+};
+
+} // namespace
+
+QString MeshPanel::valueKind(const nlohmann::json& v)
+{
+    if (v.is_boolean()) return QStringLiteral("bool");
+    if (v.is_number_integer()) return QStringLiteral("int");
+    if (v.is_number()) return QStringLiteral("number");
+    if (v.is_array()) return QStringLiteral("list");
+    return QStringLiteral("text");
+}
+
+bool MeshPanel::checkValue(const QString& kind, const QString& text, QString* reason)
+{
+    auto refuse = [&](const QString& why) {
+        if (reason) *reason = why;
+        return false;
+    };
+    if (kind == QLatin1String("int")) {
+        static const QRegularExpression digits(QStringLiteral("^[0-9]+$"));
+        bool ok = false;
+        const qlonglong v = text.toLongLong(&ok);
+        if (!digits.match(text).hasMatch() || !ok || v <= 0) return refuse(tr("must be a positive integer, not '%1'").arg(text));
+        return true;
+    }
+    if (kind == QLatin1String("number")) {
+        bool ok = false;
+        const double v = text.toDouble(&ok);
+        if (!ok || !(v > 0) || !std::isfinite(v)) return refuse(tr("must be a positive number, not '%1'").arg(text));
+        return true;
+    }
+    if (kind == QLatin1String("bool")) {
+        if (text != QLatin1String("true") && text != QLatin1String("false")) return refuse(tr("must be true or false, not '%1'").arg(text));
+        return true;
+    }
+    if (kind == QLatin1String("list")) {
+        static const QRegularExpression list(QStringLiteral("^[1-9][0-9]*(,[1-9][0-9]*)*$"));
+        if (!list.match(text).hasMatch()) return refuse(tr("must be positive integers separated by commas, such as 3,4,6,3, not '%1'").arg(text));
+        return true;
+    }
+    if (text.isEmpty() || text.contains(QLatin1Char('='))) return refuse(tr("must be a non-empty text without '='"));
+    return true;
 }
 
 MeshPanel::MeshPanel(QWidget* parent) : QWidget(parent)
@@ -87,6 +186,31 @@ MeshPanel::MeshPanel(QWidget* parent) : QWidget(parent)
     memoryLimit_->setValidator(new ByteQuantityValidator(memoryLimit_));
     memoryLimit_->setPlaceholderText(tr("capacity (e.g. 80GiB, none)"));
     form->addRow(tr("Memory &limit"), memoryLimit_);
+    overlap_ = new QSpinBox(this);
+    overlap_->setRange(1, kMaxOverlapChunks);
+    overlap_->setSpecialValueText(tr("off"));
+    overlap_->setSuffix(tr(" chunks"));
+    overlap_->setToolTip(tr("Chunked overlap (ATP): matmuls run in this many chunks so that each chunk's collective hides under the "
+                            "next chunk's compute; off (1) exposes every collective"));
+    form->addRow(tr("O&verlap"), overlap_);
+
+    overrides_ = new QTableWidget(0, 2, this);
+    overrides_->setObjectName(QStringLiteral("modelOverrides"));
+    overrides_->setHorizontalHeaderLabels({tr("Key"), tr("Value")});
+    overrides_->verticalHeader()->hide();
+    overrides_->horizontalHeader()->setStretchLastSection(true);
+    overrides_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    overrides_->setSelectionMode(QAbstractItemView::SingleSelection);
+    overrides_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed | QAbstractItemView::AnyKeyPressed);
+    overrides_->setItemDelegateForColumn(1, new OverrideDelegate(overrides_));
+    overrides_->setMinimumHeight(140);
+    overrides_->setToolTip(tr("The model's config (tpplan --set key=value): edit a value to override it; clear it for the model's own"));
+    form->addRow(tr("Model &overrides"), overrides_);
+    overrideMessage_ = new QLabel(this);
+    overrideMessage_->setWordWrap(true);
+    overrideMessage_->setStyleSheet(QStringLiteral("color: #b00020;"));
+    overrideMessage_->hide();
+    form->addRow(QString(), overrideMessage_);
 
     connect(hardware_, &QComboBox::activated, this, [this] {
         if (document_) document_->setHardware(hardware_->currentText());
@@ -114,6 +238,147 @@ MeshPanel::MeshPanel(QWidget* parent) : QWidget(parent)
     connect(memoryLimit_, &QLineEdit::editingFinished, this, [this] {
         if (document_ && !updating_) document_->setMemoryLimit(memoryLimit_->text());
     });
+    connect(overlap_, &QSpinBox::editingFinished, this, [this] {
+        if (!document_ || updating_) return;
+        PlanSettings s = document_->settings();
+        s.overlapChunks = overlap_->value();
+        document_->setSettings(s, s.overlapChunks > 1 ? tr("Overlap %1 chunks").arg(s.overlapChunks) : tr("Overlap off"));
+    });
+    connect(overrides_, &QTableWidget::itemChanged, this, [this](QTableWidgetItem* item) {
+        if (!updating_ && item->column() == 1) commitOverride(item);
+    });
+}
+
+int MeshPanel::overrideRow(const QString& key) const
+{
+    for (int row = 0; row < overrides_->rowCount(); ++row)
+        if (overrides_->item(row, 0) && overrides_->item(row, 0)->text() == key) return row;
+    return -1;
+}
+
+QString MeshPanel::overrideMessage() const { return overrideMessage_->text(); }
+
+void MeshPanel::refuseOverride(const QString& key, const QString& message)
+{
+    overrideMessage_->setText(message);
+    overrideMessage_->show();
+    // Put the value the field showed back (only this cell: its editor may still be closing).
+    if (const int row = overrideRow(key); row >= 0) {
+        const bool wasUpdating = updating_;
+        updating_ = true;
+        QTableWidgetItem* item = overrides_->item(row, 1);
+        item->setText(item->data(ShownRole).toString());
+        updating_ = wasUpdating;
+    }
+    emit overrideRefused(key, message);
+}
+
+void MeshPanel::commitOverride(QTableWidgetItem* item)
+{
+    if (!document_) return;
+    const int row = item->row();
+    const QString key = overrides_->item(row, 0)->text();
+    const QString kind = item->data(KindRole).toString();
+    const QString own = item->data(OwnValueRole).toString();
+    QString text = item->text().trimmed();
+    if (text.isEmpty() || text == own) text.clear(); // the model's own value: no override
+    const PlanSettings before = document_->settings();
+    if (text.toStdString() == overrideValue(before.overrides, key.toStdString())) {
+        const bool wasUpdating = updating_; // no change: show the value as the table had it
+        updating_ = true;
+        item->setText(item->data(ShownRole).toString());
+        updating_ = wasUpdating;
+        return;
+    }
+    QString reason;
+    if (!text.isEmpty() && !checkValue(kind, text, &reason)) {
+        refuseOverride(key, tr("%1: %2").arg(key, reason));
+        return;
+    }
+    PlanSettings next = before;
+    next.overrides = withOverride(before.overrides, key.toStdString(), text.toStdString());
+    // The builder checks the config as a whole (heads dividing hidden, ...): build it off the GUI
+    // thread, and only an accepted value becomes an edit.
+    const quint64 job = ++validationJob_;
+    auto* watcher = new QFutureWatcher<QString>(this);
+    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, job, key, text, before, next] {
+        watcher->deleteLater();
+        const QString error = watcher->result();
+        if (job != validationJob_ || !document_) return;
+        if (!error.isEmpty()) {
+            refuseOverride(key, tr("%1 = %2 refused: %3").arg(key, text, error));
+            return;
+        }
+        if (document_->settings().overrides != before.overrides) return; // edited meanwhile (undo, open)
+        overrideMessage_->clear();
+        overrideMessage_->hide();
+        PlanSettings s = document_->settings();
+        s.overrides = next.overrides;
+        document_->setSettings(s, text.isEmpty() ? tr("Reset %1").arg(key) : tr("Override %1=%2").arg(key, text));
+        emit overrideAccepted(key, text);
+    });
+    const PlanRequest request = next.toRequest({});
+    watcher->setFuture(QtConcurrent::run([request]() -> QString {
+        try {
+            loadModel(request.model, request.modelOptions);
+            return {};
+        } catch (const std::exception& e) {
+            return QString::fromStdString(e.what());
+        }
+    }));
+}
+
+void MeshPanel::showOverrides()
+{
+    const PlanWorkspace* ws = document_ ? document_->workspace() : nullptr;
+    const PlanSettings* s = document_ ? &document_->settings() : nullptr;
+    // The rows follow the workspace's effective config; values the document overrides since
+    // (an edit whose plan is still coming) show as typed.
+    const nlohmann::json config = ws && ws->model.config.is_object() ? ws->model.config : nlohmann::json();
+    QString shown = QString::fromStdString(config.dump());
+    if (s) {
+        shown += QString::fromStdString(s->model);
+        for (const auto& o : s->overrides) shown += QLatin1Char('|') + QString::fromStdString(o);
+    }
+    if (shown == overridesShown_) return;
+    overridesShown_ = shown;
+    nlohmann::json own;
+    if (s && isBuiltinModel(s->model)) own = builtinModelConfig(s->model);
+    const bool wasUpdating = updating_;
+    updating_ = true;
+    overrides_->setRowCount(0);
+    overrides_->setEnabled(config.is_object());
+    if (config.is_object()) {
+        for (const auto& [key, value] : config.items()) {
+            if (hiddenConfigKey(key) || value.is_object() || value.is_null()) continue;
+            if (value.is_array() && !std::all_of(value.begin(), value.end(), [](const auto& x) { return x.is_number_integer(); })) continue;
+            const QString qkey = QString::fromStdString(key);
+            const std::string overridden = s ? overrideValue(s->overrides, key) : std::string();
+            const nlohmann::json& base = own.is_object() && own.contains(key) ? own[key] : value;
+            const int row = overrides_->rowCount();
+            overrides_->insertRow(row);
+            auto* k = new QTableWidgetItem(qkey);
+            k->setFlags(Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+            auto* v = new QTableWidgetItem(overridden.empty() ? configValueText(value) : QString::fromStdString(overridden));
+            v->setData(KindRole, valueKind(base));
+            v->setData(OwnValueRole, configValueText(base));
+            v->setData(ShownRole, v->text());
+            if (!overridden.empty()) {
+                QFont bold = v->font();
+                bold.setBold(true);
+                k->setFont(bold);
+                v->setFont(bold);
+                v->setToolTip(tr("Overridden (the model's own: %1); clear the value to reset").arg(configValueText(base)));
+            } else {
+                v->setToolTip(tr("The model's own value; edit it to override (tpplan --set %1=...)").arg(qkey));
+            }
+            overrides_->setItem(row, 0, k);
+            overrides_->setItem(row, 1, v);
+        }
+    }
+    overrides_->setToolTip(config.is_object() ? tr("The model's config (tpplan --set key=value): edit a value to override it; clear it for the model's own")
+                                              : tr("Overrides apply to built-in models and config.json files, not to graph or ONNX files"));
+    updating_ = wasUpdating;
 }
 
 void MeshPanel::setDocument(Document* document)
@@ -142,11 +407,14 @@ void MeshPanel::showSettings()
     microBatch_->setValue(static_cast<int>(s.microBatch));
     mode_->setCurrentText(QString::fromStdString(s.mode));
     memoryLimit_->setText(QString::fromStdString(s.memoryLimit));
+    overlap_->setValue(s.overlapChunks);
     updating_ = false;
+    showOverrides();
 }
 
 void MeshPanel::showMesh()
 {
+    showOverrides();
     const PlanWorkspace* ws = document_ ? document_->workspace() : nullptr;
     if (!ws) {
         axes_->clear();
@@ -164,6 +432,12 @@ void MeshPanel::showMesh()
                  .arg(QString::fromStdString(ws->hardware.name), formatBytes(ws->hardware.hbmBytes))
                  .arg(ws->context.batch)
                  .arg(ws->context.seq);
+    const Breakdown& b = document_->plan()->result.breakdown;
+    lines << (ws->costModel->settings().overlapChunks > 1
+                  ? tr("communication %1 exposed, %2 hidden by %3-chunk overlap")
+                        .arg(formatSeconds(b.exposedCommSeconds), formatSeconds(b.hiddenCommSeconds))
+                        .arg(ws->costModel->settings().overlapChunks)
+                  : tr("communication %1, all exposed (no overlap)").arg(formatSeconds(b.exposedCommSeconds)));
     axes_->setText(lines.join(QLatin1Char('\n')));
 }
 

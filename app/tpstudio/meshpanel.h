@@ -1,7 +1,14 @@
 #pragma once
 // Mesh & Hardware panel: preset, mesh shape (1D/2D/3D), link bandwidths, batch, sequence,
-// micro-batch, mode and memory limit. Fields refuse invalid text (validators); a committed value
-// becomes one undoable document edit.
+// micro-batch, mode, memory limit, comm/compute overlap and the model overrides (tpplan --set).
+// Fields refuse invalid text (validators); a committed value becomes one undoable document edit.
+//
+// Model overrides: one row per key of the model's config (layers, hidden, heads, ...), the value
+// editable. A value is refused at the field, with the reason under the table, when it is not of
+// the key's type (a positive integer for sizes) or when the builder refuses the changed config
+// (hidden not divisible by heads, ...): that check builds the model on a worker thread, so the
+// panel never waits; only an accepted value becomes an edit. An empty value (or the model's own)
+// removes the override.
 #include <QPointer>
 #include <QValidator>
 #include <QWidget>
@@ -13,6 +20,8 @@ class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
+class QTableWidget;
+class QTableWidgetItem;
 
 namespace tp {
 
@@ -37,10 +46,31 @@ public:
     void setDocument(Document* document);
     QLineEdit* meshField() { return mesh_; }
     QLineEdit* memoryLimitField() { return memoryLimit_; }
+    QSpinBox* overlapField() { return overlap_; }
+    /// Model overrides: column 0 the key, column 1 the (editable) value.
+    QTableWidget* overridesTable() { return overrides_; }
+    /// The row of a config key in the overrides table, or -1.
+    int overrideRow(const QString& key) const;
+    /// The reason the last override was refused ("" after an accepted one).
+    QString overrideMessage() const;
+
+    /// What a config value may be typed as: "int" (positive), "number", "bool", "list", "text".
+    static QString valueKind(const nlohmann::json& value);
+    /// Whether `text` is a complete value of that kind; otherwise `reason` says why not.
+    static bool checkValue(const QString& kind, const QString& text, QString* reason);
+
+signals:
+    /// An override edit was refused at the field (the document is unchanged).
+    void overrideRefused(const QString& key, const QString& message);
+    /// An override edit passed the checks and was pushed onto the undo stack.
+    void overrideAccepted(const QString& key, const QString& value);
 
 private:
     void showSettings();
     void showMesh();
+    void showOverrides();
+    void commitOverride(QTableWidgetItem* item);
+    void refuseOverride(const QString& key, const QString& message);
 
     QPointer<Document> document_;
     QComboBox* hardware_;
@@ -53,6 +83,11 @@ private:
     QSpinBox* microBatch_;
     QComboBox* mode_;
     QLineEdit* memoryLimit_;
+    QSpinBox* overlap_;
+    QTableWidget* overrides_;
+    QLabel* overrideMessage_;
+    QString overridesShown_;   ///< what the table shows (model, config, overrides): rebuilt when it changes
+    quint64 validationJob_ = 0; ///< newest override check; older results are dropped
     bool updating_ = false;
 };
 

@@ -12,6 +12,7 @@ std::string PlanSettings::modelKey() const
 {
     std::ostringstream key;
     key << model << '|' << batch << '|' << seq;
+    for (const auto& item : overrides) key << '|' << item;
     return key.str();
 }
 
@@ -19,7 +20,7 @@ std::string PlanSettings::workspaceKey() const
 {
     std::ostringstream key;
     key << modelKey() << '|' << mesh << '|' << hardware << '|' << microBatch << '|' << mode << '|' << intraNodeGBps << '|'
-        << interNodeGBps;
+        << interNodeGBps << '|' << overlapChunks;
     return key.str();
 }
 
@@ -27,6 +28,7 @@ PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
 {
     PlanRequest request;
     request.model = model;
+    request.modelOptions.overrides = overrides;
     request.modelOptions.batch = batch;
     request.modelOptions.seq = seq;
     request.mesh = mesh;
@@ -34,6 +36,7 @@ PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
     request.mode = mode;
     request.memoryLimit = memoryLimit;
     request.microBatch = microBatch;
+    request.overlapChunks = overlapChunks;
     for (const auto& lock : locks) request.locks.push_back(lockText(lock));
     return request;
 }
@@ -46,6 +49,50 @@ double PlanSettings::memoryLimitBytes() const
 }
 
 std::string lockText(const LockRequest& lock) { return lock.pattern + "=" + lock.strategy; }
+
+std::string overrideValue(const std::vector<std::string>& overrides, const std::string& key)
+{
+    std::string value;
+    for (const auto& item : overrides) // the last one wins, as in applyOverrides
+        if (item.size() > key.size() && item.compare(0, key.size(), key) == 0 && item[key.size()] == '=')
+            value = item.substr(key.size() + 1);
+    return value;
+}
+
+std::vector<std::string> withOverride(const std::vector<std::string>& overrides, const std::string& key, const std::string& value)
+{
+    std::vector<std::string> out;
+    bool placed = false;
+    for (const auto& item : overrides) {
+        const bool same = item.size() > key.size() && item.compare(0, key.size(), key) == 0 && item[key.size()] == '=';
+        if (!same) {
+            out.push_back(item);
+        } else if (!placed && !value.empty()) {
+            out.push_back(key + "=" + value);
+            placed = true;
+        }
+    }
+    if (!placed && !value.empty()) out.push_back(key + "=" + value);
+    return out;
+}
+
+std::vector<std::string> overridesFromConfig(const std::string& name, const nlohmann::json& config)
+{
+    std::vector<std::string> out;
+    if (!isBuiltinModel(name) || !config.is_object()) return out;
+    const ModelConfig base = builtinModelConfig(name);
+    for (const auto& [key, value] : config.items()) {
+        if (key == "name" || key == "batch" || key == "seq") continue;
+        if (base.contains(key) && base[key] == value) continue;
+        if (value.is_string()) out.push_back(key + "=" + value.get<std::string>());
+        else if (value.is_array()) {
+            std::string text; // "3,4,23,3", the form --set takes for lists
+            for (const auto& v : value) text += (text.empty() ? "" : ",") + v.dump();
+            out.push_back(key + "=" + text);
+        } else out.push_back(key + "=" + value.dump());
+    }
+    return out;
+}
 
 namespace {
 
@@ -69,6 +116,8 @@ std::string writeProject(const ProjectData& project)
     ProjectFile file;
     const PlanSettings& s = project.settings;
     file.model = s.model;
+    file.overrides = s.overrides;
+    file.overlapChunks = s.overlapChunks;
     file.mesh = s.mesh;
     file.hardware = s.hardware;
     file.batch = s.batch;
@@ -89,6 +138,8 @@ ProjectData readProject(const std::string& text, const std::string& origin)
     ProjectData p;
     PlanSettings& s = p.settings;
     s.model = file.model;
+    s.overrides = file.overrides;
+    s.overlapChunks = file.overlapChunks;
     s.mesh = file.mesh;
     s.hardware = file.hardware;
     s.batch = file.batch;
@@ -125,6 +176,13 @@ ProjectData projectFromPlanJson(const json& doc, const std::string& origin)
     s.seq = field<std::int64_t>(doc, "seq", 0, origin);
     s.microBatch = field<std::int64_t>(doc, "micro_batch", 0, origin);
     s.mode = field<std::string>(doc, "mode", s.mode, origin);
+    const std::int64_t chunks = field<std::int64_t>(doc, "overlap_chunks", 1, origin);
+    if (chunks < 1 || chunks > kMaxOverlapChunks)
+        throw InputError(origin + ": field 'overlap_chunks' is " + std::to_string(chunks) + ", expected 1 to " +
+                         std::to_string(kMaxOverlapChunks));
+    s.overlapChunks = static_cast<int>(chunks);
+    // A built-in model with a changed config was planned with overrides: recover them.
+    if (model.contains("config")) s.overrides = overridesFromConfig(s.model, model["config"]);
     // The limit the plan was searched under: none (0), the capacity, or a number of bytes.
     const json memory = doc.value("memory", json::object());
     const double limit = field<double>(memory, "limit_bytes", -1.0, origin);
