@@ -7,7 +7,9 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QElapsedTimer>
+#include <QGraphicsItem>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTreeView>
@@ -23,6 +25,7 @@
 #include "inspector.h"
 #include "mainwindow.h"
 #include "meshpanel.h"
+#include "util/error.h"
 
 using namespace tp;
 
@@ -86,6 +89,15 @@ private slots:
     void explainDockExplainsTheSelectedOp();
     void explainDockShowsCoreNumbers();
     void graphLayoutPlacesEveryVisibleOpAndDropsStaleJobs();
+    void modelOverrideReplansAndUndoes_data();
+    void modelOverrideReplansAndUndoes();
+    void modelOverrideRefusedAtTheField_data();
+    void modelOverrideRefusedAtTheField();
+    void overlapReachesThePlan_data();
+    void overlapReachesThePlan();
+    void runCardUnfoldsIntoInstances_data();
+    void runCardUnfoldsIntoInstances();
+    void projectKeepsOverridesAndOverlap();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -601,6 +613,318 @@ void TestGui::graphLayoutPlacesEveryVisibleOpAndDropsStaleJobs()
     QCOMPARE(finished.size(), 1);
     QCOMPARE(finished.first().first().toULongLong(), second);
     QCOMPARE(view.sceneIndex().dotPlacedOps.size(), view.sceneIndex().opItems.size());
+}
+
+namespace {
+
+/// Instances of the transformer layer class ("layers.*") in the document's folded graph.
+int layerInstances(const Document& doc)
+{
+    for (const auto& c : doc.workspace()->folded.classes)
+        if (c.label == "layers.*") return static_cast<int>(c.instances.size());
+    return 0;
+}
+
+/// The graph view card of the run of "layers.*" instances, or -1.
+int layersCard(const GraphView& view)
+{
+    const auto& labels = view.sceneIndex().cardLabels;
+    for (size_t c = 0; c < labels.size(); ++c)
+        if (labels[c].startsWith(QStringLiteral("layers.*"))) return static_cast<int>(c);
+    return -1;
+}
+
+} // namespace
+
+void TestGui::modelOverrideReplansAndUndoes_data()
+{
+    QTest::addColumn<int>("layers");
+    QTest::newRow("fewer layers") << 5;
+    QTest::newRow("more layers") << 16;
+}
+
+void TestGui::modelOverrideReplansAndUndoes()
+{
+    QFETCH(int, layers);
+    Document doc;
+    MeshPanel panel;
+    panel.setDocument(&doc);
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(layerInstances(doc), 12);
+    const size_t opsBefore = doc.workspace()->model.graph.ops.size();
+    // The table lists the model's config keys with their values.
+    const int row = panel.overrideRow(QStringLiteral("layers"));
+    QVERIFY(row >= 0);
+    QVERIFY(panel.overrideRow(QStringLiteral("hidden")) >= 0 && panel.overrideRow(QStringLiteral("heads")) >= 0);
+    QCOMPARE(panel.overrideRow(QStringLiteral("family")), -1);
+    QCOMPARE(panel.overridesTable()->item(row, 1)->text(), QStringLiteral("12"));
+
+    QSignalSpy accepted(&panel, &MeshPanel::overrideAccepted);
+    panel.overridesTable()->item(row, 1)->setText(QString::number(layers));
+    QVERIFY(accepted.wait(kPlanTimeoutMs)); // the config is checked on a worker first
+    QCOMPARE(doc.undoStack()->count(), 1);
+    QCOMPARE(doc.settings().overrides, std::vector<std::string>({"layers=" + std::to_string(layers)}));
+    QTRY_COMPARE_WITH_TIMEOUT(layerInstances(doc), layers, kPlanTimeoutMs);
+    QCOMPARE(doc.plan()->settings.overrides, doc.settings().overrides);
+    QCOMPARE(doc.workspace()->model.config["layers"].get<int>(), layers);
+    QVERIFY(doc.workspace()->model.graph.ops.size() != opsBefore);
+    QCOMPARE(panel.overridesTable()->item(panel.overrideRow(QStringLiteral("layers")), 1)->text(), QString::number(layers));
+    QVERIFY(panel.overridesTable()->item(panel.overrideRow(QStringLiteral("layers")), 1)->font().bold()); // marked as overridden
+
+    // Undo restores the model's own 12 layers and the plan for them.
+    doc.undoStack()->undo();
+    QVERIFY(doc.settings().overrides.empty());
+    QTRY_COMPARE_WITH_TIMEOUT(layerInstances(doc), 12, kPlanTimeoutMs);
+    QCOMPARE(doc.workspace()->model.graph.ops.size(), opsBefore);
+    QCOMPARE(panel.overridesTable()->item(panel.overrideRow(QStringLiteral("layers")), 1)->text(), QStringLiteral("12"));
+    QVERIFY(!panel.overridesTable()->item(panel.overrideRow(QStringLiteral("layers")), 1)->font().bold());
+    // Redo, then reset by clearing the value: the override goes away again, as one more edit.
+    doc.undoStack()->redo();
+    QTRY_COMPARE_WITH_TIMEOUT(layerInstances(doc), layers, kPlanTimeoutMs);
+    panel.overridesTable()->item(panel.overrideRow(QStringLiteral("layers")), 1)->setText(QString());
+    QVERIFY(accepted.wait(kPlanTimeoutMs));
+    QVERIFY(doc.settings().overrides.empty());
+    QCOMPARE(doc.undoStack()->count(), 2);
+    QTRY_COMPARE_WITH_TIMEOUT(layerInstances(doc), 12, kPlanTimeoutMs);
+}
+
+void TestGui::modelOverrideRefusedAtTheField_data()
+{
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("zero layers") << "layers" << "0" << "layers: must be a positive integer, not '0'";
+    QTest::newRow("heads not dividing hidden") << "heads" << "7" << "heads = 7 refused: model config 'gpt2': field 'hidden' (768) is not divisible by 'heads' (7)";
+    QTest::newRow("beyond the repeat limit") << "layers" << "60000" << "at most 50000 are supported";
+}
+
+void TestGui::modelOverrideRefusedAtTheField()
+{
+    QFETCH(QString, key);
+    QFETCH(QString, value);
+    QFETCH(QString, message);
+    Document doc;
+    MeshPanel panel;
+    panel.setDocument(&doc);
+    panel.show();
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    const int row = panel.overrideRow(key);
+    QVERIFY(row >= 0);
+    const QString own = panel.overridesTable()->item(row, 1)->text();
+    QSignalSpy refused(&panel, &MeshPanel::overrideRefused);
+    QSignalSpy accepted(&panel, &MeshPanel::overrideAccepted);
+    QSignalSpy plans(&doc, &Document::planChanged);
+    // Typed into the cell's editor: letters are refused keystroke by keystroke.
+    QTableWidget* table = panel.overridesTable();
+    table->setCurrentCell(row, 1);
+    table->editItem(table->item(row, 1));
+    auto* editor = table->viewport()->findChild<QLineEdit*>();
+    QVERIFY(editor);
+    editor->selectAll();
+    QTest::keyClicks(editor, QStringLiteral("x") + value + QStringLiteral("y"));
+    QCOMPARE(editor->text(), value);
+    QTest::keyClick(editor, Qt::Key_Return);
+    QTRY_COMPARE_WITH_TIMEOUT(refused.size(), 1, kPlanTimeoutMs);
+    QCOMPARE(refused.first().at(0).toString(), key);
+    QVERIFY2(refused.first().at(1).toString().contains(message), qPrintable(refused.first().at(1).toString()));
+    QCOMPARE(panel.overrideMessage(), refused.first().at(1).toString());
+    // Nothing changed: no edit, no search, the field shows the model's value again.
+    QCOMPARE(accepted.size(), 0);
+    QCOMPARE(doc.undoStack()->count(), 0);
+    QVERIFY(doc.settings().overrides.empty());
+    QCOMPARE(table->item(panel.overrideRow(key), 1)->text(), own);
+    QTest::qWait(50);
+    QCOMPARE(plans.size(), 0);
+}
+
+void TestGui::overlapReachesThePlan_data()
+{
+    QTest::addColumn<int>("chunks");
+    QTest::newRow("2 chunks") << 2;
+    QTest::newRow("8 chunks") << 8;
+}
+
+void TestGui::overlapReachesThePlan()
+{
+    QFETCH(int, chunks);
+    Document doc;
+    MeshPanel panel;
+    panel.setDocument(&doc);
+    PlanSettings s = quickSettings();
+    s.mesh = "8";
+    s.memoryLimit = "2GiB"; // forces tensor parallelism: collectives between the matmuls, which overlap can hide
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    const Breakdown before = doc.plan()->result.breakdown;
+    QVERIFY(before.commSeconds > 0);
+    QCOMPARE(before.hiddenCommSeconds, 0.0); // no overlap: every collective is exposed
+    QCOMPARE(doc.workspace()->costModel->settings().overlapChunks, 1);
+
+    QSpinBox* field = panel.overlapField();
+    QCOMPARE(field->value(), 1);
+    field->selectAll();
+    QTest::keyClicks(field, QString::number(chunks));
+    QTest::keyClick(field, Qt::Key_Return);
+    QCOMPARE(doc.settings().overlapChunks, chunks);
+    QCOMPARE(doc.undoStack()->count(), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(doc.workspace()->costModel->settings().overlapChunks, chunks, kPlanTimeoutMs);
+    const Breakdown& after = doc.plan()->result.breakdown;
+    QVERIFY(after.hiddenCommSeconds > 0);
+    QVERIFY(after.exposedCommSeconds < after.commSeconds);
+    QCOMPARE(doc.plan()->settings.overlapChunks, chunks);
+    bool labelled = false; // the panel reports what the overlap hides
+    for (QLabel* label : panel.findChildren<QLabel*>())
+        labelled = labelled || label->text().contains(QStringLiteral("hidden by %1-chunk overlap").arg(chunks));
+    QVERIFY(labelled);
+
+    doc.undoStack()->undo();
+    QCOMPARE(field->value(), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(doc.workspace()->costModel->settings().overlapChunks, 1, kPlanTimeoutMs);
+    QCOMPARE(doc.plan()->result.breakdown.hiddenCommSeconds, 0.0);
+    QCOMPARE(doc.plan()->result.breakdown.stepSeconds, before.stepSeconds);
+}
+
+void TestGui::runCardUnfoldsIntoInstances_data()
+{
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("mesh");
+    QTest::addColumn<int>("instances");
+    QTest::newRow("gpt2") << "gpt2" << "2x4" << 12;
+    QTest::newRow("gpt3-175b") << "gpt3-175b" << "8" << 96;
+}
+
+void TestGui::runCardUnfoldsIntoInstances()
+{
+    QFETCH(QString, model);
+    QFETCH(QString, mesh);
+    QFETCH(int, instances);
+    Document doc;
+    GraphView view;
+    view.resize(900, 700);
+    view.setDocument(&doc);
+    view.show();
+    BlockOutlineModel outline;
+    outline.setDocument(&doc);
+    QAbstractItemModelTester tester(&outline, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    PlanSettings s = quickSettings();
+    s.model = model.toStdString();
+    s.mesh = mesh.toStdString();
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    const size_t runs = doc.workspace()->folded.runs.size();
+    const int card = layersCard(view);
+    QVERIFY(card >= 0);
+    QVERIFY(view.sceneIndex().cardLabels[static_cast<size_t>(card)].contains(QStringLiteral("×%1").arg(instances)));
+    QCOMPARE(view.sceneIndex().instanceCards.size(), size_t(0));
+    QCOMPARE(view.sceneIndex().opItems.size(), size_t(21)); // the run's first instance
+
+    // Unfold with the card's +/- toggle: one card per instance, each with its own ops.
+    const QRectF toggle = view.sceneIndex().cardToggles[static_cast<size_t>(card)];
+    QVERIFY(!toggle.isEmpty());
+    view.centerOn(toggle.center());
+    QElapsedTimer clock;
+    clock.start();
+    QTest::mouseClick(view.viewport(), Qt::LeftButton, {}, view.mapFromScene(toggle.center()));
+    qInfo("%s: unfold %d instances with their ops: %lld ms", qPrintable(model), instances, static_cast<long long>(clock.elapsed()));
+    const SceneIndex& scene = view.sceneIndex();
+    QCOMPARE(scene.instanceCards.size(), size_t(instances));
+    QCOMPARE(scene.cards.size(), runs); // still one frame per run
+    QCOMPARE(scene.instanceLabels.front(), QStringLiteral("layers.0"));
+    QCOMPARE(scene.instanceLabels.back(), QStringLiteral("layers.%1").arg(instances - 1));
+    QCOMPARE(scene.opItems.size(), size_t(21 * instances));
+    const OpId last = opNamed(doc, "layers." + std::to_string(instances - 1) + "/mlp/fc2");
+    QVERIFY(last >= 0 && scene.opItems.count(last));
+    // Instance cards stack downwards, inside the run's frame.
+    const QRectF frame = scene.cards[static_cast<size_t>(card)]->sceneBoundingRect();
+    for (size_t k = 0; k < scene.instanceCards.size(); ++k) {
+        QVERIFY(frame.contains(scene.instanceCards[k]->sceneBoundingRect().center()));
+        if (k > 0) QVERIFY(scene.instanceCards[k]->sceneBoundingRect().top() > scene.instanceCards[k - 1]->sceneBoundingRect().bottom());
+    }
+    QVERIFY(doc.expandedClasses().contains(GraphView::instancesKey(QStringLiteral("layers.*"))));
+    // Dot lays the class out once; every instance uses its positions.
+    QTRY_COMPARE_WITH_TIMEOUT(view.sceneIndex().dotPlacedOps.size(), size_t(21 * instances), kPlanTimeoutMs);
+
+    // Hiding the ops keeps the instance cards, without op nodes.
+    doc.setExpandedClasses({GraphView::instancesKey(QStringLiteral("layers.*"))});
+    QCOMPARE(view.sceneIndex().instanceCards.size(), size_t(instances));
+    QCOMPARE(view.sceneIndex().opItems.size(), size_t(0));
+
+    // The outline's check box on the class row is the same toggle.
+    QModelIndex layersRow;
+    for (int row = 0; row < outline.rowCount(); ++row)
+        if (outline.rowCount(outline.index(row, 0)) == instances) layersRow = outline.index(row, 0);
+    QVERIFY(layersRow.isValid());
+    QVERIFY(outline.flags(layersRow) & Qt::ItemIsUserCheckable);
+    QCOMPARE(layersRow.data(Qt::CheckStateRole).toInt(), int(Qt::Checked));
+    QVERIFY(outline.setData(layersRow, Qt::Unchecked, Qt::CheckStateRole));
+    QCOMPARE(view.sceneIndex().instanceCards.size(), size_t(0)); // folded back into one card
+    QCOMPARE(view.sceneIndex().cards.size(), runs);
+    QVERIFY(view.sceneIndex().cardLabels[static_cast<size_t>(layersCard(view))].contains(QStringLiteral("×%1").arg(instances)));
+    QVERIFY(outline.setData(layersRow, Qt::Checked, Qt::CheckStateRole));
+    QCOMPARE(view.sceneIndex().instanceCards.size(), size_t(instances));
+
+    // The toggle folds them back.
+    const QRectF again = view.sceneIndex().cardToggles[static_cast<size_t>(layersCard(view))];
+    view.centerOn(again.center());
+    QTest::mouseClick(view.viewport(), Qt::LeftButton, {}, view.mapFromScene(again.center()));
+    QCOMPARE(view.sceneIndex().instanceCards.size(), size_t(0));
+    QCOMPARE(layersRow.data(Qt::CheckStateRole).toInt(), int(Qt::Unchecked));
+    QVERIFY(doc.expandedClasses().isEmpty());
+}
+
+void TestGui::projectKeepsOverridesAndOverlap()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("p.tpproj.json"));
+    Document doc;
+    PlanSettings s = quickSettings();
+    s.overrides = {"layers=4", "vocab=32000"};
+    s.overlapChunks = 3;
+    doc.open(s);
+    doc.setExpandedClasses({QStringLiteral("layers.*"), GraphView::instancesKey(QStringLiteral("layers.*"))});
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(layerInstances(doc), 4);
+    QVERIFY(doc.saveProject(path));
+    {
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const auto json = nlohmann::json::parse(file.readAll().toStdString());
+        QVERIFY(json["settings"]["overrides"] == nlohmann::json({"layers=4", "vocab=32000"}));
+        QCOMPARE(json["settings"]["overlap_chunks"].get<int>(), 3);
+    }
+    Document reopened;
+    QVERIFY(reopened.openSource(path));
+    QCOMPARE(reopened.settings().overrides, s.overrides);
+    QCOMPARE(reopened.settings().overlapChunks, 3);
+    QCOMPARE(reopened.expandedClasses(), doc.expandedClasses());
+    QVERIFY(waitForPlan(reopened));
+    QCOMPARE(layerInstances(reopened), 4);
+    QCOMPARE(reopened.workspace()->model.config["vocab"].get<int>(), 32000);
+    QCOMPARE(reopened.workspace()->costModel->settings().overlapChunks, 3);
+    QCOMPARE(reopened.plan()->result.breakdown.stepSeconds, doc.plan()->result.breakdown.stepSeconds);
+
+    // A saved plan brings both back too: the overrides from its config, the overlap as stored.
+    const PlanWorkspace& ws = *doc.workspace();
+    const ProjectData fromPlan =
+        projectFromPlanJson(planToJson(ws.context, *ws.costModel, ws.folded, doc.plan()->result), "plan.tpplan.json");
+    QCOMPARE(fromPlan.settings.overrides, std::vector<std::string>({"layers=4", "vocab=32000"}));
+    QCOMPARE(fromPlan.settings.overlapChunks, 3);
+
+    // A project asking for no chunks at all is refused, naming the field.
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    std::string text = file.readAll().toStdString();
+    const auto at = text.find("\"overlap_chunks\": 3");
+    QVERIFY(at != std::string::npos);
+    text.replace(at, std::string("\"overlap_chunks\": 3").size(), "\"overlap_chunks\": 0");
+    try {
+        readProject(text, "p.tpproj.json");
+        QFAIL("overlap_chunks 0 was accepted");
+    } catch (const InputError& e) {
+        QCOMPARE(QString::fromUtf8(e.what()), QStringLiteral("p.tpproj.json: /settings/overlap_chunks: is 0, must be at least 1"));
+    }
 }
 
 QTEST_MAIN(TestGui)

@@ -31,6 +31,7 @@ void BlockOutlineModel::setDocument(Document* document)
     if (document_) {
         connect(document_, &Document::modelChanged, this, &BlockOutlineModel::reset);
         connect(document_, &Document::planChanged, this, &BlockOutlineModel::refreshPlanColumns);
+        connect(document_, &Document::expandedClassesChanged, this, &BlockOutlineModel::refreshCheckStates);
     }
     reset();
 }
@@ -71,6 +72,36 @@ void BlockOutlineModel::refreshPlanColumns()
             if (ops > 0) emit dataChanged(index(0, CountColumn, inst), index(ops - 1, TimeColumn, inst));
         }
     }
+}
+
+void BlockOutlineModel::refreshCheckStates()
+{
+    const int classes = rowCount();
+    if (classes > 0) emit dataChanged(index(0, NameColumn), index(classes - 1, NameColumn), {Qt::CheckStateRole});
+}
+
+Qt::ItemFlags BlockOutlineModel::flags(const QModelIndex& index) const
+{
+    Qt::ItemFlags flags = QAbstractItemModel::flags(index);
+    if (!index.isValid() || !plan_ || !checkIndex(index, CheckIndexOption::IndexIsValid)) return flags;
+    const Node n = unpack(index.internalId());
+    if (n.level == 0 && index.column() == NameColumn && plan_->workspace->folded.classes[static_cast<size_t>(n.cls)].instances.size() > 1)
+        flags |= Qt::ItemIsUserCheckable;
+    return flags;
+}
+
+bool BlockOutlineModel::setData(const QModelIndex& index, const QVariant& value, int role)
+{
+    if (role != Qt::CheckStateRole || !document_ || !(flags(index) & Qt::ItemIsUserCheckable)) return false;
+    const Node n = unpack(index.internalId());
+    const QString key = instancesViewKey(QString::fromStdString(plan_->workspace->folded.classes[static_cast<size_t>(n.cls)].label));
+    const bool show = value.toInt() == Qt::Checked;
+    QStringList expanded = document_->expandedClasses();
+    if (show == expanded.contains(key)) return true;
+    if (show) expanded << key;
+    else expanded.removeAll(key);
+    document_->setExpandedClasses(expanded); // refreshCheckStates reports the change
+    return true;
 }
 
 QModelIndex BlockOutlineModel::index(int row, int column, const QModelIndex& parent) const
@@ -157,10 +188,14 @@ QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
             return font;
         }
         case Qt::ToolTipRole:
-            return tr("Block class %1: %2 instance(s) of %3 op(s); time is over all instances")
+            return tr("Block class %1: %2 instance(s) of %3 op(s); time is over all instances%4")
                 .arg(QString::fromStdString(bc.label))
                 .arg(bc.instances.size())
-                .arg(bc.opsPerInstance());
+                .arg(bc.opsPerInstance())
+                .arg(bc.instances.size() > 1 ? tr("\nCheck to show each instance as its own card in the graph") : QString());
+        case Qt::CheckStateRole:
+            if (index.column() != NameColumn || bc.instances.size() <= 1 || !document_) return {};
+            return document_->expandedClasses().contains(instancesViewKey(QString::fromStdString(bc.label))) ? Qt::Checked : Qt::Unchecked;
         case OpIdRole: return -1;
         }
         return {};

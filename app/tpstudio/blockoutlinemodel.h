@@ -1,6 +1,8 @@
 #pragma once
 // The "Blocks" outline: block classes -> instances -> ops, with counts, strategies and times of
 // the current plan. Rebuilt (reset) when the model changes; only data changes on a new plan.
+// A class with several instances has a check box: checked, the graph view unfolds its runs into
+// one card per instance (instancesViewKey in Document::expandedClasses).
 #include <QAbstractItemModel>
 #include <QPointer>
 
@@ -22,6 +24,8 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    Qt::ItemFlags flags(const QModelIndex& index) const override;
+    bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) override;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
     /// The op's row (class -> instance -> op), or an invalid index.
@@ -38,6 +42,7 @@ private:
     static Node unpack(quintptr id);
     void reset();
     void refreshPlanColumns();
+    void refreshCheckStates();
 
     QPointer<Document> document_;
     std::shared_ptr<const PlanOutcome> plan_; ///< keeps the workspace the rows describe alive

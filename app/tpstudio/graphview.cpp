@@ -24,9 +24,11 @@ constexpr double kNodeW = 200, kNodeH = 40, kGapX = 22, kGapY = 36;
 // Dot's nodes are taller than drawn ones: the extra room below a node holds its collective badges.
 constexpr double kDotNodeH = kNodeH + 18;
 constexpr double kCardPad = 18, kCardHeader = 34, kCollapsedH = 74, kCardGap = 46, kMinCardW = 360;
+// An unfolded run: its instances' cards inside the run's frame.
+constexpr double kInstancePad = 14, kInstanceGap = 22;
 
 enum ItemData { KindKey = 0, ValueKey = 1 };
-enum ItemKind { OpKindItem = 1, CardKindItem = 2 };
+enum ItemKind { OpKindItem = 1, CardKindItem = 2, InstanceCardKindItem = 3 };
 
 QColor classColor(int classId)
 {
@@ -113,19 +115,30 @@ private:
 
 class CardItem : public QGraphicsItem {
 public:
+    enum { Type = UserType + 7 };
+    /// `runCount` > 0: the card stands for a run of that many instances and draws the +/- toggle
+    /// that unfolds it (`unfolded`: its instances' cards are drawn inside it).
     CardItem(QRectF rect, QString title, QString info, QColor color, bool expanded, bool expandable, std::vector<QColor> strip,
-             std::vector<Pill> pills)
+             std::vector<Pill> pills, int runCount, bool unfolded)
         : rect_(rect), title_(std::move(title)), info_(std::move(info)), color_(color), expanded_(expanded), expandable_(expandable),
-          strip_(std::move(strip)), pills_(std::move(pills))
+          strip_(std::move(strip)), pills_(std::move(pills)), runCount_(runCount), unfolded_(unfolded)
     {
     }
+    int type() const override { return Type; }
     QRectF boundingRect() const override { return rect_.adjusted(-6, -6, 6, 6); }
+    /// The +/- toggle in the header (empty when the card is not a run).
+    QRectF toggleRect() const
+    {
+        if (runCount_ <= 0) return {};
+        const QFontMetricsF fm(font(8.5, true));
+        const double w = fm.horizontalAdvance(toggleText()) + 16;
+        return QRectF(rect_.right() - 10 - w, rect_.top() + (kCardHeader - 20) / 2, w, 20);
+    }
     void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
     {
         p->setRenderHint(QPainter::Antialiasing);
-        // A stacked shadow says "there are more of these" for runs.
         p->setPen(QPen(color_.darker(120), 1.4));
-        p->setBrush(QColor(color_.red(), color_.green(), color_.blue(), 34));
+        p->setBrush(QColor(color_.red(), color_.green(), color_.blue(), unfolded_ ? 16 : 34));
         p->drawRoundedRect(rect_, 10, 10);
         const QRectF header(rect_.left(), rect_.top(), rect_.width(), kCardHeader);
         p->setPen(Qt::NoPen);
@@ -135,11 +148,20 @@ public:
         p->setFont(font(11, true));
         const QString glyph = expandable_ ? (expanded_ ? QStringLiteral("▾ ") : QStringLiteral("▸ ")) : QString();
         p->drawText(header.adjusted(12, 0, -8, 0), Qt::AlignLeft | Qt::AlignVCenter, glyph + title_);
+        const QRectF toggle = toggleRect();
+        if (!toggle.isEmpty()) {
+            p->setPen(QPen(color_.darker(150), 1));
+            p->setBrush(unfolded_ ? color_.darker(115) : QColor(255, 255, 255, 200));
+            p->drawRoundedRect(toggle, 5, 5);
+            p->setPen(unfolded_ ? Qt::white : QColor(0x15, 0x15, 0x20));
+            p->setFont(font(8.5, true));
+            p->drawText(toggle, Qt::AlignCenter, toggleText());
+        }
         p->setFont(font(8.5));
         p->setPen(QColor(0x30, 0x30, 0x40));
-        const QFontMetricsF fm(font(8.5));
-        p->drawText(header.adjusted(8, 0, -12, 0), Qt::AlignRight | Qt::AlignVCenter, info_);
-        if (!expanded_) {
+        const double right = toggle.isEmpty() ? 12 : rect_.right() - toggle.left() + 8;
+        p->drawText(header.adjusted(8, 0, -right, 0), Qt::AlignRight | Qt::AlignVCenter, info_);
+        if (!expanded_ && !unfolded_) {
             // One square per op, coloured by its sharding.
             const double size = 11, gap = 3;
             double x = rect_.left() + 14;
@@ -156,12 +178,16 @@ public:
     }
 
 private:
+    QString toggleText() const { return (unfolded_ ? QStringLiteral("− ") : QStringLiteral("+ ")) + QStringLiteral("×%1").arg(runCount_); }
+
     QRectF rect_;
     QString title_, info_;
     QColor color_;
     bool expanded_, expandable_;
     std::vector<QColor> strip_;
     std::vector<Pill> pills_;
+    int runCount_;
+    bool unfolded_;
 };
 
 class BadgeItem : public QGraphicsItem {
@@ -404,78 +430,61 @@ void GraphView::rebuild()
     }
     std::map<int, LayoutInput> layoutsToRequest; // expanded cards dot has not laid out yet
 
-    double y = 0;
-    std::vector<QRectF> cardRects;
-    for (size_t ri = 0; ri < f.runs.size(); ++ri) {
-        const Run& run = f.runs[ri];
-        const BlockClass& bc = f.classes[static_cast<size_t>(run.classId)];
-        const BlockInstance& inst = bc.instances[static_cast<size_t>(run.firstInstance)];
-        const QString label = QString::fromStdString(bc.label);
-        const bool isExpanded = expanded.contains(label);
-        const QString title = run.count > 1 ? QStringLiteral("%1   ×%2").arg(label).arg(run.count) : label;
-
-        // The ops the card shows: the run's first instance, plus one node per sibling group in it.
-        struct Node {
-            OpId op = -1;
-            int group = -1;
-            int rank = 0;
-            double order = 0;
-            QPointF pos;
-        };
+    // One instance's ops as the nodes of a card: its ops, plus one node per sibling group whose
+    // parent it is; edges between them; a layered layout (rank = longest path from the inputs).
+    struct Node {
+        OpId op = -1;
+        int group = -1;
+        int rank = 0;
+        double order = 0;
+        QPointF pos;
+    };
+    struct InstanceNodes {
         std::vector<Node> nodes;
         std::map<OpId, int> nodeOfOp;
+        std::set<std::pair<int, int>> edges;
+        int ranks = 0;
+        size_t widest = 1;
+    };
+    auto instanceNodes = [&](int classId, int instance) {
+        InstanceNodes in;
+        std::vector<Node>& nodes = in.nodes;
+        const BlockInstance& inst = f.classes[static_cast<size_t>(classId)].instances[static_cast<size_t>(instance)];
         for (OpId op : inst.ops) {
-            nodeOfOp[op] = static_cast<int>(nodes.size());
+            in.nodeOfOp[op] = static_cast<int>(nodes.size());
             nodes.push_back({op, -1, 0, double(topoPos[static_cast<size_t>(op)]), {}});
         }
         for (size_t gi = 0; gi < f.siblings.size(); ++gi) {
             const auto& sg = f.siblings[gi];
-            if (sg.parentClass != run.classId || sg.parentInstance != run.firstInstance) continue;
+            if (sg.parentClass != classId || sg.parentInstance != instance) continue;
             const int node = static_cast<int>(nodes.size());
             int first = static_cast<int>(g.ops.size());
             for (int si : sg.instances)
                 for (OpId op : f.classes[static_cast<size_t>(sg.classId)].instances[static_cast<size_t>(si)].ops) {
-                    nodeOfOp[op] = node;
+                    in.nodeOfOp[op] = node;
                     first = std::min(first, topoPos[static_cast<size_t>(op)]);
                 }
             nodes.push_back({-1, static_cast<int>(gi), 0, double(first), {}});
         }
-        double totalSeconds = 0;
-        std::map<CollectiveKind, QStringList> cardKinds;
-        std::vector<QColor> strip;
-        for (OpId op : inst.ops) {
-            const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
-            totalSeconds += ob.computeSeconds + ob.commSeconds;
-            strip.push_back(shardingColor(classifyStrategy(model, op, r.strategyOfOp[static_cast<size_t>(op)])));
-            if (const auto it = collectivesAt.find(op); it != collectivesAt.end())
-                for (const auto& [kind, lines] : it->second) cardKinds[kind] << lines;
-        }
-        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + formatSeconds(totalSeconds) +
-                             (run.count > 1 ? tr(" each") : QString());
-
-        // Layered layout of the nodes: rank = longest path from the card's inputs.
         std::vector<std::vector<int>> preds(nodes.size());
-        std::set<std::pair<int, int>> edges;
         std::vector<int> byTopo(nodes.size());
         for (size_t i = 0; i < nodes.size(); ++i) byTopo[i] = static_cast<int>(i);
         std::sort(byTopo.begin(), byTopo.end(), [&](int a, int b) { return nodes[static_cast<size_t>(a)].order < nodes[static_cast<size_t>(b)].order; });
-        for (const auto& [op, node] : nodeOfOp)
+        for (const auto& [op, node] : in.nodeOfOp)
             for (TensorId t : g.op(op).inputs) {
                 const OpId p = producers[static_cast<size_t>(t)];
-                const auto from = nodeOfOp.find(p);
-                if (p < 0 || from == nodeOfOp.end() || from->second == node) continue;
-                if (edges.insert({from->second, node}).second) preds[static_cast<size_t>(node)].push_back(from->second);
+                const auto from = in.nodeOfOp.find(p);
+                if (p < 0 || from == in.nodeOfOp.end() || from->second == node) continue;
+                if (in.edges.insert({from->second, node}).second) preds[static_cast<size_t>(node)].push_back(from->second);
             }
-        int ranks = 0;
         for (int n : byTopo) {
             int rank = 0;
             for (int p : preds[static_cast<size_t>(n)]) rank = std::max(rank, nodes[static_cast<size_t>(p)].rank + 1);
             nodes[static_cast<size_t>(n)].rank = rank;
-            ranks = std::max(ranks, rank + 1);
+            in.ranks = std::max(in.ranks, rank + 1);
         }
-        std::vector<std::vector<int>> rows(static_cast<size_t>(ranks));
+        std::vector<std::vector<int>> rows(static_cast<size_t>(in.ranks));
         for (int n : byTopo) rows[static_cast<size_t>(nodes[static_cast<size_t>(n)].rank)].push_back(n);
-        size_t widest = 1;
         for (auto& row : rows) {
             // Order by the mean position of the predecessors (barycentre), then topologically.
             for (int n : row) {
@@ -490,17 +499,121 @@ void GraphView::rebuild()
             });
             for (size_t i = 0; i < row.size(); ++i)
                 nodes[static_cast<size_t>(row[i])].pos.setX((double(i) - (double(row.size()) - 1) / 2) * (kNodeW + kGapX));
-            widest = std::max(widest, row.size());
+            in.widest = std::max(in.widest, row.size());
         }
-        // Dot's layout of this card when it has one; else the layered one above, and ask dot.
+        return in;
+    };
+
+    // What a collapsed card shows of an instance: its time, collectives and sharding strip.
+    struct InstanceSummary {
+        double seconds = 0;
+        std::map<CollectiveKind, QStringList> kinds;
+        std::vector<QColor> strip;
+    };
+    auto instanceSummary = [&](const BlockInstance& inst) {
+        InstanceSummary sum;
+        for (OpId op : inst.ops) {
+            const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
+            sum.seconds += ob.computeSeconds + ob.commSeconds;
+            sum.strip.push_back(shardingColor(classifyStrategy(model, op, r.strategyOfOp[static_cast<size_t>(op)])));
+            if (const auto it = collectivesAt.find(op); it != collectivesAt.end())
+                for (const auto& [kind, lines] : it->second) sum.kinds[kind] << lines;
+        }
+        return sum;
+    };
+
+    // The ops of one instance inside an expanded card whose body starts at `top`.
+    auto drawOps = [&](InstanceNodes& in, double top, const CardLayout* dot, QPointF dotOrigin) {
+        std::vector<Node>& nodes = in.nodes;
+        for (auto& n : nodes) n.pos.setY(top + n.rank * (kNodeH + kGapY));
+        if (dot)
+            for (size_t i = 0; i < nodes.size(); ++i) // n.pos is a node's top centre; dot gives centres
+                nodes[i].pos = dotOrigin + dot->centers[i] - QPointF(0, kDotNodeH / 2);
+        for (auto& n : nodes) {
+            const QRectF rect(n.pos.x() - kNodeW / 2, n.pos.y(), kNodeW, kNodeH);
+            QGraphicsItem* item = nullptr;
+            if (n.op >= 0) {
+                const int s = r.strategyOfOp[static_cast<size_t>(n.op)];
+                const ShardingClass sc = classifyStrategy(model, n.op, s);
+                const QString strategy = QString::fromStdString(strategyToString(model.strategies(n.op)[static_cast<size_t>(s)],
+                                                                                 model.signature(n.op), model.mesh()));
+                const QString spec = g.op(n.op).outputs.empty()
+                                         ? QString()
+                                         : QString::fromStdString(specToString(model.outputSpec(n.op, s, 0), model.mesh()));
+                item = new OpNodeItem(rect, shortOpName(g.op(n.op).name), strategy + QStringLiteral("  →  ") + spec, shardingColor(sc),
+                                      r.lockedOp[static_cast<size_t>(n.op)]);
+                item->setData(KindKey, OpKindItem);
+                item->setData(ValueKey, n.op);
+                item->setToolTip(tr("%1\n%2 · %3 · %4\nstrategy %5, output %6")
+                                     .arg(QString::fromStdString(g.op(n.op).name), QLatin1String(opKindName(g.op(n.op).kind).data()),
+                                          QString::fromStdString(model.signature(n.op).equation), shardingClassName(sc), strategy, spec));
+                index_.opItems[n.op] = item;
+                if (dot) index_.dotPlacedOps.insert(n.op);
+            } else {
+                const auto& sg = f.siblings[static_cast<size_t>(n.group)];
+                const auto& sc = f.classes[static_cast<size_t>(sg.classId)];
+                item = new OpNodeItem(rect, QStringLiteral("%1  ×%2").arg(QString::fromStdString(sc.label)).arg(sg.instances.size()),
+                                      countOf(static_cast<int>(sg.instances.size()), "parallel branch", "parallel branches"), classColor(sg.classId), false);
+                item->setToolTip(tr("Parallel identical branches (e.g. experts), %1 ops each").arg(sc.opsPerInstance()));
+            }
+            scene_.addItem(item);
+        }
+        for (const auto& [a, b] : in.edges) {
+            const Node& na = nodes[static_cast<size_t>(a)];
+            if (dot) {
+                if (const auto path = dot->edges.find({a, b}); path != dot->edges.end()) {
+                    addSplineEdge(scene_, path->second, dotOrigin, na.pos + QPointF(0, kNodeH));
+                    continue;
+                }
+            }
+            const Node& nb = nodes[static_cast<size_t>(b)];
+            const int span = nb.rank - na.rank;
+            double side = 0;
+            if (span > 1 && std::abs(na.pos.x() - nb.pos.x()) < 1) side = (na.pos.x() >= 0 ? 1 : -1) * (kNodeW * 0.75 + 10 * span);
+            addEdge(scene_, na.pos + QPointF(0, kNodeH), nb.pos, side, QString());
+        }
+        // Collective badges on the edges leaving the op after which they happen.
+        for (const auto& n : nodes) {
+            if (n.op < 0) continue;
+            const auto it = collectivesAt.find(n.op);
+            if (it == collectivesAt.end()) continue;
+            auto* badge = new BadgeItem(n.pos + QPointF(0, kNodeH + kGapY * 0.42), pillsFor(it->second));
+            QStringList lines;
+            for (const auto& [kind, ls] : it->second) lines << ls;
+            badge->setToolTip(tr("After %1:\n%2").arg(QString::fromStdString(g.op(n.op).name), lines.join(QLatin1Char('\n'))));
+            badge->setZValue(2);
+            scene_.addItem(badge);
+            ++index_.badges;
+        }
+    };
+
+    double y = 0;
+    std::vector<QRectF> cardRects;
+    for (size_t ri = 0; ri < f.runs.size(); ++ri) {
+        const Run& run = f.runs[ri];
+        const BlockClass& bc = f.classes[static_cast<size_t>(run.classId)];
+        const BlockInstance& inst = bc.instances[static_cast<size_t>(run.firstInstance)];
+        const QString label = QString::fromStdString(bc.label);
+        const bool isExpanded = expanded.contains(label);
+        // A run of several instances shows them one card each when its instances are unfolded.
+        const bool unfolded = run.count > 1 && expanded.contains(instancesKey(label));
+        const QString title = run.count > 1 ? QStringLiteral("%1   ×%2").arg(label).arg(run.count) : label;
+
+        // The card shows the run's first instance (every instance has the same ops).
+        InstanceNodes rep = instanceNodes(run.classId, run.firstInstance);
+        const InstanceSummary repSummary = instanceSummary(inst);
+        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + formatSeconds(repSummary.seconds) +
+                             (run.count > 1 ? tr(" each") : QString());
+
+        // Dot's layout of this card when it has one; else the layered one, and ask dot.
         const auto dotIt = cardLayouts_.find(static_cast<int>(ri));
         const CardLayout* dot = isExpanded && dotIt != cardLayouts_.end() && dotIt->second.ok &&
-                                        dotIt->second.centers.size() == nodes.size()
+                                        dotIt->second.centers.size() == rep.nodes.size()
                                     ? &dotIt->second
                                     : nullptr;
         if (isExpanded && dotIt == cardLayouts_.end()) {
             LayoutInput in;
-            for (size_t i = 0; i < nodes.size(); ++i) {
+            for (size_t i = 0; i < rep.nodes.size(); ++i) {
                 LayoutNode ln;
                 ln.id = "n" + std::to_string(i);
                 ln.label = " "; // sized by width/height; the scene draws the text
@@ -508,96 +621,79 @@ void GraphView::rebuild()
                 ln.height = kDotNodeH;
                 in.nodes.push_back(std::move(ln));
             }
-            for (const auto& [a, b] : edges) in.edges.push_back({"n" + std::to_string(a), "n" + std::to_string(b)});
+            for (const auto& [a, b] : rep.edges) in.edges.push_back({"n" + std::to_string(a), "n" + std::to_string(b), {}});
             layoutsToRequest.emplace(static_cast<int>(ri), std::move(in));
         }
-        double width = std::max(kMinCardW, double(widest) * (kNodeW + kGapX) - kGapX + 2 * kCardPad + (isExpanded ? 120 : 0));
-        double height = isExpanded ? kCardHeader + kCardPad + ranks * (kNodeH + kGapY) - kGapY + kCardPad + 8 : kCollapsedH;
+        // The size of one instance's card (every instance of the run has the same shape).
+        double width = std::max(kMinCardW, double(rep.widest) * (kNodeW + kGapX) - kGapX + 2 * kCardPad + (isExpanded ? 120 : 0));
+        double height = isExpanded ? kCardHeader + kCardPad + rep.ranks * (kNodeH + kGapY) - kGapY + kCardPad + 8 : kCollapsedH;
         if (dot) {
             width = std::max(kMinCardW, dot->width + 2 * kCardPad);
             height = kCardHeader + kCardPad + dot->height + kCardPad;
         }
-        const QRectF cardRect(-width / 2, y, width, height);
-        // Where dot's frame (origin at its top left) sits in the scene.
-        const QPointF dotOrigin(-(dot ? dot->width : 0) / 2, y + kCardHeader + kCardPad);
-        auto* card = new CardItem(cardRect, title, info, classColor(run.classId), isExpanded, true, strip,
-                                  pillsFor(cardKinds));
+        const double outerWidth = unfolded ? width + 2 * kInstancePad : width;
+        const double outerHeight =
+            unfolded ? kCardHeader + kInstancePad + run.count * (height + kInstanceGap) - kInstanceGap + kInstancePad : height;
+        const QRectF cardRect(-outerWidth / 2, y, outerWidth, outerHeight);
+        auto* card = new CardItem(cardRect, title, unfolded ? countOf(run.count, "instance", "instances") + QStringLiteral(" · ") + info : info,
+                                  classColor(run.classId), isExpanded, true, unfolded ? std::vector<QColor>() : repSummary.strip,
+                                  unfolded ? std::vector<Pill>() : pillsFor(repSummary.kinds), run.count > 1 ? run.count : 0, unfolded);
         card->setData(KindKey, CardKindItem);
         card->setData(ValueKey, static_cast<int>(index_.cards.size()));
-        card->setToolTip(tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand")));
+        card->setToolTip(run.count > 1 ? tr("%1: double-click to %2 its ops; click %3 to %4 its %5 instances")
+                                             .arg(title, isExpanded ? tr("hide") : tr("show"), unfolded ? QStringLiteral("−") : QStringLiteral("+"),
+                                                  unfolded ? tr("fold") : tr("show"))
+                                             .arg(run.count)
+                                       : tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand")));
         scene_.addItem(card);
+        const int cardIndex = static_cast<int>(index_.cards.size());
         index_.cards.push_back(card);
         index_.cardLabels.push_back(title);
         index_.cardClass.push_back(run.classId);
         index_.cardRun.push_back(static_cast<int>(ri));
+        index_.cardToggles.push_back(card->toggleRect());
         cardRects.push_back(cardRect);
 
-        if (isExpanded) {
-            const double top = y + kCardHeader + kCardPad;
-            for (auto& n : nodes) n.pos.setY(top + n.rank * (kNodeH + kGapY));
-            if (dot)
-                for (size_t i = 0; i < nodes.size(); ++i) // n.pos is a node's top centre; dot gives centres
-                    nodes[i].pos = dotOrigin + dot->centers[i] - QPointF(0, kDotNodeH / 2);
-            for (auto& n : nodes) {
-                const QRectF rect(n.pos.x() - kNodeW / 2, n.pos.y(), kNodeW, kNodeH);
-                QGraphicsItem* item = nullptr;
-                if (n.op >= 0) {
-                    const int s = r.strategyOfOp[static_cast<size_t>(n.op)];
-                    const ShardingClass sc = classifyStrategy(model, n.op, s);
-                    const QString strategy = QString::fromStdString(strategyToString(model.strategies(n.op)[static_cast<size_t>(s)],
-                                                                                     model.signature(n.op), model.mesh()));
-                    const QString spec = g.op(n.op).outputs.empty()
-                                             ? QString()
-                                             : QString::fromStdString(specToString(model.outputSpec(n.op, s, 0), model.mesh()));
-                    item = new OpNodeItem(rect, shortOpName(g.op(n.op).name), strategy + QStringLiteral("  →  ") + spec, shardingColor(sc),
-                                          r.lockedOp[static_cast<size_t>(n.op)]);
-                    item->setData(KindKey, OpKindItem);
-                    item->setData(ValueKey, n.op);
-                    item->setToolTip(tr("%1\n%2 · %3 · %4\nstrategy %5, output %6")
-                                         .arg(QString::fromStdString(g.op(n.op).name), QLatin1String(opKindName(g.op(n.op).kind).data()),
-                                              QString::fromStdString(model.signature(n.op).equation), shardingClassName(sc), strategy, spec));
-                    index_.opItems[n.op] = item;
-                    if (dot) index_.dotPlacedOps.insert(n.op);
-                } else {
-                    const auto& sg = f.siblings[static_cast<size_t>(n.group)];
-                    const auto& sc = f.classes[static_cast<size_t>(sg.classId)];
-                    item = new OpNodeItem(rect, QStringLiteral("%1  ×%2").arg(QString::fromStdString(sc.label)).arg(sg.instances.size()),
-                                          countOf(static_cast<int>(sg.instances.size()), "parallel branch", "parallel branches"), classColor(sg.classId), false);
-                    item->setToolTip(tr("Parallel identical branches (e.g. experts), %1 ops each").arg(sc.opsPerInstance()));
-                }
-                scene_.addItem(item);
-            }
-            for (const auto& [a, b] : edges) {
-                const Node& na = nodes[static_cast<size_t>(a)];
-                if (dot) {
-                    if (const auto path = dot->edges.find({a, b}); path != dot->edges.end()) {
-                        addSplineEdge(scene_, path->second, dotOrigin, na.pos + QPointF(0, kNodeH));
-                        continue;
-                    }
-                }
-                const Node& nb = nodes[static_cast<size_t>(b)];
-                const int span = nb.rank - na.rank;
-                double side = 0;
-                if (span > 1 && std::abs(na.pos.x() - nb.pos.x()) < 1) side = (na.pos.x() >= 0 ? 1 : -1) * (kNodeW * 0.75 + 10 * span);
-                addEdge(scene_, na.pos + QPointF(0, kNodeH), nb.pos, side, QString());
-            }
-            // Collective badges on the edges leaving the op after which they happen.
-            for (const auto& n : nodes) {
-                if (n.op < 0) continue;
-                const auto it = collectivesAt.find(n.op);
-                if (it == collectivesAt.end()) continue;
-                auto* badge = new BadgeItem(n.pos + QPointF(0, kNodeH + kGapY * 0.42), pillsFor(it->second));
-                QStringList lines;
-                for (const auto& [kind, ls] : it->second) lines << ls;
-                badge->setToolTip(tr("After %1:\n%2").arg(QString::fromStdString(g.op(n.op).name), lines.join(QLatin1Char('\n'))));
-                badge->setZValue(2);
-                scene_.addItem(badge);
-                ++index_.badges;
-            }
+        if (!unfolded) {
+            if (isExpanded) drawOps(rep, y + kCardHeader + kCardPad, dot, QPointF(-(dot ? dot->width : 0) / 2, y + kCardHeader + kCardPad));
+            else index_.badges += static_cast<int>(repSummary.kinds.size());
         } else {
-            index_.badges += static_cast<int>(cardKinds.size());
+            // One card per instance, stacked in the run's frame, chained by arrows.
+            double top = y + kCardHeader + kInstancePad;
+            for (int k = 0; k < run.count; ++k) {
+                const int instance = run.firstInstance + k;
+                const BlockInstance& ik = bc.instances[static_cast<size_t>(instance)];
+                const InstanceSummary sum = k == 0 ? repSummary : instanceSummary(ik);
+                const QRectF rect(-width / 2, top, width, height);
+                const QString name = instanceLabel(g, ik);
+                auto* sub = new CardItem(rect, name.isEmpty() ? tr("instance %1").arg(instance) : name,
+                                         countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + formatSeconds(sum.seconds),
+                                         classColor(run.classId), isExpanded, true, sum.strip, pillsFor(sum.kinds), 0, false);
+                sub->setData(KindKey, InstanceCardKindItem);
+                sub->setData(ValueKey, cardIndex);
+                sub->setToolTip(tr("%1, instance %2 of %3 in %4: double-click to %5 the ops")
+                                    .arg(name)
+                                    .arg(k + 1)
+                                    .arg(run.count)
+                                    .arg(label, isExpanded ? tr("hide") : tr("show")));
+                sub->setZValue(0.5);
+                scene_.addItem(sub);
+                index_.instanceCards.push_back(sub);
+                index_.instanceLabels.push_back(name);
+                index_.instanceCardRun.push_back(static_cast<int>(ri));
+                index_.instanceCardOf[{run.classId, instance}] = sub;
+                if (isExpanded) {
+                    InstanceNodes nodes = k == 0 ? rep : instanceNodes(run.classId, instance);
+                    const CardLayout* own = dot && dot->centers.size() == nodes.nodes.size() ? dot : nullptr;
+                    drawOps(nodes, top + kCardHeader + kCardPad, own, QPointF(-(own ? own->width : 0) / 2, top + kCardHeader + kCardPad));
+                } else {
+                    index_.badges += static_cast<int>(sum.kinds.size());
+                }
+                if (k > 0) addEdge(scene_, QPointF(0, top - kInstanceGap), QPointF(0, top), 0, QString());
+                top += height + kInstanceGap;
+            }
         }
-        y += height + kCardGap;
+        y += outerHeight + kCardGap;
     }
 
     // Edges between cards: a tensor produced in one card and read in another.
@@ -698,6 +794,10 @@ void GraphView::showSelection()
     const auto& instOps = f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(op)])].ops;
     const size_t position = static_cast<size_t>(std::find(instOps.begin(), instOps.end(), op) - instOps.begin());
     QGraphicsItem* target = nullptr;
+    // The op itself when it is drawn (an unfolded run draws every instance), else its instance's card.
+    if (const auto it = index_.opItems.find(op); it != index_.opItems.end()) target = it->second;
+    else if (const auto card = index_.instanceCardOf.find({cls, f.instanceOfOp[static_cast<size_t>(op)]}); card != index_.instanceCardOf.end())
+        target = card->second;
     for (size_t c = 0; c < index_.cards.size() && !target; ++c) {
         if (index_.cardClass[c] != cls) continue;
         const Run& run = f.runs[static_cast<size_t>(index_.cardRun[c])];
@@ -715,6 +815,27 @@ void GraphView::showSelection()
     marker->setZValue(5);
     selectionMarker_ = marker;
     ensureVisible(target, 60, 60);
+}
+
+QString GraphView::instancesKey(const QString& classLabel) { return instancesViewKey(classLabel); }
+
+bool GraphView::instancesShown(int card) const
+{
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan || card < 0 || card >= static_cast<int>(index_.cards.size())) return false;
+    const QString label = QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label);
+    return document_->expandedClasses().contains(instancesKey(label));
+}
+
+void GraphView::setInstancesShown(int card, bool shown)
+{
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan || card < 0 || card >= static_cast<int>(index_.cards.size()) || shown == instancesShown(card)) return;
+    const QString key = instancesKey(QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label));
+    QStringList expanded = document_->expandedClasses();
+    if (shown) expanded << key;
+    else expanded.removeAll(key);
+    document_->setExpandedClasses(expanded);
 }
 
 void GraphView::toggleCard(int card)
@@ -790,6 +911,14 @@ void GraphView::wheelEvent(QWheelEvent* event)
 void GraphView::mousePressEvent(QMouseEvent* event)
 {
     if (event->button() == Qt::LeftButton && document_) {
+        const QPointF scenePos = mapToScene(event->pos());
+        for (QGraphicsItem* item : items(event->pos()))
+            if (auto* card = qgraphicsitem_cast<CardItem*>(item);
+                card && card->data(KindKey).toInt() == CardKindItem && card->toggleRect().contains(scenePos)) {
+                toggleInstances(card->data(ValueKey).toInt());
+                event->accept();
+                return;
+            }
         for (QGraphicsItem* item : items(event->pos())) {
             if (item->data(KindKey).toInt() == OpKindItem) {
                 document_->setSelectedOp(item->data(ValueKey).toInt());
@@ -802,8 +931,12 @@ void GraphView::mousePressEvent(QMouseEvent* event)
 
 void GraphView::mouseDoubleClickEvent(QMouseEvent* event)
 {
-    for (QGraphicsItem* item : items(event->pos()))
-        if (item->data(KindKey).toInt() == CardKindItem) {
+    for (QGraphicsItem* item : items(event->pos())) {
+        if (auto* card = qgraphicsitem_cast<CardItem*>(item); card && card->toggleRect().contains(mapToScene(event->pos()))) {
+            event->accept(); // the second click of a double-click on the +/- toggle
+            return;
+        }
+        if (item->data(KindKey).toInt() == CardKindItem || item->data(KindKey).toInt() == InstanceCardKindItem) {
             // Only the header toggles, so double-clicking an op inside does not fold its card.
             const QPointF scenePos = mapToScene(event->pos());
             if (scenePos.y() - item->boundingRect().top() <= kCardHeader + 8 || item->boundingRect().height() <= kCollapsedH + 20) {
@@ -811,6 +944,7 @@ void GraphView::mouseDoubleClickEvent(QMouseEvent* event)
                 return;
             }
         }
+    }
     QGraphicsView::mouseDoubleClickEvent(event);
 }
 

@@ -3,6 +3,13 @@
 // representative's ops, coloured by how each is sharded, with collective badges where the plan
 // puts them. Zoom (Ctrl+wheel), pan (drag, wheel), fit, find, and a minimap.
 //
+// Two toggles per card, both view state kept in Document::expandedClasses (and so in the
+// project file): double-clicking a card's header shows or hides its ops (the class label in the
+// list); the "+ ×N" button in a run's header unfolds the run into one card per instance
+// ("layers.0" ... "layers.95", each with its ops when the class is expanded), and "− ×N" folds
+// them back (instancesKey(label) in the list). The outline's class rows toggle the same.
+// Every instance of a run has the same ops, so dot lays out one and all of them use it.
+//
 // Layout: the ops inside an expanded card are placed by Graphviz dot (core/layout) on a worker
 // thread, under a job id; a result for an older request or another workspace is dropped. Until
 // dot's positions arrive (or if dot fails) a small layered layout (longest-path ranks,
@@ -26,11 +33,16 @@ struct LayoutInput;
 
 /// Where things are in the scene (for tests and for selection).
 struct SceneIndex {
-    std::map<OpId, QGraphicsItem*> opItems; ///< displayed ops (the first instance of each expanded run)
+    std::map<OpId, QGraphicsItem*> opItems; ///< displayed ops (the first instance of each expanded run, every instance of an unfolded one)
     std::vector<QGraphicsItem*> cards;      ///< per run
     std::vector<QString> cardLabels;        ///< per run: "layers.*  ×96"
     std::vector<int> cardClass;             ///< per run: block class id
     std::vector<int> cardRun;               ///< per card: index into folded.runs (-1 for a sibling group)
+    std::vector<QRectF> cardToggles;        ///< per card: its "+/- ×N" toggle in the scene (empty: not a run)
+    std::vector<QGraphicsItem*> instanceCards; ///< per instance card of the unfolded runs, in order
+    std::vector<QString> instanceLabels;    ///< per instance card: "layers.17"
+    std::vector<int> instanceCardRun;       ///< per instance card: index into folded.runs
+    std::map<std::pair<int, int>, QGraphicsItem*> instanceCardOf; ///< (class, instance) -> its card
     int badges = 0;                         ///< collective badges drawn
     std::set<OpId> dotPlacedOps;            ///< displayed ops whose position came from Graphviz
 };
@@ -50,6 +62,16 @@ public:
     ~GraphView() override;
     void setDocument(Document* document);
     const SceneIndex& sceneIndex() const { return index_; }
+
+    /// The Document::expandedClasses entry that unfolds the runs of a class into their instances.
+    static QString instancesKey(const QString& classLabel);
+    /// Unfolds (or folds back) the run of this card into one card per instance; one view-state
+    /// change on the document, which rebuilds the scene.
+    void setInstancesShown(int card, bool shown);
+    bool instancesShown(int card) const;
+    void toggleInstances(int card) { setInstancesShown(card, !instancesShown(card)); }
+    /// Shows or hides the ops of this card's class (what double-clicking the header does).
+    void toggleCard(int card);
 
     void zoomIn();
     void zoomOut();
@@ -84,7 +106,6 @@ private:
     void rebuild();
     void onModelChanged();
     void showSelection();
-    void toggleCard(int card);
     void placeMinimap();
     void zoomBy(double factor);
     /// Starts a dot job for these runs' cards (the inputs are built on the GUI thread; cheap).

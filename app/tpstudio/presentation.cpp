@@ -119,6 +119,8 @@ QColor collectiveColor(CollectiveKind kind)
     return Qt::black;
 }
 
+QString instancesViewKey(const QString& classLabel) { return QStringLiteral("instances:") + classLabel; }
+
 QString instanceLabel(const Graph& graph, const BlockInstance& instance)
 {
     if (instance.ops.empty()) return {};

@@ -33,6 +33,9 @@ QColor collectiveColor(CollectiveKind kind);
 
 /// "layers.3" for an instance: the scope its ops share, or the first op's name.
 QString instanceLabel(const Graph& graph, const BlockInstance& instance);
+/// The Document::expandedClasses entry that unfolds the runs of a block class into one graph
+/// card per instance ("instances:layers.*"); the class label alone shows the class's ops.
+QString instancesViewKey(const QString& classLabel);
 /// The last path component of an op name ("fc1" of "layers.0/mlp/fc1").
 QString shortOpName(const std::string& name);
 
