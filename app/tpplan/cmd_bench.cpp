@@ -332,6 +332,7 @@ Json runLockCase(const Suite& s)
                                                            {"resolve", {{"wall_ms", wall[wall.size() / 2]}, {"cpu_ms", cpu[cpu.size() / 2]}}},
                                                            {"first_solve_ms", firstSolveMs},
                                                            {"tables_solved", locked.tablesSolved},
+                                                           {"prices_tried", locked.pricesTried},
                                                            {"step_time_s", locked.breakdown.stepSeconds}};
     }
     return j;

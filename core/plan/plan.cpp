@@ -66,7 +66,7 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     doc["micro_batch"] = model.settings().microBatch;
     doc["search"] = {{"method", result.method}, {"time_ms", result.searchMs}, {"cpu_ms", result.searchCpuMs}, {"breakdown_ms", result.breakdownMs}, {"block_classes", result.blockClasses},
                      {"ops_searched", result.opsSearched}, {"tables_solved", result.tablesSolved},
-                     {"lambda", result.lambda}};
+                     {"prices_tried", result.pricesTried}, {"lambda", result.lambda}};
     json byKind = json::object();
     for (const auto& [kind, seconds] : b.commByKind) byKind[std::string(collectiveName(kind))] = seconds;
     doc["cost"] = {{"step_time_s", b.stepSeconds}, {"compute_s", b.computeSeconds}, {"comm_s", b.commSeconds},

@@ -454,6 +454,8 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
             result.opsSearched = static_cast<int>(r.integer(*v, "/search/ops_searched", 0));
         if (const json* v = r.optional(*search, "tables_solved"))
             result.tablesSolved = static_cast<int>(r.integer(*v, "/search/tables_solved", 0));
+        if (const json* v = r.optional(*search, "prices_tried"))
+            result.pricesTried = static_cast<int>(r.integer(*v, "/search/prices_tried", 0));
         if (const json* v = r.optional(*search, "lambda")) result.lambda = r.number(*v, "/search/lambda");
     }
     if (const json* memory = r.optional(doc, "memory"); memory && memory->is_object())

@@ -1,6 +1,7 @@
 #include "search.h"
 
 #include <algorithm>
+#include <tuple>
 #include <chrono>
 #include <ctime>
 #include <cmath>
@@ -204,6 +205,7 @@ struct PlannerSession::Impl {
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     std::map<std::string, std::shared_ptr<const ModeSolve>> modeCache;
     std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
+    std::map<std::tuple<OpId, int, OpId, int, bool>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
     double lastLambda = 0; ///< the memory price of the previous solve, to warm-start the next
     std::vector<int> forced; ///< per op: locked strategy or -1
     int tablesSolved = 0;
@@ -220,14 +222,19 @@ struct PlannerSession::Impl {
         indexFold();
     }
 
-    /// The op at the same position of its class's representative: identical ops of identical
-    /// blocks produce identical spec sets, so they share one cache entry.
+    /// The op at the same position of its class's representative in the fold without locks:
+    /// identical ops of identical blocks have identical strategies, spec sets and costs, so they
+    /// share cache entries, also after a per-instance lock splits an instance out of its class.
     std::vector<OpId> canonicalOp;
+
+    /// The op that stands for `op` in cache keys. The flat baseline shares nothing between
+    /// instances, so there every op stands for itself.
+    OpId keyOp(OpId op) const { return flat ? op : canonicalOp[static_cast<size_t>(op)]; }
 
     void indexFold()
     {
         canonicalOp.assign(model.graph().ops.size(), -1);
-        for (const auto& bc : folded.classes)
+        for (const auto& bc : baseFold.classes)
             for (const auto& inst : bc.instances)
                 for (size_t i = 0; i < inst.ops.size(); ++i) canonicalOp[static_cast<size_t>(inst.ops[i])] = bc.instances[0].ops[i];
         for (auto& c : canonicalOp)
@@ -354,7 +361,7 @@ struct PlannerSession::Impl {
         std::ostringstream key;
         key.precision(17);
         key << lambda << '|' << static_cast<int>(mode) << '|';
-        for (OpId op : bc.instances[0].ops) key << op << ':' << forced[static_cast<size_t>(op)] << ',';
+        for (OpId op : bc.instances[0].ops) key << keyOp(op) << ',';
         key << '|';
         // Input domains are unions over the class's instances: the table depends on their content.
         for (const auto& domain : ct.inputDomains) {
@@ -368,6 +375,14 @@ struct PlannerSession::Impl {
             }
         }
         for (size_t s = 0; s < sibs.size(); ++s) key << "s" << sibs[s]->classId << '/' << folded.classes[static_cast<size_t>(sibs[s]->classId)].instances[0].ops.front();
+        // Locks last: the edges (keyed by everything between the second '|' and this) do not
+        // depend on them, so a lock re-solve reuses the class's resharding costs.
+        key << "|locks";
+        for (OpId op : bc.instances[0].ops)
+            if (forced[static_cast<size_t>(op)] >= 0) key << ' ' << op << ':' << forced[static_cast<size_t>(op)];
+        for (const auto& sib : sibs) // a sibling's table follows its own locks
+            for (OpId op : folded.classes[static_cast<size_t>(sib->classId)].instances[0].ops)
+                if (forced[static_cast<size_t>(op)] >= 0) key << " s" << op << ':' << forced[static_cast<size_t>(op)];
         return key.str();
     }
 
@@ -416,7 +431,8 @@ struct PlannerSession::Impl {
 
         // Edges and sibling links do not depend on the price of memory or the recompute mode:
         // build them once per class layout.
-        const std::string structureKey = key.substr(key.find('|', key.find('|') + 1));
+        const std::size_t structureStart = key.find('|', key.find('|') + 1);
+        const std::string structureKey = key.substr(structureStart, key.rfind("|locks") - structureStart);
         auto cached = structureCache.find(structureKey);
         if (cached == structureCache.end()) {
             std::vector<Factor> structure;
@@ -562,6 +578,15 @@ struct PlannerSession::Impl {
     Factor edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
                       const std::vector<int>& domains)
     {
+        Factor f;
+        f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
+        // Identical edges of identical blocks cost the same: computed once per session (also
+        // for an instance that a lock split out of its class).
+        const auto key = std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input, producerVar < consumerVar);
+        if (auto hit = edgeCache.find(key); !flat && hit != edgeCache.end()) {
+            f.values = hit->second;
+            return f;
+        }
         const auto& ps = producerSpecs(src.producer, src.slot);
         const int np = domains[static_cast<size_t>(producerVar)], nc = domains[static_cast<size_t>(consumerVar)];
         // Cost per distinct produced spec, then spread over the producer's strategies.
@@ -569,8 +594,6 @@ struct PlannerSession::Impl {
         for (size_t v = 0; v < ps.specs.size(); ++v)
             for (int c = 0; c < nc; ++c)
                 perSpec[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = model.edgeCost(&ps.specs[v], consumer, input, c).exposedSeconds;
-        Factor f;
-        f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
         f.values.resize(static_cast<size_t>(np * nc));
         for (int p = 0; p < np; ++p)
             for (int c = 0; c < nc; ++c) {
@@ -578,6 +601,7 @@ struct PlannerSession::Impl {
                 const size_t idx = producerVar < consumerVar ? static_cast<size_t>(p * nc + c) : static_cast<size_t>(c * np + p);
                 f.values[idx] = cost;
             }
+        if (!flat) edgeCache.emplace(key, f.values);
         return f;
     }
 
@@ -1150,8 +1174,6 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
         if (!uniform) options.distinctOps.insert(l.op);
     }
     d.folded = options.distinctOps.empty() ? base : foldGraph(d.model.graph(), options);
-    d.producerSpecCache.clear();
-    d.indexFold();
 }
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
@@ -1220,36 +1242,65 @@ SearchResult PlannerSession::solve()
 
     // Each attempt needs only the plan's step time and memory; the full breakdown (every
     // collective of every op) is built once, for the plan finally chosen.
-    auto attempt = [&](double lambda) { return d.solveAt(lambda, d.allowRecompute); };
+    int pricesTried = 0;
+    auto attempt = [&](double lambda) {
+        ++pricesTried;
+        return d.solveAt(lambda, d.allowRecompute);
+    };
     SearchResult best = attempt(0);
     if (limited && best.breakdown.perDeviceBytes > limit) {
-        // Lagrangian relaxation: price memory at lambda seconds per byte. Bracket the cheapest
-        // price at which the plan fits (steps of 8x), then bisect the bracket in log space;
-        // keep the fastest plan that fits among all tried.
-        std::optional<SearchResult> fit;
+        // Lagrangian relaxation: price memory at lambda seconds per byte. Each plan is a line
+        // T + lambda * M in lambda, and the search returns the lowest line at the price asked:
+        // the dual g(lambda) is their lower envelope, concave and piecewise linear, and the
+        // plan it picks uses less memory as the price rises. The fastest plan on the envelope
+        // that fits is the one just past the breakpoint where M crosses the limit.
+        //
+        // First a price at which the plan fits (from the last solve's price: an edit rarely
+        // moves it far; else growing 8x from a tiny price). Then chords: the two lines of the
+        // tightest plan over the limit and the loosest plan under it cross at one price; the
+        // search at that price either finds a lower line (a plan in between, which replaces
+        // one end) or proves the two adjacent on the envelope. Exact, and usually two or three
+        // searches instead of a bisection's eight.
+        SearchResult over = best; // M > limit, at the highest price tried below `under`'s
+        std::optional<SearchResult> under;
         SearchResult smallest = best;
-        auto consider = [&](SearchResult r) {
-            const bool ok = r.breakdown.perDeviceBytes <= limit;
+        auto fitsLimit = [&](const SearchResult& r) { return r.breakdown.perDeviceBytes <= limit; };
+        auto note = [&](const SearchResult& r) {
             if (r.breakdown.perDeviceBytes < smallest.breakdown.perDeviceBytes) smallest = r;
-            if (ok && (!fit || r.breakdown.stepSeconds < fit->breakdown.stepSeconds)) fit = std::move(r);
-            return ok;
         };
-        // Start from the price that fitted last time (an edit rarely moves it far): the
-        // bracket then closes in a few steps instead of a dozen.
-        const double firstPrice = d.lastLambda > 0 ? d.lastLambda : 1e-12;
-        const double step = d.lastLambda > 0 ? 1.5 : 8.0;
-        double lo = 0, hi = firstPrice;
-        if (consider(attempt(hi))) {
-            for (lo = hi / step; lo > 1e-20 && consider(attempt(lo)); lo /= step) hi = lo;
-        } else {
-            for (lo = hi, hi *= step; hi < 1e6 && !consider(attempt(hi)); hi *= step) lo = hi;
-        }
-        if (fit) {
-            while (hi / lo > 1.1) {
-                const double mid = std::sqrt(lo * hi);
-                (consider(attempt(mid)) ? hi : lo) = mid;
+        const double warm = d.lastLambda;
+        for (double price = warm > 0 ? warm : 1e-12; price < 1e6; price *= 8) {
+            SearchResult r = attempt(price);
+            note(r);
+            if (fitsLimit(r)) {
+                under = std::move(r);
+                break;
             }
-            best = std::move(*fit);
+            over = std::move(r);
+        }
+        if (under) {
+            auto value = [](const SearchResult& r, double lambda) { return r.breakdown.stepSeconds + lambda * r.breakdown.perDeviceBytes; };
+            for (int iteration = 0; iteration < 64; ++iteration) {
+                const double dm = over.breakdown.perDeviceBytes - under->breakdown.perDeviceBytes;
+                const double dt = under->breakdown.stepSeconds - over.breakdown.stepSeconds;
+                if (!(dm > 0)) break;
+                const double cross = dt / dm;
+                // The lines cross outside the two prices only through rounding: adjacent.
+                if (!(cross > over.lambda && cross < under->lambda)) break;
+                // A plan over the limit found at a far lower price (typically the unpriced one,
+                // with memory orders of magnitude over) makes the chord crawl up the envelope
+                // one vertex at a time; step down from the fitting side in 8x strides first.
+                // Only a search at the crossing itself can prove adjacency.
+                const bool farBelow = over.lambda < under->lambda / 64 && cross < under->lambda / 8;
+                const double price = farBelow ? under->lambda / 8 : cross;
+                SearchResult r = attempt(price);
+                const double chord = value(*under, price);
+                if (!farBelow && !(r.objective < chord - 1e-12 * std::abs(chord))) break;
+                note(r);
+                if (fitsLimit(r)) under = std::move(r);
+                else over = std::move(r);
+            }
+            best = std::move(*under);
         } else {
             best = std::move(smallest);
             best.fits = false;
@@ -1270,6 +1321,7 @@ SearchResult PlannerSession::solve()
     best.blockClasses = static_cast<int>(d.folded.classes.size());
     best.opsSearched = d.folded.searchedOps();
     best.tablesSolved = d.tablesSolved;
+    best.pricesTried = pricesTried;
     return best;
 }
 

@@ -61,6 +61,7 @@ struct SearchResult {
     int blockClasses = 0;
     int opsSearched = 0;
     int tablesSolved = 0;               ///< class tables computed (not taken from the cache)
+    int pricesTried = 0;                ///< searches at a memory price (1 when the limit does not bind)
 };
 
 /// Adds to a breakdown what the cost model cannot see per op: under full recomputation each
