@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../graph/opkinds.h"
 #include "../util/error.h"
 
 namespace tp::verify {
@@ -93,11 +94,12 @@ bool spatialGroup(const std::vector<int>& group, const Signature& sig)
 struct Addressing {
     std::int64_t base = 0;
     std::vector<std::int64_t> coef; // per loop
+    std::vector<std::pair<size_t, std::int64_t>> terms; // the loops with a nonzero coefficient
 
     std::int64_t at(const std::vector<std::int64_t>& idx) const
     {
         std::int64_t off = base;
-        for (size_t l = 0; l < idx.size(); ++l) off += idx[l] * coef[l];
+        for (const auto& [l, c] : terms) off += idx[l] * c;
         return off;
     }
 };
@@ -113,6 +115,8 @@ Addressing addressing(const OperandIndexing& operand, const Signature& sig, cons
         for (size_t k = 0; k < group.size(); ++k)
             a.coef[static_cast<size_t>(group[k])] += innerExtent(group, k, sig) * st[d];
     }
+    for (size_t l = 0; l < a.coef.size(); ++l)
+        if (a.coef[l] != 0) a.terms.emplace_back(l, a.coef[l]);
     return a;
 }
 
@@ -383,13 +387,14 @@ void evalWindow(const Op& op, const Signature& sig, const OpSemantics& sem, cons
         const Addressing wa = addressing(sig.inputs[1], sig, input(inputs, 1, op));
         std::vector<Addressing> extra;
         for (size_t i = 2; i < op.inputs.size(); ++i) extra.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
+        std::vector<std::int64_t> window(kernelLoops.size());
         forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
-            std::vector<std::int64_t> window;
-            for (int l : kernelLoops) window.push_back(idx[static_cast<size_t>(l)]);
+            for (size_t k = 0; k < kernelLoops.size(); ++k) window[k] = idx[static_cast<size_t>(kernelLoops[k])];
             bool inside = true;
             const auto off = xOffset(idx, window, inside);
             const auto oo = static_cast<size_t>(o.at(idx));
             if (inside) acc[oo] += static_cast<double>(xb.data[static_cast<size_t>(off)]) * inputs[1]->data[static_cast<size_t>(wa.at(idx))];
+            if (extra.empty()) return;
             bool firstOfSum = true;
             for (size_t l = 0; l < idx.size(); ++l)
                 if (!isOut[l] && idx[l] != 0) firstOfSum = false;
@@ -413,6 +418,270 @@ void evalWindow(const Op& op, const Signature& sig, const OpSemantics& sem, cons
         });
     }
     for (size_t k = 0; k < acc.size(); ++k) out.data[k] = static_cast<float>(acc[k]);
+}
+
+// ---- Backward -------------------------------------------------------------------------------
+// Each rule's backward walks the same points as its forward and sends the output gradient back
+// along the same addressing: d(input) += d(output) x d(output)/d(input) at each point.
+
+// Gradient accumulators, one per input, over the input's operandRanges (sums in double).
+struct Grads {
+    std::vector<Block> blocks;
+    std::vector<std::vector<double>> acc;
+    std::vector<Addressing> at; ///< per input, into blocks[i] (not for a window's input 0)
+
+    std::vector<Block> take()
+    {
+        for (size_t i = 0; i < blocks.size(); ++i)
+            for (size_t k = 0; k < acc[i].size(); ++k) blocks[i].data[k] = static_cast<float>(acc[i][k]);
+        return std::move(blocks);
+    }
+};
+
+Grads gradBlocks(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops)
+{
+    Grads gr;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+        gr.blocks.push_back(Block::zeros(operandRanges(sig.inputs[i], sig, loops, g.tensor(op.inputs[i]).shape)));
+        gr.acc.emplace_back(gr.blocks.back().data.size(), 0.0);
+        gr.at.push_back(addressing(sig.inputs[i], sig, gr.blocks.back()));
+    }
+    return gr;
+}
+
+std::int64_t offsetOf(const Block& b, const std::vector<std::int64_t>& index)
+{
+    const auto st = b.strides();
+    std::int64_t off = 0;
+    for (size_t d = 0; d < index.size(); ++d) off += (index[d] - b.start[d]) * st[d];
+    return off;
+}
+
+// Whether idx is the first point of this box along every loop the output lacks: a term added
+// once per output element (a bias) is differentiated there, once per device.
+bool firstOfBox(const std::vector<std::int64_t>& idx, const std::vector<Range>& loops, const std::vector<bool>& isOut)
+{
+    for (size_t l = 0; l < idx.size(); ++l)
+        if (!isOut[l] && idx[l] != loops[l].lo) return false;
+    return true;
+}
+
+void backMap(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
+             const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr)
+{
+    std::vector<Addressing> in;
+    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
+    const Addressing o = addressing(sig.outputs[0], sig, dOut);
+    std::vector<float> values(in.size()), d(in.size());
+    forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
+        for (size_t i = 0; i < in.size(); ++i) values[i] = inputs[i]->data[static_cast<size_t>(in[i].at(idx))];
+        std::fill(d.begin(), d.end(), 0.0f);
+        sem.pointwiseGrad(values, dOut.data[static_cast<size_t>(o.at(idx))], d);
+        for (size_t i = 0; i < in.size(); ++i) gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += d[i];
+    });
+}
+
+void backContract(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
+                  const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr, bool gather)
+{
+    const auto isOut = outputLoops(sig);
+    std::vector<Addressing> in;
+    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
+    const Addressing o = addressing(sig.outputs[0], sig, dOut);
+    const double scale = contractionScale(op, sig, isOut);
+    const size_t mult = std::min<size_t>(static_cast<size_t>(std::max(sem.multiplicands, 0)), in.size());
+    int gatherLoop = -1;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (sig.loops[l].role == DimRole::Gather) gatherLoop = static_cast<int>(l);
+    if (gather && (gatherLoop < 0 || in.size() < 2)) throw InputError(context(op) + ": a lookup needs a gather loop and a table");
+    forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
+        const double dy = dOut.data[static_cast<size_t>(o.at(idx))];
+        if (gather) {
+            const float id = inputs[0]->data[static_cast<size_t>(in[0].at(idx))];
+            if (std::lround(id) == idx[static_cast<size_t>(gatherLoop)]) gr.acc[1][static_cast<size_t>(gr.at[1].at(idx))] += dy;
+            return;
+        }
+        for (size_t i = 0; i < mult; ++i) {
+            double p = scale * dy;
+            for (size_t j = 0; j < mult; ++j)
+                if (j != i) p *= inputs[j]->data[static_cast<size_t>(in[j].at(idx))];
+            gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += p;
+        }
+        if (mult < in.size() && firstOfBox(idx, loops, isOut))
+            for (size_t i = mult; i < in.size(); ++i) gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += dy;
+    });
+}
+
+void backNormalize(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
+                   const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr)
+{
+    int reduced = -1;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (sig.loops[l].role == DimRole::ReducedNonlinear) reduced = static_cast<int>(l);
+    if (reduced < 0) throw InputError(context(op) + ": no reduced-nonlinear loop to normalise over");
+    const auto r = static_cast<size_t>(reduced);
+    const Range full = loops[r];
+    if (full.lo != 0 || full.hi != sig.loops[r].size)
+        throw InputError(context(op) + ": the normalised loop '" + std::string(1, sig.loops[r].label) + "' is split");
+    int query = -1;
+    const auto& x = sig.inputs[0].dims;
+    if (x.size() >= 2 && !x[x.size() - 2].empty()) query = x[x.size() - 2].back();
+    RowContext ctx;
+    ctx.causal = op.intAttr("causal").value_or(0) != 0;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (l != r) ctx.rowsTotal *= static_cast<double>(sig.loops[l].size);
+    std::vector<Addressing> in;
+    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
+    const Addressing o = addressing(sig.outputs[0], sig, dOut);
+    const bool outRow = indexes(sig.outputs[0], reduced);
+    std::vector<std::vector<float>> rows(in.size()), dRows(in.size());
+    std::vector<float> dRow(outRow ? static_cast<size_t>(full.size()) : 1);
+    std::vector<Range> rowLoops = loops;
+    rowLoops[r] = {0, 1};
+    forEachPoint(rowLoops, [&](std::vector<std::int64_t> idx) {
+        for (size_t i = 0; i < in.size(); ++i) {
+            const bool along = indexes(sig.inputs[i], reduced);
+            rows[i].resize(along ? static_cast<size_t>(full.size()) : 1);
+            dRows[i].assign(rows[i].size(), 0.0f);
+            for (size_t j = 0; j < rows[i].size(); ++j) {
+                idx[r] = static_cast<std::int64_t>(j);
+                rows[i][j] = inputs[i]->data[static_cast<size_t>(in[i].at(idx))];
+            }
+        }
+        for (size_t j = 0; j < dRow.size(); ++j) {
+            idx[r] = static_cast<std::int64_t>(j);
+            dRow[j] = dOut.data[static_cast<size_t>(o.at(idx))];
+        }
+        idx[r] = 0;
+        ctx.queryIndex = query >= 0 && query != reduced ? idx[static_cast<size_t>(query)] : -1;
+        sem.rowGrad(rows, dRow, dRows, ctx);
+        for (size_t i = 0; i < in.size(); ++i)
+            for (size_t j = 0; j < dRows[i].size(); ++j) {
+                idx[r] = static_cast<std::int64_t>(j);
+                gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += dRows[i][j];
+            }
+    });
+}
+
+// Concat's parts take their slices of the whole's gradient (a broadcast size-1 dim sums);
+// Split's whole gathers its parts' gradients.
+void backJoinOrPart(const Op& op, const Graph& g, const std::vector<const Block*>& outputGrads, Grads& gr, bool join)
+{
+    const auto& wholeShape = g.tensor(join ? op.outputs[0] : op.inputs[0]).shape;
+    const auto axis = static_cast<size_t>(axisOf(op, wholeShape.size()));
+    const auto& parts = join ? op.inputs : op.outputs;
+    std::int64_t offset = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+        const auto& partShape = g.tensor(parts[k]).shape;
+        const std::int64_t len = partShape[axis];
+        const Block& dWhole = join ? *outputGrads.at(0) : gr.blocks[0];
+        const Block& dPart = join ? gr.blocks[k] : *outputGrads.at(k);
+        std::vector<Range> box;
+        for (size_t d = 0; d < dPart.size.size(); ++d) box.push_back({dPart.start[d], dPart.start[d] + dPart.size[d]});
+        if (join) {
+            // Walk the whole's box within this part's stretch of the axis.
+            box.clear();
+            for (size_t d = 0; d < dWhole.size.size(); ++d) box.push_back({dWhole.start[d], dWhole.start[d] + dWhole.size[d]});
+            box[axis] = {std::max(box[axis].lo, offset), std::min(box[axis].hi, offset + len)};
+            if (box[axis].size() > 0)
+                forEachPoint(box, [&](const std::vector<std::int64_t>& idx) {
+                    std::vector<std::int64_t> pi = idx;
+                    pi[axis] -= offset;
+                    for (size_t d = 0; d < pi.size(); ++d)
+                        if (partShape[d] == 1 && d != axis) pi[d] = 0;
+                    gr.acc[k][static_cast<size_t>(offsetOf(dPart, pi))] += dWhole.data[static_cast<size_t>(offsetOf(dWhole, idx))];
+                });
+        } else {
+            forEachPoint(box, [&](const std::vector<std::int64_t>& idx) {
+                std::vector<std::int64_t> wi = idx;
+                wi[axis] += offset;
+                gr.acc[0][static_cast<size_t>(offsetOf(dWhole, wi))] += dPart.data[static_cast<size_t>(offsetOf(dPart, idx))];
+            });
+        }
+        offset += len;
+    }
+}
+
+void backWindow(const Op& op, const Signature& sig, const OpSemantics& sem, const Graph& g, const std::vector<Range>& loops,
+                const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr)
+{
+    const std::int64_t stride = op.intAttr("stride").value_or(1), pad = op.intAttr("padding").value_or(0);
+    const auto& x = sig.inputs[0];
+    const auto& xShape = g.tensor(op.inputs[0]).shape;
+    std::vector<int> spatial;
+    for (const auto& grp : x.dims)
+        spatial.push_back(grp.size() == 1 && sig.loops[static_cast<size_t>(grp[0])].role == DimRole::Spatial ? grp[0] : -1);
+    const Block& xb = input(inputs, 0, op);
+    const Block& dx = gr.blocks[0];
+    const Addressing o = addressing(sig.outputs[0], sig, dOut);
+    const auto xst = xb.strides(), dxst = dx.strides();
+    const bool convolution = sem.multiplicands >= 2 && op.inputs.size() >= 2;
+    std::vector<int> kernelLoops;
+    if (convolution) {
+        for (const auto& grp : sig.inputs[1].dims)
+            for (int l : grp)
+                if (!indexes(x, l) && !indexes(sig.outputs[0], l)) kernelLoops.push_back(l);
+    }
+    const std::int64_t kernel = op.intAttr("kernel").value_or(1);
+    // Offsets of the window element in the forward's input block and in the gradient block.
+    auto offsets = [&](const std::vector<std::int64_t>& idx, const std::vector<std::int64_t>& window, std::int64_t& xo,
+                       std::int64_t& dxo) {
+        xo = dxo = 0;
+        size_t w = 0;
+        for (size_t d = 0; d < x.dims.size(); ++d) {
+            std::int64_t gi = 0;
+            if (spatial[d] >= 0) {
+                gi = idx[static_cast<size_t>(spatial[d])] * stride + window[w++] - pad;
+                if (gi < 0 || gi >= xShape[d]) return false;
+            } else {
+                for (size_t k = 0; k < x.dims[d].size(); ++k)
+                    gi += idx[static_cast<size_t>(x.dims[d][k])] * innerExtent(x.dims[d], k, sig);
+            }
+            xo += (gi - xb.start[d]) * xst[d];
+            dxo += (gi - dx.start[d]) * dxst[d];
+        }
+        return true;
+    };
+    if (convolution) {
+        const auto isOut = outputLoops(sig);
+        const Block& wb = input(inputs, 1, op);
+        const Addressing wa = addressing(sig.inputs[1], sig, wb);
+        std::vector<std::int64_t> window(kernelLoops.size());
+        forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
+            for (size_t k = 0; k < kernelLoops.size(); ++k) window[k] = idx[static_cast<size_t>(kernelLoops[k])];
+            const double dy = dOut.data[static_cast<size_t>(o.at(idx))];
+            std::int64_t xo = 0, dxo = 0;
+            if (offsets(idx, window, xo, dxo)) {
+                gr.acc[0][static_cast<size_t>(dxo)] += dy * wb.data[static_cast<size_t>(wa.at(idx))];
+                gr.acc[1][static_cast<size_t>(gr.at[1].at(idx))] += dy * xb.data[static_cast<size_t>(xo)];
+            }
+            if (op.inputs.size() > 2 && firstOfBox(idx, loops, isOut))
+                for (size_t i = 2; i < op.inputs.size(); ++i) gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += dy;
+        });
+    } else {
+        const size_t dims = static_cast<size_t>(std::count_if(spatial.begin(), spatial.end(), [](int l) { return l >= 0; }));
+        const double area = std::pow(static_cast<double>(kernel), static_cast<double>(dims));
+        forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
+            const double dy = dOut.data[static_cast<size_t>(o.at(idx))];
+            double best = -INFINITY;
+            std::int64_t bestAt = -1;
+            std::vector<Range> windowBox(dims, Range{0, kernel});
+            forEachPoint(windowBox, [&](const std::vector<std::int64_t>& window) {
+                std::int64_t xo = 0, dxo = 0;
+                if (!offsets(idx, window, xo, dxo)) return;
+                if (!sem.windowMax) {
+                    gr.acc[0][static_cast<size_t>(dxo)] += dy / area;
+                    return;
+                }
+                const double v = xb.data[static_cast<size_t>(xo)];
+                if (v > best) {
+                    best = v;
+                    bestAt = dxo;
+                }
+            });
+            if (sem.windowMax && bestAt >= 0) gr.acc[0][static_cast<size_t>(bestAt)] += dy;
+        });
+    }
 }
 
 } // namespace
@@ -456,6 +725,38 @@ std::vector<Block> evaluateOp(const Op& op, const Signature& sig, const OpSemant
     case EvalRule::Window: evalWindow(op, sig, sem, graph, loops, inputs, outs[0]); break;
     }
     return outs;
+}
+
+std::vector<Block> backwardOp(const Op& op, const Signature& sig, const OpSemantics& sem, const Graph& graph,
+                              const std::vector<Range>& loops, const std::vector<const Block*>& inputs,
+                              const std::vector<const Block*>& outputGrads)
+{
+    if (!sem.differentiable())
+        throw InputError(context(op) + ": verify has no derivative for " + std::string(opKindName(op.kind)) + " ops, so it cannot run the backward pass");
+    if (outputGrads.size() != op.outputs.size() || std::any_of(outputGrads.begin(), outputGrads.end(), [](const Block* b) { return !b; }))
+        throw std::logic_error(context(op) + ": output gradient missing");
+    Grads gr = gradBlocks(op, sig, graph, loops);
+    switch (sem.rule) {
+    case EvalRule::Map: backMap(op, sig, sem, loops, inputs, *outputGrads[0], gr); break;
+    case EvalRule::Contract: backContract(op, sig, sem, loops, inputs, *outputGrads[0], gr, false); break;
+    case EvalRule::Gather: backContract(op, sig, sem, loops, inputs, *outputGrads[0], gr, true); break;
+    case EvalRule::Normalize: backNormalize(op, sig, sem, loops, inputs, *outputGrads[0], gr); break;
+    case EvalRule::Join: backJoinOrPart(op, graph, outputGrads, gr, true); break;
+    case EvalRule::Part: backJoinOrPart(op, graph, outputGrads, gr, false); break;
+    case EvalRule::Window: backWindow(op, sig, sem, graph, loops, inputs, *outputGrads[0], gr); break;
+    }
+    return gr.take();
+}
+
+std::vector<bool> gradientSummedLoops(const Signature& sig, const OpSemantics& sem, const Op& op, size_t input)
+{
+    const auto isOut = outputLoops(sig);
+    const bool added = (sem.rule == EvalRule::Contract && input >= static_cast<size_t>(std::max(sem.multiplicands, 0))) ||
+                       (sem.rule == EvalRule::Window && sem.multiplicands >= 2 && op.inputs.size() >= 2 && input >= 2);
+    std::vector<bool> summed(sig.loops.size(), false);
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        summed[l] = !indexes(sig.inputs.at(input), static_cast<int>(l)) && (!added || isOut[l]);
+    return summed;
 }
 
 } // namespace tp::verify

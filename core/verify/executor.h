@@ -47,4 +47,20 @@ std::vector<Range> operandRanges(const OperandIndexing& operand, const Signature
 std::vector<Block> evaluateOp(const Op& op, const Signature& sig, const OpSemantics& semantics, const Graph& graph,
                               const std::vector<Range>& loops, const std::vector<const Block*>& inputs);
 
+/// The backward of evaluateOp over the same loop ranges. From the op's input blocks (as the
+/// forward read them) and one gradient block per output (covering its operandRanges()), returns
+/// the gradient of each input over its operandRanges(), summed over this box of loops only: a
+/// device holds partial sums over the loops of gradientSummedLoops() that it has a slice of.
+/// Integer inputs (ids, labels) get a zero block. Throws InputError when the kind's row has no
+/// derivative.
+std::vector<Block> backwardOp(const Op& op, const Signature& sig, const OpSemantics& semantics, const Graph& graph,
+                              const std::vector<Range>& loops, const std::vector<const Block*>& inputs,
+                              const std::vector<const Block*>& outputGrads);
+
+/// The loops backwardOp sums over when it computes input `input`'s gradient (true per loop):
+/// the loops that do not index the input; for an input added once per output element (a bias),
+/// only the output loops that do not index it (every device adds the bias gradient of its own
+/// output box once, as the forward's bias is added once).
+std::vector<bool> gradientSummedLoops(const Signature& sig, const OpSemantics& semantics, const Op& op, size_t input);
+
 } // namespace tp::verify

@@ -70,44 +70,141 @@ void crossEntropyRow(const std::vector<std::vector<float>>& in, std::vector<floa
     out[0] = static_cast<float>(loss / c.rowsTotal);
 }
 
+// ---- Derivatives (backward) -------------------------------------------------------------
+
+void layerNormGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
+                   std::vector<std::vector<float>>& dIn, const RowContext&)
+{
+    const auto& x = in[0];
+    const double n = static_cast<double>(x.size());
+    double mean = 0, var = 0;
+    for (float v : x) mean += v;
+    mean /= n;
+    for (float v : x) var += (v - mean) * (v - mean);
+    var /= n;
+    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    std::vector<double> xhat(x.size()), dxhat(x.size());
+    double m1 = 0, m2 = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        xhat[i] = (x[i] - mean) * inv;
+        const size_t wi = in.size() > 1 && in[1].size() > 1 ? i : 0;
+        dxhat[i] = dOut[i] * (in.size() > 1 ? in[1][wi] : 1.0);
+        if (in.size() > 1) dIn[1][wi] += static_cast<float>(dOut[i] * xhat[i]);
+        if (in.size() > 2) dIn[2][in[2].size() > 1 ? i : 0] += dOut[i];
+        m1 += dxhat[i];
+        m2 += dxhat[i] * xhat[i];
+    }
+    m1 /= n;
+    m2 /= n;
+    for (size_t i = 0; i < x.size(); ++i) dIn[0][i] += static_cast<float>(inv * (dxhat[i] - m1 - xhat[i] * m2));
+}
+
+void rmsNormGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
+                 std::vector<std::vector<float>>& dIn, const RowContext&)
+{
+    const auto& x = in[0];
+    const double n = static_cast<double>(x.size());
+    double ms = 0;
+    for (float v : x) ms += static_cast<double>(v) * v;
+    const double inv = 1.0 / std::sqrt(ms / n + 1e-6);
+    std::vector<double> g(x.size());
+    double dot = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const size_t wi = in.size() > 1 && in[1].size() > 1 ? i : 0;
+        g[i] = dOut[i] * (in.size() > 1 ? in[1][wi] : 1.0);
+        if (in.size() > 1) dIn[1][wi] += static_cast<float>(dOut[i] * x[i] * inv);
+        dot += g[i] * x[i];
+    }
+    for (size_t i = 0; i < x.size(); ++i) dIn[0][i] += static_cast<float>(inv * g[i] - x[i] * inv * inv * inv * dot / n);
+}
+
+void softmaxGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
+                 std::vector<std::vector<float>>& dIn, const RowContext& c)
+{
+    std::vector<float> y(in[0].size());
+    softmaxRow(in, y, c);
+    double dot = 0;
+    for (size_t i = 0; i < y.size(); ++i) dot += static_cast<double>(y[i]) * dOut[i];
+    for (size_t i = 0; i < y.size(); ++i) dIn[0][i] += static_cast<float>(y[i] * (dOut[i] - dot));
+}
+
+void crossEntropyGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
+                      std::vector<std::vector<float>>& dIn, const RowContext& c)
+{
+    const auto& x = in[0];
+    const auto label = static_cast<size_t>(std::lround(in[1][0]));
+    double top = -INFINITY;
+    for (float v : x) top = std::max(top, static_cast<double>(v));
+    double sum = 0;
+    for (float v : x) sum += std::exp(v - top);
+    const double dl = dOut[0] / c.rowsTotal;
+    for (size_t i = 0; i < x.size(); ++i)
+        dIn[0][i] += static_cast<float>(dl * (std::exp(x[i] - top) / sum - (i == label ? 1.0 : 0.0)));
+}
+
 float first(std::span<const float> v) { return v[0]; }
+void identityGrad(std::span<const float>, float dy, std::span<float> d) { d[0] = dy; }
+
+float geluGrad(float x)
+{
+    return 0.5f * (1.0f + std::erf(x / std::sqrt(2.0f))) + x * std::exp(-0.5f * x * x) / std::sqrt(2.0f * 3.14159265358979f);
+}
 
 std::vector<OpSemantics> table()
 {
     using R = EvalRule;
-    auto map = [](OpKind k, std::function<float(std::span<const float>)> f) {
-        return OpSemantics{k, R::Map, std::move(f), 0, {}, false};
+    // A rule whose backward follows from the einsum alone (no scalar functions).
+    auto rule = [](OpKind k, R r, int multiplicands, bool windowMax = false) {
+        return OpSemantics{k, r, {}, multiplicands, {}, windowMax, {}, {}};
     };
-    auto unary = [&](OpKind k, float (*f)(float)) { return map(k, [f](std::span<const float> v) { return f(v[0]); }); };
-    auto normalize = [](OpKind k, RowFunction f) { return OpSemantics{k, R::Normalize, {}, 0, std::move(f), false}; };
+    auto map = [](OpKind k, std::function<float(std::span<const float>)> f, PointwiseGrad g) {
+        return OpSemantics{k, R::Map, std::move(f), 0, {}, false, std::move(g), {}};
+    };
+    // A unary map and its derivative as a function of the input.
+    auto unary = [&](OpKind k, float (*f)(float), float (*df)(float)) {
+        return map(k, [f](std::span<const float> v) { return f(v[0]); },
+                   [df](std::span<const float> v, float dy, std::span<float> d) { d[0] = dy * df(v[0]); });
+    };
+    auto normalize = [](OpKind k, RowFunction f, RowGrad g) { return OpSemantics{k, R::Normalize, {}, 0, std::move(f), false, {}, std::move(g)}; };
     return {
-        {OpKind::Linear, R::Contract, {}, 2, {}, false},
-        {OpKind::BatchMatMul, R::Contract, {}, 2, {}, false},
-        {OpKind::Conv2d, R::Window, {}, 2, {}, false},
-        {OpKind::Embedding, R::Gather, {}, 0, {}, false},
-        normalize(OpKind::LayerNorm, layerNormRow),
-        normalize(OpKind::RMSNorm, rmsNormRow),
-        // Inference form (running mean 0, variance 1): per-channel scale and shift. Training-mode
-        // statistics over a split batch would need a synchronised batch norm.
-        map(OpKind::BatchNorm, [](std::span<const float> v) { return v[0] * (v.size() > 1 ? v[1] : 1.0f) + (v.size() > 2 ? v[2] : 0.0f); }),
-        normalize(OpKind::Softmax, softmaxRow),
-        unary(OpKind::GeLU, gelu),
-        unary(OpKind::SiLU, [](float x) { return x * sigmoid(x); }),
-        unary(OpKind::ReLU, [](float x) { return std::max(x, 0.0f); }),
-        unary(OpKind::Tanh, [](float x) { return std::tanh(x); }),
-        unary(OpKind::Sigmoid, sigmoid),
-        map(OpKind::Add, [](std::span<const float> v) { return std::accumulate(v.begin(), v.end(), 0.0f); }),
-        map(OpKind::Mul, [](std::span<const float> v) { return v[0] * v[1]; }),
+        rule(OpKind::Linear, R::Contract, 2),
+        rule(OpKind::BatchMatMul, R::Contract, 2),
+        rule(OpKind::Conv2d, R::Window, 2),
+        rule(OpKind::Embedding, R::Gather, 0),
+        normalize(OpKind::LayerNorm, layerNormRow, layerNormGrad),
+        normalize(OpKind::RMSNorm, rmsNormRow, rmsNormGrad),
+        // Inference form (running mean 0, variance 1): per-channel scale and shift, in training
+        // mode too. Training-mode statistics over a split batch would need a synchronised batch
+        // norm.
+        map(OpKind::BatchNorm, [](std::span<const float> v) { return v[0] * (v.size() > 1 ? v[1] : 1.0f) + (v.size() > 2 ? v[2] : 0.0f); },
+            [](std::span<const float> v, float dy, std::span<float> d) {
+                d[0] = dy * (v.size() > 1 ? v[1] : 1.0f);
+                if (v.size() > 1) d[1] = dy * v[0];
+                if (v.size() > 2) d[2] = dy;
+            }),
+        normalize(OpKind::Softmax, softmaxRow, softmaxGrad),
+        unary(OpKind::GeLU, gelu, geluGrad),
+        unary(OpKind::SiLU, [](float x) { return x * sigmoid(x); }, [](float x) { const float s = sigmoid(x); return s + x * s * (1 - s); }),
+        unary(OpKind::ReLU, [](float x) { return std::max(x, 0.0f); }, [](float x) { return x > 0 ? 1.0f : 0.0f; }),
+        unary(OpKind::Tanh, [](float x) { return std::tanh(x); }, [](float x) { const float t = std::tanh(x); return 1 - t * t; }),
+        unary(OpKind::Sigmoid, sigmoid, [](float x) { const float s = sigmoid(x); return s * (1 - s); }),
+        map(OpKind::Add, [](std::span<const float> v) { return std::accumulate(v.begin(), v.end(), 0.0f); },
+            [](std::span<const float>, float dy, std::span<float> d) { std::fill(d.begin(), d.end(), dy); }),
+        map(OpKind::Mul, [](std::span<const float> v) { return v[0] * v[1]; },
+            [](std::span<const float> v, float dy, std::span<float> d) {
+                d[0] = dy * v[1];
+                d[1] = dy * v[0];
+            }),
         // Dropout is the identity here: a mask drawn per device would differ from the reference.
-        map(OpKind::Dropout, first),
-        map(OpKind::Reshape, first),
-        map(OpKind::Transpose, first),
-        {OpKind::Concat, R::Join, {}, 0, {}, false},
-        {OpKind::Split, R::Part, {}, 0, {}, false},
-        {OpKind::Reduce, R::Contract, {}, 1, {}, false},
-        {OpKind::MaxPool, R::Window, {}, 1, {}, true},
-        {OpKind::AvgPool, R::Window, {}, 1, {}, false},
-        normalize(OpKind::CrossEntropy, crossEntropyRow),
+        map(OpKind::Dropout, first, identityGrad),
+        map(OpKind::Reshape, first, identityGrad),
+        map(OpKind::Transpose, first, identityGrad),
+        rule(OpKind::Concat, R::Join, 0),
+        rule(OpKind::Split, R::Part, 0),
+        rule(OpKind::Reduce, R::Contract, 1),
+        rule(OpKind::MaxPool, R::Window, 1, true),
+        rule(OpKind::AvgPool, R::Window, 1),
+        normalize(OpKind::CrossEntropy, crossEntropyRow, crossEntropyGrad),
     };
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // What each op kind computes, for the verifier's executors: one row per OpKind, in one table
 // (semantics.cpp). The row says which evaluation rule runs the op's einsum and supplies the
-// scalar functions; the einsum says over which loops and how operands are indexed.
+// scalar functions and their derivatives; the einsum says over which loops and how operands are
+// indexed. The backward of every rule is generic (executor.cpp): Contract, Gather, Join, Part
+// and Window differentiate from the einsum alone; Map and Normalize use the row's derivative.
 #include <functional>
 #include <optional>
 #include <span>
@@ -33,6 +35,16 @@ struct RowContext {
 using RowFunction = std::function<void(const std::vector<std::vector<float>>& in, std::vector<float>& out,
                                        const RowContext& context)>;
 
+/// Map backward: from the inputs at a point and the output gradient there, the gradient of
+/// each input at that point (dIn has one slot per input; integer inputs' slots are ignored).
+using PointwiseGrad = std::function<void(std::span<const float> in, float dy, std::span<float> dIn)>;
+
+/// Normalize backward: from the input rows (as RowFunction sees them) and the gradient of the
+/// output row, ADD the gradient of each input row into dIn (sized like the input rows; a
+/// row-sized weight such as a norm's scale accumulates over the rows).
+using RowGrad = std::function<void(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
+                                   std::vector<std::vector<float>>& dIn, const RowContext& context)>;
+
 struct OpSemantics {
     OpKind kind;
     EvalRule rule;
@@ -40,6 +52,14 @@ struct OpSemantics {
     int multiplicands = 2;        ///< Contract: the first inputs multiplied; the rest added once
     RowFunction row;              ///< Normalize
     bool windowMax = false;       ///< Window without a weight: max (true) or mean (false)
+    PointwiseGrad pointwiseGrad;  ///< Map backward
+    RowGrad rowGrad;              ///< Normalize backward
+
+    /// Whether the backward of this row is known (Map and Normalize rows need their derivative).
+    bool differentiable() const
+    {
+        return (rule != EvalRule::Map || pointwiseGrad) && (rule != EvalRule::Normalize || rowGrad);
+    }
 };
 
 /// The row of a kind, or nullopt when the verifier cannot execute it (Dispatch, Combine,

@@ -39,7 +39,7 @@ struct PlannedOp {
 };
 
 struct ListedKey {
-    std::string at, kind, axis;
+    std::string at, kind, axis, phase;
     auto operator<=>(const ListedKey&) const = default;
 };
 
@@ -163,30 +163,36 @@ public:
     }
 
     /// Brings every device's copy of a producer's output into the ranges the consumer needs,
-    /// performing only listed collectives. Returns notes about reductions that were skipped.
+    /// performing only collectives listed for `phase` after `rep`. Returns notes about
+    /// reductions that were skipped. In the backward phase the blocks are gradients flowing from
+    /// a consumer to the producer, and `consumer` is the producer that needs them.
     std::vector<std::string> reshard(std::vector<Block>& blocks, const std::vector<std::vector<Range>>& need,
                                      const std::string& tensor, const std::string& producer, const std::string& rep,
-                                     const std::string& consumer)
+                                     const std::string& consumer, const char* phase = "forward")
     {
+        const bool backward = std::string(phase) == "backward";
+        const std::string what = backward ? "the gradient of '" + tensor + "' (output of '" + producer + "')"
+                                 : tensor == producer ? "the output of '" + producer + "'"
+                                                      : "'" + tensor + "' (from '" + producer + "')";
+        const std::string before = backward ? "backward, at '" + consumer + "': " : "before '" + consumer + "': ";
         std::vector<std::string> notes;
         for (int a = 0; a < static_cast<int>(mesh_.axes.size()); ++a) {
             const AxisMask bit = AxisMask{1} << a;
             if (!(blocks[0].partial & bit)) continue;
             const std::string axis = mesh_.axes[static_cast<size_t>(a)].name;
-            const int dim = listed(rep, "reduce-scatter", axis) ? reduceScatterDim(blocks, need, a) : -1;
+            const int dim = listed(rep, "reduce-scatter", axis, phase) ? reduceScatterDim(blocks, need, a) : -1;
             if (dim >= 0) {
                 reduceScatter(blocks, a, dim);
-                perform(rep, "reduce-scatter", axis);
-            } else if (listed(rep, "all-reduce", axis)) {
+                perform(rep, "reduce-scatter", axis, phase);
+            } else if (listed(rep, "all-reduce", axis, phase)) {
                 allReduce(blocks, a);
-                perform(rep, "all-reduce", axis);
+                perform(rep, "all-reduce", axis, phase);
             } else {
                 // A runtime that does not reduce hands each device its own partial sum.
                 for (auto& b : blocks) b.partial &= ~bit;
-                const std::string what = tensor == producer ? "the output of '" + producer + "'" : "'" + tensor + "' (from '" + producer + "')";
-                const std::string line = what + " is partial over " + axis + " but the plan lists no forward all-reduce or reduce-scatter over " + axis + " after '" + rep + "'";
+                const std::string line = what + " is partial over " + axis + " but the plan lists no " + phase + " all-reduce or reduce-scatter over " + axis + " after '" + rep + "'";
                 notes.push_back(line);
-                report_.missing.push_back("before '" + consumer + "': " + line);
+                report_.missing.push_back(before + line);
             }
         }
         for (int guard = 0;; ++guard) {
@@ -204,32 +210,32 @@ public:
             const auto& b = blocks[static_cast<size_t>(lacking)];
             std::vector<Range> held;
             for (size_t e = 0; e < b.size.size(); ++e) held.push_back({b.start[e], b.start[e] + b.size[e]});
-            const std::string where = "device " + coordsText(coords(lacking), mesh_) + " holds " + rangesText(held) + " of '" + tensor + "' (from '" + producer + "') but needs " + rangesText(need[static_cast<size_t>(lacking)]);
+            const std::string where = "device " + coordsText(coords(lacking), mesh_) + " holds " + rangesText(held) + " of " + what + " but needs " + rangesText(need[static_cast<size_t>(lacking)]);
             if (axis < 0 || guard > 16) throw Failure{consumer, where + "; no collective can bring it"};
             const std::string axisName = mesh_.axes[static_cast<size_t>(axis)].name;
-            const char* kind = listed(rep, "all-gather", axisName) ? "all-gather" : listed(rep, "all-to-all", axisName) ? "all-to-all" : nullptr;
+            const char* kind = listed(rep, "all-gather", axisName, phase) ? "all-gather" : listed(rep, "all-to-all", axisName, phase) ? "all-to-all" : nullptr;
             if (!kind) {
-                report_.missing.push_back("before '" + consumer + "': " + where + "; the plan lists no all-gather or all-to-all over " + axisName + " after '" + rep + "'");
-                throw Failure{consumer, where + "; the plan lists no all-gather or all-to-all over " + axisName + " after '" + rep + "'"};
+                const std::string line = where + "; the plan lists no " + phase + " all-gather or all-to-all over " + axisName + " after '" + rep + "'";
+                report_.missing.push_back(before + line);
+                throw Failure{consumer, line};
             }
             // An all-to-all moves the split from this dim to another: the gathered dim is whole
             // afterwards and the consumer reads its slice of the other dim locally.
             allGather(blocks, axis, static_cast<size_t>(dim));
-            perform(rep, kind, axisName);
+            perform(rep, kind, axisName, phase);
         }
         return notes;
     }
 
-private:
-    bool listed(const std::string& at, const char* kind, const std::string& axis) const
+    bool listed(const std::string& at, const char* kind, const std::string& axis, const char* phase) const
     {
-        return listed_.count(ListedKey{at, kind, axis}) > 0;
+        return listed_.count(ListedKey{at, kind, axis, phase}) > 0;
     }
-    void perform(const std::string& at, const char* kind, const std::string& axis)
+    void perform(const std::string& at, const char* kind, const std::string& axis, const char* phase)
     {
         ++report_.collectivesPerformed;
         for (auto& c : report_.collectives)
-            if (c.at == at && c.kind == kind && c.axis == axis) ++c.performed;
+            if (c.at == at && c.kind == kind && c.axis == axis && c.phase == phase) ++c.performed;
     }
 
     void allReduce(std::vector<Block>& blocks, int a) const
@@ -249,6 +255,7 @@ private:
         blocks = std::move(out);
     }
 
+private:
     // The dim along which a reduce-scatter over axis a leaves every device what it needs.
     int reduceScatterDim(const std::vector<Block>& blocks, const std::vector<std::vector<Range>>& need, int a) const
     {
@@ -342,9 +349,12 @@ private:
 
 // Max relative difference of the devices' outputs against the reference; partial outputs are
 // summed over their axis group first (what the next collective would produce).
-double compareOutput(const std::vector<Block>& shards, const Block& reference, const ShardedRun& run, const Mesh& mesh)
+// `floor` is the smallest scale: 1 for activations (absolute below 1), tiny for gradients,
+// whose values are small (the loss is a mean) but must still match to float precision.
+double compareOutput(const std::vector<Block>& shards, const Block& reference, const ShardedRun& run, const Mesh& mesh,
+                     double floor = 1)
 {
-    double scale = 1;
+    double scale = floor;
     for (float v : reference.data) scale = std::max(scale, static_cast<double>(std::fabs(v)));
     double worst = 0;
     for (int d = 0; d < run.devices(); ++d) {
@@ -388,6 +398,7 @@ std::vector<std::string> shrinkOverrides(const json& config, int devices)
         set("image", 32);
         set("classes", 4 * u);
         o.push_back("blocks=1,1,1,1");
+        set("width_per_group", 4 * u); // bottleneck widths 4u, 8u, 16u, 32u: divisible by u
         return o;
     }
     const std::int64_t heads = intOr(config, "heads", 1), kv = intOr(config, "kv_heads", heads);
@@ -411,6 +422,71 @@ std::vector<std::string> shrinkOverrides(const json& config, int devices)
     if (config.contains("experts")) set("capacity", u);
     return o;
 }
+
+namespace {
+
+std::string errorText(double e)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", e);
+    return buf;
+}
+
+std::vector<Range> boxOf(const Block& b)
+{
+    std::vector<Range> box;
+    for (size_t f = 0; f < b.size.size(); ++f) box.push_back({b.start[f], b.start[f] + b.size[f]});
+    return box;
+}
+
+// Adds `part` into `into` over the box of `into` (which `part` must cover).
+void addInto(Block& into, const Block& part)
+{
+    const Block s = part.slice(boxOf(into));
+    for (size_t k = 0; k < s.data.size(); ++k) into.data[k] += s.data[k];
+}
+
+// One consumer's gradient of a tensor, per device, partial over the axes its box summed.
+struct Contribution {
+    std::vector<Block> blocks;
+    OpId consumer = -1;
+};
+
+// Contributions laid out alike (same box on every device, same partial axes) are added
+// locally, as a runtime accumulates gradients before reducing them once.
+std::vector<Contribution> accumulate(std::vector<Contribution> list)
+{
+    std::vector<Contribution> groups;
+    for (auto& c : list) {
+        auto same = std::find_if(groups.begin(), groups.end(), [&](const Contribution& g) {
+            for (size_t d = 0; d < c.blocks.size(); ++d)
+                if (g.blocks[d].start != c.blocks[d].start || g.blocks[d].size != c.blocks[d].size || g.blocks[d].partial != c.blocks[d].partial)
+                    return false;
+            return true;
+        });
+        if (same == groups.end()) {
+            groups.push_back(std::move(c));
+            continue;
+        }
+        for (size_t d = 0; d < c.blocks.size(); ++d)
+            for (size_t k = 0; k < c.blocks[d].data.size(); ++k) same->blocks[d].data[k] += c.blocks[d].data[k];
+    }
+    return groups;
+}
+
+template <class F>
+void forDevices(int devices, bool threads, F&& f)
+{
+    if (!threads) {
+        for (int d = 0; d < devices; ++d) f(d);
+        return;
+    }
+    std::vector<std::thread> pool;
+    for (int d = 0; d < devices; ++d) pool.emplace_back(f, d);
+    for (auto& t : pool) t.join();
+}
+
+} // namespace
 
 VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
 {
@@ -452,17 +528,22 @@ VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
         if (first == instanceOps.end() || first->second.size() != names.size()) continue;
         for (size_t k = 0; k < names.size(); ++k) planned[names[k]].representative = first->second[k];
     }
+    // The listed collectives of every phase: forward (after the producer, before its
+    // consumers), backward (the gradient of the producer's output, from its consumers' layout
+    // to its own) and gradient (a weight's gradient, at an op that reads it).
     std::map<ListedKey, int> listed;
     for (const auto& c : plan.value("collectives", json::array())) {
-        if (c.value("phase", std::string()) != "forward") continue;
-        ListedKey key{field(c, "at", "plan: collectives[]"), field(c, "kind", "plan: collectives[]"), field(c, "axis", "plan: collectives[]")};
-        if (!listed.count(key)) report.collectives.push_back({key.at, key.kind, key.axis, 0});
+        const std::string phase = c.value("phase", std::string("forward"));
+        if (phase != "forward" && phase != "backward" && phase != "gradient") continue;
+        ListedKey key{field(c, "at", "plan: collectives[]"), field(c, "kind", "plan: collectives[]"), field(c, "axis", "plan: collectives[]"), phase};
+        if (!listed.count(key)) report.collectives.push_back({key.at, key.kind, key.axis, phase, 0});
         listed[key] += c.value("count", 1);
     }
 
     // The shrunk model: same ops (by name), same einsums, small sizes.
     json config = plan["model"]["config"];
     report.shrunk = shrinkOverrides(config, report.devices);
+    for (const auto& o : options.overrides) report.shrunk.push_back(o);
     applyOverrides(config, report.shrunk);
     const Graph g = buildModel(config);
     std::vector<Signature> sigs;
@@ -483,28 +564,33 @@ VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
         if (!sem) throw InputError("plan: op '" + op.name + "': verify cannot execute " + std::string(opKindName(op.kind)) + " ops");
         semantics.push_back(*sem);
     }
+    const bool train = report.mode == "train" && !options.forwardOnly;
+    if (train)
+        for (const auto& op : g.ops)
+            if (!semantics[static_cast<size_t>(op.id)].differentiable())
+                throw InputError("plan: op '" + op.name + "': verify has no derivative for " + std::string(opKindName(op.kind)) + " ops, so it cannot run the backward pass of this train-mode plan");
 
     for (auto& c : report.collectives)
         c.inShrunkModel = std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) { return op.name == c.at; });
     const auto producers = g.producers();
     const auto consumers = g.consumers();
-    std::vector<int> slotOf(g.tensors.size(), 0);
-    for (const auto& op : g.ops)
-        for (size_t k = 0; k < op.outputs.size(); ++k) slotOf[static_cast<size_t>(op.outputs[k])] = static_cast<int>(k);
+    auto floating = [&](TensorId t) { return !isInteger(g.tensor(t).dtype); };
 
     // Reference: every tensor whole.
     std::vector<Block> reference(g.tensors.size());
     for (const auto& t : g.tensors)
         if (producers[static_cast<size_t>(t.id)] < 0) reference[static_cast<size_t>(t.id)] = randomTensor(g, t.id, sigs, consumers, options.seed);
     const auto order = g.topologicalOrder();
+    auto fullLoops = [&](OpId id) {
+        std::vector<Range> loops;
+        for (const auto& l : sigs[static_cast<size_t>(id)].loops) loops.push_back({0, l.size});
+        return loops;
+    };
     for (OpId id : order) {
         const Op& op = g.op(id);
-        const auto& sig = sigs[static_cast<size_t>(id)];
-        std::vector<Range> loops;
-        for (const auto& l : sig.loops) loops.push_back({0, l.size});
         std::vector<const Block*> in;
         for (auto t : op.inputs) in.push_back(&reference[static_cast<size_t>(t)]);
-        auto outs = evaluateOp(op, sig, semantics[static_cast<size_t>(id)], g, loops, in);
+        auto outs = evaluateOp(op, sigs[static_cast<size_t>(id)], semantics[static_cast<size_t>(id)], g, fullLoops(id), in);
         for (size_t k = 0; k < outs.size(); ++k) reference[static_cast<size_t>(op.outputs[k])] = std::move(outs[k]);
     }
 
@@ -515,11 +601,25 @@ VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
     std::vector<std::vector<Block>> held(g.tensors.size());
     for (const auto& t : g.tensors)
         if (producers[static_cast<size_t>(t.id)] < 0) held[static_cast<size_t>(t.id)].assign(static_cast<size_t>(D), reference[static_cast<size_t>(t.id)]);
+    // What the backward needs from the forward: each op's loop boxes and the inputs it read.
+    std::vector<std::vector<std::vector<Range>>> opLoops(g.ops.size());
+    std::vector<std::vector<std::vector<Block>>> saved(g.ops.size());
+    std::vector<size_t> checkOf(g.ops.size(), 0);
+    auto fail = [&](const std::string& op, const std::string& phase, const std::string& message) {
+        report.failedOp = op;
+        report.failedPhase = phase;
+        report.message = message;
+        report.passed = false;
+        return report;
+    };
     for (OpId id : order) {
         const Op& op = g.op(id);
         const auto& sig = sigs[static_cast<size_t>(id)];
         const auto& st = strategies[static_cast<size_t>(id)];
-        OpCheck check{op.name, std::string(opKindName(op.kind)), planned[op.name].strategy, 0, true, {}};
+        OpCheck check;
+        check.name = op.name;
+        check.kind = std::string(opKindName(op.kind));
+        check.strategy = planned[op.name].strategy;
         std::vector<std::vector<Range>> loops(static_cast<size_t>(D));
         for (int d = 0; d < D; ++d) loops[static_cast<size_t>(d)] = deviceLoops(sig, st, run.coords(d), mesh);
         std::vector<std::vector<Block>> inputs(op.inputs.size());
@@ -541,23 +641,14 @@ VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
             check.maxError = INFINITY;
             check.note = f.message;
             report.ops.push_back(check);
-            report.failedOp = f.op;
-            report.message = "op '" + f.op + "' cannot run as planned: " + f.message;
-            return report;
+            return fail(f.op, "forward", "op '" + f.op + "' cannot run as planned: " + f.message);
         }
         std::vector<std::vector<Block>> outs(static_cast<size_t>(D));
-        auto compute = [&](int d) {
+        forDevices(D, options.devicesAsThreads, [&](int d) {
             std::vector<const Block*> in;
             for (auto& per : inputs) in.push_back(&per[static_cast<size_t>(d)]);
             outs[static_cast<size_t>(d)] = evaluateOp(op, sig, semantics[static_cast<size_t>(id)], g, loops[static_cast<size_t>(d)], in);
-        };
-        if (options.devicesAsThreads) {
-            std::vector<std::thread> threads;
-            for (int d = 0; d < D; ++d) threads.emplace_back(compute, d);
-            for (auto& t : threads) t.join();
-        } else {
-            for (int d = 0; d < D; ++d) compute(d);
-        }
+        });
         for (size_t k = 0; k < op.outputs.size(); ++k) {
             // Partial over the axes that split loops the output is not indexed by: those
             // devices summed only their slice of the loop.
@@ -577,25 +668,251 @@ VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
             check.maxError = std::max(check.maxError, compareOutput(h, reference[static_cast<size_t>(op.outputs[k])], run, mesh));
         }
         check.ok = check.maxError <= options.tolerance;
-        if (!check.ok && report.failedOp.empty()) {
-            report.failedOp = op.name;
-            char buf[64];
-            std::snprintf(buf, sizeof buf, "%.3g", check.maxError);
-            report.message = "op '" + op.name + "' differs from the single-device result (max relative error " + buf + ")" +
-                             (check.note.empty() ? std::string() : ": " + check.note);
-        }
+        report.forwardError = std::max(report.forwardError, check.maxError);
+        checkOf[static_cast<size_t>(id)] = report.ops.size();
+        // The forward goes on past a mismatch (every op's error is reported); the first one
+        // names the failure and the backward is not run.
+        if (!check.ok && report.failedOp.empty())
+            fail(op.name, "forward", "op '" + op.name + "' differs from the single-device result (max relative error " +
+                                         errorText(check.maxError) + ")" + (check.note.empty() ? std::string() : ": " + check.note));
         report.ops.push_back(std::move(check));
+        if (train) {
+            opLoops[static_cast<size_t>(id)] = std::move(loops);
+            saved[static_cast<size_t>(id)] = std::move(inputs);
+        }
     }
-    report.passed = report.failedOp.empty();
-    if (report.passed) {
-        double worst = 0;
-        for (const auto& c : report.ops) worst = std::max(worst, c.maxError);
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.3g", worst);
-        report.message = std::to_string(report.ops.size()) + " ops match the single-device result on " + std::to_string(D) +
-                         " simulated devices (max relative error " + buf + ", " + std::to_string(report.collectivesPerformed) +
-                         " collectives performed)";
+
+    if (!report.failedOp.empty()) return report;
+    if (train) {
+        report.backward = true;
+        // Reference backward: a random gradient seeded at every output (a tensor no op reads, or
+        // one marked as an output), propagated in reverse topological order; refIn keeps what
+        // each op sends to each input, refGrad the total gradient of every floating tensor.
+        std::vector<Block> refGrad(g.tensors.size()), seed(g.tensors.size());
+        for (const auto& t : g.tensors) {
+            if (!floating(t.id)) continue;
+            std::vector<Range> full;
+            for (auto d : t.shape) full.push_back({0, d});
+            refGrad[static_cast<size_t>(t.id)] = Block::zeros(full);
+            if (producers[static_cast<size_t>(t.id)] >= 0 && (consumers[static_cast<size_t>(t.id)].empty() || t.role == TensorRole::Output)) {
+                auto& s = seed[static_cast<size_t>(t.id)];
+                s = Block::zeros(full);
+                std::mt19937_64 rng(fnv1a(t.name + "#gradient", options.seed));
+                std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+                for (auto& v : s.data) v = dist(rng);
+                refGrad[static_cast<size_t>(t.id)] = s;
+            }
+        }
+        std::vector<std::vector<Block>> refIn(g.ops.size());
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            const Op& op = g.op(*it);
+            std::vector<Block> zeros;
+            std::vector<const Block*> dOut, in;
+            zeros.reserve(op.outputs.size());
+            for (auto t : op.outputs) {
+                if (floating(t)) {
+                    dOut.push_back(&refGrad[static_cast<size_t>(t)]);
+                    continue;
+                }
+                std::vector<Range> full;
+                for (auto d : g.tensor(t).shape) full.push_back({0, d});
+                zeros.push_back(Block::zeros(full));
+                dOut.push_back(&zeros.back());
+            }
+            for (auto t : op.inputs) in.push_back(&reference[static_cast<size_t>(t)]);
+            refIn[static_cast<size_t>(*it)] = backwardOp(op, sigs[static_cast<size_t>(*it)], semantics[static_cast<size_t>(*it)], g, fullLoops(*it), in, dOut);
+            for (size_t i = 0; i < op.inputs.size(); ++i)
+                if (floating(op.inputs[i])) addInto(refGrad[static_cast<size_t>(op.inputs[i])], refIn[static_cast<size_t>(*it)][i]);
+        }
+
+        // Position of each op in the topological order: a weight's gradient is complete at the
+        // first op that reads it, which the reverse sweep reaches last.
+        std::vector<size_t> position(g.ops.size());
+        for (size_t k = 0; k < order.size(); ++k) position[static_cast<size_t>(order[k])] = k;
+        auto firstReader = [&](TensorId t) {
+            OpId best = -1;
+            for (OpId c : consumers[static_cast<size_t>(t)])
+                if (best < 0 || position[static_cast<size_t>(c)] < position[static_cast<size_t>(best)]) best = c;
+            return best;
+        };
+
+        // Sharded backward, in reverse topological order.
+        std::vector<std::vector<Contribution>> pending(g.tensors.size());
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            const OpId id = *it;
+            const Op& op = g.op(id);
+            const auto& sig = sigs[static_cast<size_t>(id)];
+            const auto& st = strategies[static_cast<size_t>(id)];
+            const auto& sem = semantics[static_cast<size_t>(id)];
+            const auto& loops = opLoops[static_cast<size_t>(id)];
+            OpCheck& check = report.ops[checkOf[static_cast<size_t>(id)]];
+            check.backwardRun = true;
+            std::string firstBad;
+            // Gradients are compared relative to the largest single-device gradient this op
+            // handles: a gradient that is zero in exact arithmetic (a key bias under softmax)
+            // is float noise relative to its own tiny maximum.
+            double opScale = 1e-6;
+            auto widen = [&](const Block& b) {
+                for (float v : b.data) opScale = std::max(opScale, static_cast<double>(std::fabs(v)));
+            };
+            for (auto t : op.outputs)
+                if (floating(t)) widen(refGrad[static_cast<size_t>(t)]);
+            for (size_t i = 0; i < op.inputs.size(); ++i)
+                if (floating(op.inputs[i])) widen(refIn[static_cast<size_t>(id)][i]);
+            auto note = [&](const std::string& n) { check.backwardNote += (check.backwardNote.empty() ? "" : "; ") + n; };
+            auto record = [&](double error, const std::string& what) {
+                check.backwardError = std::max(check.backwardError, error);
+                if (error > options.tolerance && firstBad.empty()) firstBad = what + " differs from the single-device backward (max relative error " + errorText(error) + ")";
+            };
+
+            // 1. The gradient of each output, brought to this op's layout by the listed
+            // backward collectives after its representative.
+            std::vector<std::vector<Block>> dOut(op.outputs.size());
+            try {
+                for (size_t k = 0; k < op.outputs.size(); ++k) {
+                    const TensorId t = op.outputs[k];
+                    std::vector<std::vector<Range>> need(static_cast<size_t>(D));
+                    for (int d = 0; d < D; ++d) {
+                        need[static_cast<size_t>(d)] = operandRanges(sig.outputs[k], sig, loops[static_cast<size_t>(d)], g.tensor(t).shape);
+                        dOut[k].push_back(Block::zeros(need[static_cast<size_t>(d)]));
+                        if (floating(t) && !seed[static_cast<size_t>(t)].data.empty()) addInto(dOut[k].back(), seed[static_cast<size_t>(t)]);
+                    }
+                    if (!floating(t)) continue;
+                    for (auto& group : accumulate(std::move(pending[static_cast<size_t>(t)]))) {
+                        for (const auto& n : run.reshard(group.blocks, need, g.tensor(t).name, op.name, planned[op.name].representative, op.name, "backward"))
+                            note(n);
+                        for (int d = 0; d < D; ++d) addInto(dOut[k][static_cast<size_t>(d)], group.blocks[static_cast<size_t>(d)]);
+                    }
+                    pending[static_cast<size_t>(t)].clear();
+                    record(compareOutput(dOut[k], refGrad[static_cast<size_t>(t)], run, mesh, opScale),
+                           "the gradient of its output '" + g.tensor(t).name + "'");
+                }
+            } catch (const Failure& f) {
+                check.backwardOk = false;
+                check.backwardError = INFINITY;
+                check.backwardNote = f.message;
+                return fail(op.name, "backward", "backward: op '" + op.name + "' cannot run as planned: " + f.message);
+            }
+
+            // 2. Each device differentiates over its own loop box.
+            std::vector<std::vector<Block>> dIn(static_cast<size_t>(D));
+            forDevices(D, options.devicesAsThreads, [&](int d) {
+                std::vector<const Block*> in, dy;
+                for (auto& per : saved[static_cast<size_t>(id)]) in.push_back(&per[static_cast<size_t>(d)]);
+                for (auto& per : dOut) dy.push_back(&per[static_cast<size_t>(d)]);
+                dIn[static_cast<size_t>(d)] = backwardOp(op, sig, sem, g, loops[static_cast<size_t>(d)], in, dy);
+            });
+            saved[static_cast<size_t>(id)].clear();
+            for (size_t i = 0; i < op.inputs.size(); ++i) {
+                const TensorId t = op.inputs[i];
+                if (!floating(t)) continue;
+                // A device that summed over its slice of a loop holds partial sums over the axes
+                // splitting that loop: what the device computed, not a derivation of the plan.
+                const auto summed = gradientSummedLoops(sig, sem, op, i);
+                AxisMask partial = 0;
+                for (size_t l = 0; l < sig.loops.size(); ++l)
+                    if (summed[l])
+                        for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
+                Contribution c{{}, id};
+                for (int d = 0; d < D; ++d) {
+                    c.blocks.push_back(std::move(dIn[static_cast<size_t>(d)][i]));
+                    c.blocks.back().partial = partial;
+                }
+                record(compareOutput(c.blocks, refIn[static_cast<size_t>(id)][i], run, mesh, opScale),
+                       "the gradient it sends to its input '" + g.tensor(t).name + "'");
+                pending[static_cast<size_t>(t)].push_back(std::move(c));
+            }
+
+            // 3. Weights first read here: their gradient is complete. The data-parallel
+            // gradient all-reduce over an axis is performed where the plan lists a "gradient"
+            // all-reduce over it at an op that reads the weight; any other partial axis stays
+            // unreduced (each device keeps its own partial sum) and is reported.
+            for (size_t i = 0; i < op.inputs.size(); ++i) {
+                const TensorId w = op.inputs[i];
+                if (producers[static_cast<size_t>(w)] >= 0 || g.tensor(w).role != TensorRole::Weight || !floating(w) ||
+                    firstReader(w) != id || pending[static_cast<size_t>(w)].empty())
+                    continue;
+                if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), w) != op.inputs.begin() + static_cast<std::ptrdiff_t>(i)) continue;
+                const std::string& name = g.tensor(w).name;
+                // The owner (this op) contributed last; its layout is where the gradient lives.
+                auto list = std::move(pending[static_cast<size_t>(w)]);
+                pending[static_cast<size_t>(w)].clear();
+                std::stable_partition(list.begin(), list.end(), [&](const Contribution& c) { return c.consumer == id; });
+                auto groups = accumulate(std::move(list));
+                for (auto& group : groups)
+                    for (int a = 0; a < static_cast<int>(mesh.axes.size()); ++a) {
+                        const AxisMask bit = AxisMask{1} << a;
+                        if (!(group.blocks[0].partial & bit)) continue;
+                        const std::string axis = mesh.axes[static_cast<size_t>(a)].name;
+                        std::string at;
+                        for (OpId c : consumers[static_cast<size_t>(w)])
+                            if (at.empty() && run.listed(planned[g.op(c).name].representative, "all-reduce", axis, "gradient"))
+                                at = planned[g.op(c).name].representative;
+                        if (!at.empty()) {
+                            run.allReduce(group.blocks, a);
+                            run.perform(at, "all-reduce", axis, "gradient");
+                            continue;
+                        }
+                        if (group.consumer != id) {
+                            // A later reader of a weight read by several ops (a tied
+                            // embedding) whose box is partial over an axis the plan lists no
+                            // gradient all-reduce for: the plan format states a weight's
+                            // gradient collectives at one op only. The reduction is runtime
+                            // knowledge, not a derivation of the plan: each device knows it
+                            // summed over its own slice of the loops the weight lacks, and a
+                            // replicated weight's gradient is complete only after summing
+                            // those partial sums over the axis (as DDP does for every
+                            // parameter). It is performed and reported as unlisted: the plan's
+                            // cost does not include it.
+                            run.allReduce(group.blocks, a);
+                            report.unlisted.push_back("weight '" + name + "': the gradient from '" + g.op(group.consumer).name + "' is partial over " + axis +
+                                                      "; all-reduced over " + axis + " although the plan lists no gradient all-reduce over " + axis +
+                                                      " at an op that reads it (its first reader '" + op.name + "' needs none)");
+                            continue;
+                        }
+                        for (auto& b : group.blocks) b.partial &= ~bit;
+                        const std::string line = "the gradient of weight '" + name + "' is partial over " + axis +
+                                                 " but the plan lists no gradient all-reduce over " + axis + " at an op that reads it";
+                        note(line);
+                        report.missing.push_back("backward, at '" + op.name + "': " + line);
+                    }
+                std::vector<Block> total = groups[0].blocks;
+                std::string moved;
+                for (size_t k = 1; k < groups.size() && moved.empty(); ++k)
+                    for (int d = 0; d < D && moved.empty(); ++d) {
+                        if (groups[k].blocks[static_cast<size_t>(d)].covers(boxOf(total[static_cast<size_t>(d)]))) {
+                            addInto(total[static_cast<size_t>(d)], groups[k].blocks[static_cast<size_t>(d)]);
+                            continue;
+                        }
+                        moved = "device " + coordsText(run.coords(d), mesh) + " holds " + rangesText(boxOf(total[static_cast<size_t>(d)])) + " of weight '" + name +
+                                "' but '" + g.op(groups[k].consumer).name + "' computed its gradient over " + rangesText(boxOf(groups[k].blocks[static_cast<size_t>(d)])) +
+                                "; the plan lists no collective to bring it";
+                    }
+                if (!moved.empty()) {
+                    check.backwardOk = false;
+                    check.backwardError = INFINITY;
+                    check.backwardNote = moved;
+                    return fail(op.name, "backward", "backward: op '" + op.name + "': weight gradient of '" + name + "': " + moved);
+                }
+                check.weightGradients.push_back(name);
+                ++report.weightGradients;
+                widen(refGrad[static_cast<size_t>(w)]);
+                record(compareOutput(total, refGrad[static_cast<size_t>(w)], run, mesh, opScale), "the weight gradient of '" + name + "'");
+            }
+            check.backwardOk = firstBad.empty();
+            report.backwardError = std::max(report.backwardError, check.backwardError);
+            if (!check.backwardOk)
+                return fail(op.name, "backward", "backward: op '" + op.name + "': " + firstBad + (check.backwardNote.empty() ? std::string() : ": " + check.backwardNote));
+        }
     }
+
+    report.passed = true;
+    report.message = std::to_string(report.ops.size()) + " ops match the single-device result on " + std::to_string(D) +
+                     " simulated devices (forward max relative error " + errorText(report.forwardError) +
+                     (report.backward ? ", backward " + errorText(report.backwardError) + " over every op's gradients and " +
+                                            std::to_string(report.weightGradients) + " weight gradients"
+                                      : std::string()) +
+                     ", " + std::to_string(report.collectivesPerformed) + " collectives performed)";
     return report;
 }
 
