@@ -65,11 +65,17 @@ Document::Document(QObject* parent) : QObject(parent)
         lastError_ = message;
         emit errorOccurred(message);
     });
+    connect(&service_, &PlannerService::cancelled, this, [this](quint64 jobId) {
+        appliedJob_ = jobId; // settled: no longer searching, and nothing to apply
+        emit searchCancelled(jobId);
+    });
 }
 
 Document::~Document()
 {
-    // The undo commands point at this document; clear them before the members go.
+    // The undo commands point at this document; clear them before the members go. Nobody is
+    // told: the stack going clean here is not a save (a window would re-read a dying document).
+    undo_.blockSignals(true);
     undo_.clear();
 }
 
@@ -111,7 +117,6 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
                 const QString beside = QFileInfo(source).dir().filePath(modelInfo.filePath());
                 if (QFileInfo::exists(beside)) project.settings.model = beside.toStdString();
             }
-            if (project_file) filePath_ = source;
         } else {
             // Unknown names fail here, with the list of known ones, rather than in the worker.
             if (!isBuiltinModel(source.toStdString()) && !QFileInfo::exists(source)) {
@@ -120,15 +125,9 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
                 builtinModelConfig(source.toStdString()); // throws, naming the known models
             }
             project.settings.model = source.toStdString();
-            filePath_.clear();
         }
-        expandedClasses_.clear();
-        for (const auto& label : project.expandedClasses) expandedClasses_ << QString::fromStdString(label);
-        pendingSelection_ = project.selectedOp;
-        plan_.reset();
-        selectedOp_ = -1;
-        open(project.settings, project.locks);
-        emit fileChanged();
+        // A plan file is not a project: saving asks for a name (as before, the path stays).
+        openProject(project, project_file ? source : plan_file ? filePath_ : QString(), false);
         return true;
     } catch (const InputError& e) {
         emit errorOccurred(QString::fromUtf8(e.what()));
@@ -136,13 +135,33 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
     }
 }
 
-bool Document::saveProject(const QString& path)
+void Document::openProject(const ProjectData& project, const QString& filePath, bool modified)
+{
+    filePath_ = filePath;
+    expandedClasses_.clear();
+    for (const auto& label : project.expandedClasses) expandedClasses_ << QString::fromStdString(label);
+    pendingSelection_ = project.selectedOp;
+    plan_.reset();
+    selectedOp_ = -1;
+    open(project.settings, project.locks);
+    if (modified) undo_.resetClean();
+    emit fileChanged();
+}
+
+ProjectData Document::projectData() const
 {
     ProjectData project;
     project.settings = settings_;
     project.locks = locks_;
     for (const auto& label : expandedClasses_) project.expandedClasses.push_back(label.toStdString());
     if (const auto* ws = workspace(); ws && selectedOp_ >= 0) project.selectedOp = ws->model.graph.op(selectedOp_).name;
+    else project.selectedOp = pendingSelection_; // not applied yet: keep what was asked for
+    return project;
+}
+
+bool Document::saveProject(const QString& path)
+{
+    const ProjectData project = projectData();
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly)) {
         emit errorOccurred(tr("%1: cannot write: %2").arg(path, file.errorString()));

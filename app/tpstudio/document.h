@@ -29,9 +29,17 @@ public:
     /// Reads a .tpproj.json or .tpplan.json, or treats the text as a model source (built-in name,
     /// .tpgraph.json, .onnx, config.json). Returns false and emits errorOccurred on bad input.
     bool openSource(const QString& source, const PlanSettings& base = {});
+    /// Opens a project already read (a recovery file): `filePath` is the project file it belongs
+    /// to ("" for none). `modified`: the document starts with unsaved edits (the undo stack is
+    /// empty but not clean, so the window shows it modified and quitting asks).
+    void openProject(const ProjectData& project, const QString& filePath, bool modified);
     /// Writes the project with QSaveFile. Returns false and emits errorOccurred on failure.
     bool saveProject(const QString& path);
     QString filePath() const { return filePath_; }
+    /// The project as saveProject writes it (settings, locks, view state).
+    ProjectData projectData() const;
+    /// Unsaved edits: the undo stack is not at its clean index.
+    bool isModified() const { return !undo_.isClean(); }
 
     QUndoStack* undoStack() { return &undo_; }
     const PlanSettings& settings() const { return settings_; }
@@ -41,6 +49,9 @@ public:
     const PlanWorkspace* workspace() const { return plan_ ? plan_->workspace.get() : nullptr; }
     bool isSearching() const { return service_.latestJob() != appliedJob_ && lastError_.isEmpty(); }
     PlannerService& service() { return service_; }
+    /// Stops the running search (the last edit stays, without a plan for it). Returns false when
+    /// none runs. Emits searchCancelled, never errorOccurred.
+    bool cancelSearch() { return service_.cancel(); }
 
     // Edits: each pushes one undo command (nothing when the value does not change).
     void setSettings(const PlanSettings& settings, const QString& description);
@@ -85,6 +96,7 @@ signals:
     void expandedClassesChanged();
     void searchStarted(quint64 jobId);
     void searchFinished(quint64 jobId, double searchMs);
+    void searchCancelled(quint64 jobId);
     void errorOccurred(const QString& message);
     void fileChanged();
 

@@ -12,6 +12,7 @@
 #include "explainpanel.h"
 #include "graphview.h"
 #include "mainwindow.h"
+#include "recovery.h"
 
 namespace {
 
@@ -73,8 +74,16 @@ int main(int argc, char** argv)
     } else if (headless) {
         window.resize(1720, 1080);
     }
+    // Autosave and crash recovery (docs/RELIABILITY.md "Nothing lost"); screenshots leave no files.
+    bool restored = false;
+    if (!headless) {
+        window.enableRecovery();
+        restored = window.offerRecovery();
+    }
     const QStringList positional = parser.positionalArguments();
-    if (!positional.isEmpty()) {
+    if (restored) {
+        // The restored edits replace the file named on the command line.
+    } else if (!positional.isEmpty()) {
         if (!window.openSource(positional.first(), base)) {
             std::fprintf(stderr, "tpstudio: %s\n", qPrintable(window.statusText()));
             if (headless) return 2;

@@ -20,6 +20,7 @@
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QToolBar>
+#include <QToolButton>
 #include <QTreeView>
 
 #include "blockoutlinemodel.h"
@@ -32,6 +33,7 @@
 #include "inspector.h"
 #include "meshpanel.h"
 #include "presentation.h"
+#include "recovery.h"
 #include "startpage.h"
 
 namespace tp {
@@ -41,7 +43,24 @@ constexpr int kMaxRecent = 10;
 const char* kFileFilter = "All supported (*.tpproj.json *.tpplan.json *.tpgraph.json *.onnx *.json);;"
                           "Projects (*.tpproj.json);;Plans (*.tpplan.json);;Graphs (*.tpgraph.json);;ONNX (*.onnx);;"
                           "Hugging Face config (config.json *.json)";
+MainWindow::QuestionHook& questionHook()
+{
+    static MainWindow::QuestionHook hook;
+    return hook;
+}
 } // namespace
+
+void MainWindow::setQuestionHook(QuestionHook hook) { questionHook() = std::move(hook); }
+
+QMessageBox::StandardButton MainWindow::ask(const QString& title, const QString& text, QMessageBox::StandardButtons buttons,
+                                            QMessageBox::StandardButton defaultButton, const QString& openLabel)
+{
+    if (questionHook()) return questionHook()(title, text, buttons);
+    QMessageBox box(QMessageBox::Question, title, text, buttons, this);
+    box.setDefaultButton(defaultButton);
+    if (!openLabel.isEmpty() && box.button(QMessageBox::Open)) box.button(QMessageBox::Open)->setText(openLabel);
+    return static_cast<QMessageBox::StandardButton>(box.exec());
+}
 
 MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(parent), persistent_(persistentSettings)
 {
@@ -61,6 +80,12 @@ MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(p
     createActions();
     status_ = new QLabel(this);
     statusBar()->addPermanentWidget(status_, 1);
+    // Shown only while a search runs.
+    cancelButton_ = new QToolButton(this);
+    cancelButton_->setDefaultAction(cancelSearch_);
+    cancelButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    cancelButton_->setVisible(false);
+    statusBar()->addPermanentWidget(cancelButton_);
     setDocument(std::make_unique<Document>());
     rebuildRecentMenu();
     if (persistent_) {
@@ -74,6 +99,10 @@ MainWindow::~MainWindow()
 {
     // Views hold QPointers to the document; detach them before it goes.
     std::unique_ptr<Document> doc = std::move(document_);
+    if (doc) {
+        disconnect(doc.get(), nullptr, this, nullptr);
+        disconnect(doc->undoStack(), nullptr, this, nullptr);
+    }
     graph_->setDocument(nullptr);
     outline_->setDocument(nullptr);
     inspector_->setDocument(nullptr);
@@ -210,6 +239,14 @@ void MainWindow::createActions()
     QMenu* mode = plan->addMenu(tr("&Mode"));
     mode->addAction(tr("&Training"), this, [this] { document_->setMode(QStringLiteral("train")); });
     mode->addAction(tr("&Inference"), this, [this] { document_->setMode(QStringLiteral("infer")); });
+    plan->addSeparator();
+    // Esc stops the running search; the action is disabled (and Esc left to the focused widget)
+    // when none runs.
+    cancelSearch_ = plan->addAction(tr("Cancel &Search"), QKeySequence(Qt::Key_Escape), this, [this] {
+        if (document_) document_->cancelSearch();
+    });
+    cancelSearch_->setToolTip(tr("Stop the running search (Esc); the last edit stays, without a plan"));
+    cancelSearch_->setEnabled(false);
 
     // Help
     QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -277,6 +314,11 @@ void MainWindow::createActions()
 void MainWindow::setDocument(std::unique_ptr<Document> document)
 {
     std::unique_ptr<Document> old = std::move(document_);
+    if (old) {
+        // The old document goes at the end of this function: it has nothing more to say here.
+        disconnect(old.get(), nullptr, this, nullptr);
+        disconnect(old->undoStack(), nullptr, this, nullptr);
+    }
     document_ = std::move(document);
     Document* doc = document_.get();
     graph_->setDocument(doc);
@@ -291,6 +333,10 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
         updateStatus();
     });
     connect(doc, &Document::searchStarted, this, &MainWindow::updateStatus);
+    connect(doc, &Document::searchCancelled, this, [this] {
+        statusBar()->showMessage(tr("Search cancelled; the plan shown is for the previous inputs"), 8000);
+        updateStatus();
+    });
     connect(doc, &Document::settingsChanged, this, &MainWindow::updateToolbar);
     connect(doc, &Document::locksChanged, this, &MainWindow::updateStatus);
     connect(doc, &Document::errorOccurred, this, &MainWindow::showError);
@@ -320,6 +366,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     });
     undo_->setEnabled(false);
     redo_->setEnabled(false);
+    if (recovery_) recovery_->setDocument(doc);
     updateToolbar();
     updateStatus();
     updateTitle();
@@ -327,6 +374,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
 
 bool MainWindow::openSource(const QString& source, const PlanSettings& base)
 {
+    if (!maybeSave()) return false;
     auto doc = std::make_unique<Document>();
     // Errors while reading the file come synchronously; connect before reading.
     QString error;
@@ -365,7 +413,10 @@ void MainWindow::updateStatus()
     if (!document_) return;
     QStringList parts;
     const auto plan = document_->plan();
-    if (document_->service().isBusy()) parts << tr("searching…");
+    const bool busy = document_->service().isBusy();
+    cancelSearch_->setEnabled(busy);
+    cancelButton_->setVisible(busy);
+    if (busy) parts << tr("searching…");
     if (plan) {
         const Breakdown& b = plan->result.breakdown;
         const double capacity = plan->result.memoryLimitBytes > 0 ? plan->result.memoryLimitBytes : b.capacityBytes;
@@ -386,7 +437,9 @@ void MainWindow::updateTitle()
 {
     const QString name = document_->filePath().isEmpty() ? QString::fromStdString(document_->settings().model)
                                                          : QFileInfo(document_->filePath()).fileName();
-    setWindowTitle(tr("%1%2 — TP Studio").arg(name, document_->undoStack()->isClean() ? QString() : QStringLiteral("*")));
+    // Qt draws "[*]" as "*" while the window is modified (unsaved edits) and hides it otherwise.
+    setWindowTitle(tr("%1[*] — TP Studio").arg(name));
+    setWindowModified(document_->isModified());
 }
 
 void MainWindow::updateToolbar()
@@ -432,7 +485,7 @@ void MainWindow::rebuildRecentMenu()
 void MainWindow::openDialog()
 {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open"), QString(), QLatin1String(kFileFilter));
-    if (!path.isEmpty() && maybeDiscard()) openSource(path);
+    if (!path.isEmpty()) openSource(path);
 }
 
 void MainWindow::save()
@@ -516,25 +569,82 @@ void MainWindow::exportGraphImage()
     }
 }
 
-bool MainWindow::maybeDiscard()
+bool MainWindow::maybeSave()
 {
-    if (!document_ || document_->undoStack()->isClean()) return true;
-    const auto answer = QMessageBox::question(this, tr("Unsaved changes"), tr("Discard the unsaved changes to this project?"),
-                                              QMessageBox::Discard | QMessageBox::Cancel);
-    return answer == QMessageBox::Discard;
+    if (!document_ || !document_->isModified()) return true;
+    const QString name = document_->filePath().isEmpty() ? QString::fromStdString(document_->settings().model)
+                                                         : QFileInfo(document_->filePath()).fileName();
+    const auto answer = ask(tr("Unsaved changes"), tr("Save the changes to %1?").arg(name),
+                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+    if (answer == QMessageBox::Discard) return true;
+    if (answer != QMessageBox::Save) return false;
+    save(); // asks for a name when the project has none; cancelling that keeps the edits
+    return !document_->isModified();
+}
+
+Recovery* MainWindow::enableRecovery(const QString& directory)
+{
+    if (!recovery_) {
+        recovery_ = new Recovery(directory, this);
+        connect(recovery_, &Recovery::autosaveFailed, this, [this](const QString& m) { statusBar()->showMessage(m, 15000); });
+        recovery_->setDocument(document_.get());
+    }
+    return recovery_;
+}
+
+bool MainWindow::offerRecovery()
+{
+    if (!recovery_) return false;
+    // Each orphan is claimed (its lock held) until it is restored, discarded or let go.
+    std::vector<RecoveryOrphan> orphans = recovery_->claimOrphans();
+    for (RecoveryOrphan& orphan : orphans) {
+        RecoveredProject recovered;
+        try {
+            recovered = Recovery::read(orphan.path);
+        } catch (const InputError& e) {
+            // Unreadable (not ours, or from a newer version): left where it is, and said so.
+            showError(tr("Recovery file not restored: %1").arg(QString::fromUtf8(e.what())));
+            continue;
+        }
+        const QString name = recovered.originalPath.isEmpty() ? QString::fromStdString(recovered.project.settings.model)
+                                                              : recovered.originalPath;
+        const QString text = tr("TP Studio did not exit cleanly. Unsaved edits to %1 (%2 locks, mesh %3) were autosaved %4.\n\n"
+                                "Restore them?")
+                                 .arg(name)
+                                 .arg(recovered.project.locks.size())
+                                 .arg(QString::fromStdString(recovered.project.settings.mesh),
+                                      QLocale().toString(recovered.savedAt.toLocalTime(), QLocale::ShortFormat));
+        // QMessageBox has no Restore button: Open, labelled "Restore".
+        const auto answer = ask(tr("Recover unsaved edits"), text, QMessageBox::Open | QMessageBox::Discard, QMessageBox::Open, tr("&Restore"));
+        if (answer == QMessageBox::Open) {
+            if (!maybeSave()) return false; // the orphan stays for the next start
+            auto doc = std::make_unique<Document>();
+            doc->openProject(recovered.project, recovered.originalPath, true);
+            setDocument(std::move(doc));
+            // Ours now: written under this session's name before the orphan goes.
+            recovery_->autosave();
+            Recovery::removeOrphan(orphan);
+            statusBar()->showMessage(tr("Restored unsaved edits to %1").arg(name), 8000);
+            return true; // the others stay for the next start (their claims end here)
+        }
+        if (answer == QMessageBox::Discard) Recovery::removeOrphan(orphan);
+    }
+    return false;
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    if (!maybeSave()) {
+        event->ignore();
+        return;
+    }
     if (persistent_) {
-        if (!maybeDiscard()) {
-            event->ignore();
-            return;
-        }
         QSettings settings;
         settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
         settings.setValue(QStringLiteral("window/state"), saveState());
     }
+    // A clean exit: nothing to recover.
+    if (recovery_) recovery_->finish();
     event->accept();
 }
 
@@ -562,7 +672,7 @@ void MainWindow::dropEvent(QDropEvent* event)
 {
     const auto urls = event->mimeData()->urls();
     if (urls.isEmpty() || !urls.first().isLocalFile()) return;
-    if (maybeDiscard()) openSource(urls.first().toLocalFile());
+    openSource(urls.first().toLocalFile());
     event->acceptProposedAction();
 }
 

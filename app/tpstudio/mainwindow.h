@@ -2,9 +2,11 @@
 // The TP Studio main window (DESIGN.md "App"): toolbar combos for model, mesh and hardware; the
 // Blocks outline, the graph view, the Inspector, Mesh & Hardware, Breakdown and Explain docks; a status
 // bar with the search time, step time, memory, locks and undo depth.
+#include <functional>
 #include <memory>
 
 #include <QMainWindow>
+#include <QMessageBox>
 
 #include "document.h"
 
@@ -13,6 +15,7 @@ class QLabel;
 class QLineEdit;
 class QMenu;
 class QStackedWidget;
+class QToolButton;
 class QTreeView;
 
 namespace tp {
@@ -23,6 +26,7 @@ class ExplainPanel;
 class GraphView;
 class Inspector;
 class MeshPanel;
+class Recovery;
 class StartPage;
 
 class MainWindow : public QMainWindow {
@@ -32,7 +36,8 @@ public:
     explicit MainWindow(bool persistentSettings = true, QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    /// Opens a model, project or plan in a new document (replacing the current one).
+    /// Opens a model, project or plan in a new document (replacing the current one). Unsaved
+    /// edits are offered Save/Discard/Cancel first (false on Cancel).
     /// `base` carries command-line settings (mesh, hardware, ...) for a model source.
     bool openSource(const QString& source, const PlanSettings& base = {});
     /// Opens with settings and locks directly (command line).
@@ -51,6 +56,22 @@ public:
     QWidget* breakdownDock() const;
     QString statusText() const;
     void showStartPage();
+
+    /// Autosave to a recovery file (recovery.h); `directory` empty: Recovery::defaultDirectory().
+    /// Off until called (tests and screenshots leave no files behind).
+    Recovery* enableRecovery(const QString& directory = {});
+    Recovery* recovery() const { return recovery_; }
+    /// Offers each recovery file left by a session that did not exit cleanly (newest first):
+    /// Restore (QMessageBox::Open, labelled Restore) reopens it modified, Discard deletes it. Returns true when one was restored.
+    bool offerRecovery();
+    /// Save/Discard/Cancel for unsaved edits; true when the document may go.
+    bool maybeSave();
+    QAction* cancelSearchAction() const { return cancelSearch_; }
+
+    /// Answers the window's questions instead of a modal QMessageBox (tests): gets the title,
+    /// the text and the buttons offered, returns the button chosen. Null: ask the user.
+    using QuestionHook = std::function<QMessageBox::StandardButton(const QString& title, const QString& text, QMessageBox::StandardButtons buttons)>;
+    static void setQuestionHook(QuestionHook hook);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -74,9 +95,13 @@ private:
     void exportPlanJson();
     void exportGraphImage();
     void exportFormat(const QString& format);
-    bool maybeDiscard();
+    QMessageBox::StandardButton ask(const QString& title, const QString& text, QMessageBox::StandardButtons buttons,
+                                    QMessageBox::StandardButton defaultButton, const QString& openLabel = {});
 
     std::unique_ptr<Document> document_;
+    Recovery* recovery_ = nullptr;
+    QAction* cancelSearch_ = nullptr;
+    QToolButton* cancelButton_ = nullptr;
     bool persistent_;
     QStackedWidget* stack_ = nullptr;
     StartPage* start_ = nullptr;

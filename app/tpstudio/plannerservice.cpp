@@ -41,8 +41,15 @@ struct PlannerService::Engine {
     std::string unlockedKey; ///< workspace key + memory limit of `unlocked`
     std::optional<SearchResult> unlocked;
 
-    PlanOutcome run(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+    /// Throws tp::Cancelled when `cancel` is set: checked between the stages here, and inside
+    /// the searches by PlannerSession. The engine's state stays consistent (each cache is only
+    /// assigned once its value is complete), so the next job can use it.
+    PlanOutcome run(const PlanSettings& settings, const std::vector<LockRequest>& locks, const std::atomic<bool>& cancel)
     {
+        auto check = [&cancel] {
+            if (cancel.load(std::memory_order_relaxed)) throw Cancelled();
+        };
+        check();
         PlanOutcome out;
         out.settings = settings;
         out.locks = locks;
@@ -62,7 +69,14 @@ struct PlannerService::Engine {
             out.newWorkspace = true;
             out.prepareMs = msSince(start);
         }
+        check();
         const std::string limitKey = workspaceKey + "|" + settings.memoryLimit;
+        // The flag is the job's own; it is cleared again however the solves end.
+        struct CancelScope {
+            PlannerSession& session;
+            ~CancelScope() { session.setCancelFlag(nullptr); }
+        } cancelScope{*session};
+        session->setCancelFlag(&cancel);
         session->setMemoryLimit(limit);
         if (!locks.empty() && (!unlocked || unlockedKey != limitKey)) {
             session->setLocks({});
@@ -98,15 +112,28 @@ PlannerService::PlannerService(QObject* parent) : QObject(parent), engine_(std::
 
 PlannerService::~PlannerService()
 {
-    // Later jobs see a newer id than theirs and return at once; the running one finishes.
+    // Later jobs see a newer id than theirs and return at once; the running one is cancelled
+    // and returns at its next check (between block tables), so closing does not wait for it.
     latest_ = std::numeric_limits<quint64>::max();
+    if (latestCancel_) latestCancel_->store(true);
     pool_.waitForDone();
+}
+
+bool PlannerService::cancel()
+{
+    if (running_ == 0 || !latestCancel_) return false;
+    latestCancel_->store(true);
+    return true;
 }
 
 void PlannerService::waitForIdle() { pool_.waitForDone(); }
 
 quint64 PlannerService::request(const PlanSettings& settings, const std::vector<LockRequest>& locks)
 {
+    // The running search is of no use any more: stop it at its next check.
+    if (latestCancel_) latestCancel_->store(true);
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    latestCancel_ = cancel;
     const quint64 jobId = ++latest_;
     ++running_;
     emit started(jobId);
@@ -116,16 +143,21 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         std::shared_ptr<const PlanOutcome> outcome;
         QString error;
         bool skipped = false;
+        bool cancelled = false;
     };
     auto* watcher = new QFutureWatcher<JobResult>(this);
-    connect(watcher, &QFutureWatcher<JobResult>::finished, this, [this, watcher, jobId] {
+    connect(watcher, &QFutureWatcher<JobResult>::finished, this, [this, watcher, jobId, cancel] {
         const JobResult r = watcher->result();
         watcher->deleteLater();
         --running_;
-        if (r.skipped) emit dropped(jobId);
+        if (r.cancelled) ++interrupted_;
+        // A job cancelled after its search ended still delivers nothing: cancel() promised that.
+        const bool stopped = r.cancelled || cancel->load();
+        if (r.skipped || (stopped && jobId != latest_.load())) emit dropped(jobId);
+        else if (stopped) emit cancelled(jobId);
         else deliver(jobId, r.outcome, r.error);
     });
-    watcher->setFuture(QtConcurrent::run(&pool_, [engine, latest, jobId, settings, locks]() -> JobResult {
+    watcher->setFuture(QtConcurrent::run(&pool_, [engine, latest, jobId, settings, locks, cancel]() -> JobResult {
         JobResult r;
         if (latest->load() != jobId) { // superseded while queued: no point searching
             r.skipped = true;
@@ -133,10 +165,12 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         }
         const auto start = Clock::now();
         try {
-            auto outcome = std::make_shared<PlanOutcome>(engine->run(settings, locks));
+            auto outcome = std::make_shared<PlanOutcome>(engine->run(settings, locks, *cancel));
             outcome->jobId = jobId;
             outcome->wallMs = msSince(start);
             r.outcome = std::move(outcome);
+        } catch (const Cancelled&) {
+            r.cancelled = true;
         } catch (const InputError& e) {
             r.error = QString::fromStdString(e.what());
         } catch (const std::exception& e) {

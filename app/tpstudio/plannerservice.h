@@ -1,7 +1,9 @@
 #pragma once
 // Runs the planner off the GUI thread. Every request gets a job id; only the newest job's result
 // is delivered, older ones are skipped before they start or dropped when they finish, so a burst
-// of edits costs one search, and the UI never waits.
+// of edits costs one search, and the UI never waits. A newer request also cancels the search that
+// is running (PlannerSession's cancel flag), and cancel() stops the newest job on request; a
+// cancelled job delivers neither a plan nor an error.
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -39,6 +41,12 @@ public:
     quint64 request(const PlanSettings& settings, const std::vector<LockRequest>& locks);
     quint64 latestJob() const { return latest_.load(); }
     bool isBusy() const { return running_ > 0; }
+    /// Cancels the newest job (queued or running): it ends with cancelled(), not finished() or
+    /// failed(). Returns false when no job was in flight.
+    bool cancel();
+    /// Jobs whose search was stopped by their cancel flag (by cancel() or by a newer request),
+    /// as opposed to skipped before they started or dropped after they finished.
+    int interruptedJobs() const { return interrupted_; }
     /// Blocks until the worker is idle (tests and shutdown only).
     void waitForIdle();
 
@@ -46,8 +54,11 @@ signals:
     void started(quint64 jobId);
     void finished(std::shared_ptr<const tp::PlanOutcome> outcome);
     void failed(quint64 jobId, const QString& message);
-    /// A job whose result arrived after a newer request was made (or that was skipped).
+    /// A job whose result arrived after a newer request was made (or that was skipped or
+    /// cancelled by the newer request).
     void dropped(quint64 jobId);
+    /// The newest job, stopped by cancel(): no plan, no error.
+    void cancelled(quint64 jobId);
 
 private:
     struct Engine;
@@ -57,6 +68,10 @@ private:
     std::shared_ptr<Engine> engine_;  // touched only on the pool's thread
     std::atomic<quint64> latest_{0};
     int running_ = 0;                 // GUI thread only
+    int interrupted_ = 0;             // GUI thread only
+    /// The cancel flag of the newest job (GUI thread only); the worker reads it through the
+    /// search. Each job owns its flag, so a late reader never sees a freed one.
+    std::shared_ptr<std::atomic<bool>> latestCancel_;
 };
 
 } // namespace tp
