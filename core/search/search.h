@@ -6,7 +6,7 @@
 // the block's boundary tensors. Parallel siblings (MoE experts) are absorbed into their parent's
 // table. The block tables are stitched by eliminating the boundary specs; a run of r identical
 // chained blocks is one min-plus matrix power (repeated squaring, O(k^3 log r)).
-// A memory limit is met by a Lagrange multiplier on memory, bisected.
+// A memory limit is met by a Lagrange multiplier on memory, found by chords on the dual.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -55,7 +55,7 @@ struct SearchResult {
     double lambda = 0;                  ///< seconds per byte
     bool fits = true;
     double memoryLimitBytes = 0;
-    double searchMs = 0;                ///< solving (tables, stitching, memory-limit bisection)
+    double searchMs = 0;                ///< solving (tables, stitching, the memory price search)
     double searchCpuMs = 0;             ///< the same in process CPU time (robust on a busy machine)
     double breakdownMs = 0;             ///< building the full breakdown of the chosen plan
     int blockClasses = 0;
