@@ -34,6 +34,8 @@ private slots:
         QTest::newRow("bad set") << QStringList{"info", "gpt2", "--set", "layers"} << "--set 'layers': expected key=value";
         QTest::newRow("bad batch") << QStringList{"info", "gpt2", "--batch", "-3"} << "--batch '-3': expected a positive integer";
         QTest::newRow("missing file") << QStringList{"info", "/nonexistent/config.json"} << "no such file";
+        QTest::newRow("overlap zero") << QStringList{"plan", "gpt2", "--overlap", "0"} << "--overlap '0': expected a positive integer";
+        QTest::newRow("overlap huge") << QStringList{"plan", "gpt2", "--overlap", "5000"} << "--overlap '5000': at most 1024 chunks";
     }
 
     void badInputExitsTwoWithOneLine()
@@ -45,6 +47,27 @@ private slots:
         const QString err = QString::fromUtf8(r.err).trimmed();
         QVERIFY2(err.contains(message), qPrintable(err));
         QCOMPARE(err.count('\n'), 0);
+    }
+
+    // --overlap N splits each collective into N chunks that hide behind compute (ATP): with
+    // the plan held fixed (the Megatron baseline, so the search cannot trade layouts), some
+    // communication becomes hidden, exposed + hidden = the total, and the step gets no slower.
+    void overlapHidesCommunication()
+    {
+        const QStringList base{"plan", "gpt2", "--mesh", "8", "--baseline", "megatron", "--memory-limit", "none", "--json"};
+        const Run off = tpplan(base);
+        const Run on = tpplan(base + QStringList{"--overlap", "4"});
+        QCOMPARE(off.code, 0);
+        QCOMPARE(on.code, 0);
+        const auto a = QJsonDocument::fromJson(off.out).object();
+        const auto b = QJsonDocument::fromJson(on.out).object();
+        QCOMPARE(a["overlap_chunks"].toInt(), 1);
+        QCOMPARE(b["overlap_chunks"].toInt(), 4);
+        const auto ca = a["cost"].toObject(), cb = b["cost"].toObject();
+        QCOMPARE(ca["hidden_comm_s"].toDouble(), 0.0);
+        QVERIFY(cb["hidden_comm_s"].toDouble() > 0);
+        QVERIFY(qAbs(cb["exposed_comm_s"].toDouble() + cb["hidden_comm_s"].toDouble() - cb["comm_s"].toDouble()) <= 1e-9 * cb["comm_s"].toDouble());
+        QVERIFY(cb["step_time_s"].toDouble() < ca["step_time_s"].toDouble());
     }
 
     void modelsLists()

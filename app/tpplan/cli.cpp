@@ -42,6 +42,11 @@ Options parseArguments(const std::vector<std::string>& args)
         else if (a == "--batch") o.batch = parsePositive(a, value());
         else if (a == "--micro-batch") o.microBatch = parsePositive(a, value());
         else if (a == "--seq") o.seq = parsePositive(a, value());
+        else if (a == "--overlap") {
+            const std::int64_t chunks = parsePositive(a, value());
+            if (chunks > 1024) throw UsageError("--overlap '" + std::to_string(chunks) + "': at most 1024 chunks");
+            o.overlapChunks = static_cast<int>(chunks);
+        }
         else if (a == "--mode") {
             o.mode = value();
             if (o.mode != "train" && o.mode != "infer") throw UsageError("--mode '" + o.mode + "': use train or infer");

@@ -19,6 +19,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.mode = o.mode;
     r.memoryLimit = o.memoryLimit;
     r.microBatch = o.microBatch;
+    r.overlapChunks = o.overlapChunks;
     r.locks = o.locks;
     r.baseline = o.baseline;
     return r;
