@@ -17,6 +17,7 @@
 #include <QEventLoop>
 #include <QFile>
 #include <QLockFile>
+#include <QPointer>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -557,6 +558,22 @@ void TestRecovery::closeWhileSearching()
         }
         qInfo("window closed %d ms after open: close and destructor took %lld ms", delay, static_cast<long long>(clock.elapsed()));
     }
+    // Opening another model while a search runs: the old document's search is cancelled, it is
+    // deleted once its worker has stopped, and the new plan arrives meanwhile.
+    MainWindow window(false);
+    QVERIFY(window.openSource(QStringLiteral("gpt3-175b"), slowSettings()));
+    QTest::qWait(1500);
+    QPointer<Document> old = window.document();
+    QElapsedTimer clock;
+    clock.start();
+    QVERIFY(window.openSource(QStringLiteral("gpt2"), quickSettings()));
+    qInfo("opening another model during a search took %lld ms; the old document %s",
+          static_cast<long long>(clock.elapsed()), old ? "waits for its worker" : "was deleted at once");
+    QVERIFY(window.document() != old);
+    QVERIFY(waitForPlan(*window.document()));
+    QCOMPARE(window.document()->settings().model, std::string("gpt2"));
+    QTRY_VERIFY_WITH_TIMEOUT(old.isNull(), kPlanTimeoutMs);
+    qInfo("the old document was deleted %lld ms after the new model was opened", static_cast<long long>(clock.elapsed()));
 }
 
 int main(int argc, char** argv)

@@ -318,6 +318,14 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
         // The old document goes at the end of this function: it has nothing more to say here.
         disconnect(old.get(), nullptr, this, nullptr);
         disconnect(old->undoStack(), nullptr, this, nullptr);
+        // Its search is cancelled; the GUI does not wait for the worker to notice (up to one
+        // block table): the document is deleted once its service is idle, or with the window.
+        old->service().shutdown();
+        if (old->service().isBusy()) {
+            Document* dying = old.release();
+            dying->setParent(this);
+            connect(&dying->service(), &PlannerService::idle, dying, &QObject::deleteLater);
+        }
     }
     document_ = std::move(document);
     Document* doc = document_.get();

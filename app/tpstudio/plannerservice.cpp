@@ -112,11 +112,17 @@ PlannerService::PlannerService(QObject* parent) : QObject(parent), engine_(std::
 
 PlannerService::~PlannerService()
 {
-    // Later jobs see a newer id than theirs and return at once; the running one is cancelled
-    // and returns at its next check (between block tables), so closing does not wait for it.
+    // The running job returns at its next cancel check (between block tables); closing waits
+    // for that, not for the whole search.
+    shutdown();
+    pool_.waitForDone();
+}
+
+void PlannerService::shutdown()
+{
+    // Later jobs see a newer id than theirs and return at once; the running one is cancelled.
     latest_ = std::numeric_limits<quint64>::max();
     if (latestCancel_) latestCancel_->store(true);
-    pool_.waitForDone();
 }
 
 bool PlannerService::cancel()
@@ -156,6 +162,7 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         if (r.skipped || (stopped && jobId != latest_.load())) emit dropped(jobId);
         else if (stopped) emit cancelled(jobId);
         else deliver(jobId, r.outcome, r.error);
+        if (running_ == 0) emit idle();
     });
     watcher->setFuture(QtConcurrent::run(&pool_, [engine, latest, jobId, settings, locks, cancel]() -> JobResult {
         JobResult r;

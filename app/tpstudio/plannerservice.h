@@ -44,6 +44,8 @@ public:
     /// Cancels the newest job (queued or running): it ends with cancelled(), not finished() or
     /// failed(). Returns false when no job was in flight.
     bool cancel();
+    /// Cancels every job, queued or running, for good: for a document that is going away.
+    void shutdown();
     /// Jobs whose search was stopped by their cancel flag (by cancel() or by a newer request),
     /// as opposed to skipped before they started or dropped after they finished.
     int interruptedJobs() const { return interrupted_; }
@@ -59,6 +61,8 @@ signals:
     void dropped(quint64 jobId);
     /// The newest job, stopped by cancel(): no plan, no error.
     void cancelled(quint64 jobId);
+    /// The last job in flight ended (whatever its outcome): isBusy() is false now.
+    void idle();
 
 private:
     struct Engine;
