@@ -1,5 +1,5 @@
 // tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png]
-//          [--select OP --screenshot-explain explain.png]
+//          [--select OP --screenshot-explain explain.png] [--bench-edits N]
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDockWidget>
@@ -10,6 +10,7 @@
 
 #include "document.h"
 #include "explainpanel.h"
+#include "editbench.h"
 #include "graphview.h"
 #include "mainwindow.h"
 #include "recovery.h"
@@ -54,7 +55,10 @@ int main(int argc, char** argv)
     const QCommandLineOption screenshotExplain(QStringLiteral("screenshot-explain"),
                                                QStringLiteral("Also save the Explain dock for the --select op."), QStringLiteral("png"));
     const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."), QStringLiteral("WxH"));
-    parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot, screenshotBreakdown, screenshotExplain, size});
+    const QCommandLineOption benchEdits(QStringLiteral("bench-edits"),
+                                        QStringLiteral("Time N edits (lock/unlock an op) to the updated plan on screen, print JSON, exit."),
+                                        QStringLiteral("N"));
+    parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot, screenshotBreakdown, screenshotExplain, size, benchEdits});
     parser.process(app);
 
     tp::PlanSettings base;
@@ -66,7 +70,8 @@ int main(int argc, char** argv)
     if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
     if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
 
-    const bool headless = parser.isSet(screenshot) || parser.isSet(screenshotBreakdown) || parser.isSet(screenshotExplain);
+    const bool measuring = parser.isSet(benchEdits);
+    const bool headless = parser.isSet(screenshot) || parser.isSet(screenshotBreakdown) || parser.isSet(screenshotExplain) || measuring;
     tp::MainWindow window(!headless);
     if (parser.isSet(size)) {
         const auto wh = parser.value(size).split(QLatin1Char('x'));
@@ -106,6 +111,10 @@ int main(int argc, char** argv)
         if (positional.isEmpty()) {
             std::fprintf(stderr, "tpstudio: --screenshot needs a model or file\n");
             return 2;
+        }
+        if (measuring) {
+            tp::startEditBenchmark(window, parser.value(benchEdits).toInt());
+            return app.exec();
         }
         QElapsedTimer clock;
         clock.start();
