@@ -5,6 +5,7 @@
 // The executable is also its own child process: `tst_recovery --save-loop PATH` saves large
 // projects to PATH forever through Document::saveProject; `tst_recovery --crash-session DIR`
 // opens a window with autosave in DIR, edits, autosaves and waits to be killed.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -94,11 +95,14 @@ int saveLoop(const char* path)
     char* argv[] = {name, nullptr};
     QCoreApplication app(argc, argv);
     Document doc;
+    QElapsedTimer clock;
+    clock.start();
     for (long i = 0;; ++i) {
         doc.openProject(largeProject(static_cast<int>(i % 3)), QString(), false);
         if (!doc.saveProject(QString::fromLocal8Bit(path))) return 3;
-        if (i == 0) {
-            std::fputs("ready\n", stdout);
+        if (i == 2) {
+            // Three saves, one of each version: the parent scales its random delays to them.
+            std::printf("ready %lld\n", static_cast<long long>(clock.elapsed()));
             std::fflush(stdout);
         }
     }
@@ -401,10 +405,11 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
     }
     const int iterations = qEnvironmentVariableIsSet("TP_KILL_ITERATIONS") ? qEnvironmentVariableIntValue("TP_KILL_ITERATIONS") : 40;
     std::mt19937 random(20251129);
-    std::uniform_int_distribution<int> delayMs(0, 250);
+    std::uniform_real_distribution<double> fraction(0.0, 1.0);
     std::vector<int> seen(versions.size(), 0);
     int changed = 0;
     QByteArray previous = versions[0];
+    double totalCycleMs = 0;
     for (int i = 0; i < iterations; ++i) {
         QProcess child;
         child.setProgram(QCoreApplication::applicationFilePath());
@@ -415,8 +420,13 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
         QElapsedTimer clock;
         clock.start();
         while (!child.canReadLine() && child.state() == QProcess::Running && clock.elapsed() < 60000) child.waitForReadyRead(1000);
-        QCOMPARE(child.readLine().trimmed(), QByteArray("ready"));
-        QThread::msleep(static_cast<unsigned long>(delayMs(random)));
+        const QList<QByteArray> ready = child.readLine().trimmed().split(' ');
+        QCOMPARE(ready.value(0), QByteArray("ready"));
+        // A kill anywhere in the next three saves or so (0 to 1 of the time three saves took);
+        // under ASan a save is ten times slower than in RelWithDebInfo.
+        const double cycleMs = std::max(1, ready.value(1).toInt());
+        totalCycleMs += cycleMs;
+        QThread::msleep(static_cast<unsigned long>(cycleMs * fraction(random)));
         child.kill(); // SIGKILL, at a random moment of a save
         QVERIFY(child.waitForFinished());
         QCOMPARE(child.exitStatus(), QProcess::CrashExit);
@@ -434,8 +444,8 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
     }
     // QSaveFile's temporary files a kill can leave next to the target (never the target itself).
     const QStringList leftovers = QDir(dir.path()).entryList(QDir::Files).filter(QStringLiteral("big.tpproj.json."));
-    qInfo("%d kills: versions seen %d/%d/%d, file changed %d times, %lld temporary files left",
-          iterations, seen[0], seen[1], seen[2], changed, static_cast<long long>(leftovers.size()));
+    qInfo("%d kills: versions seen %d/%d/%d, file changed %d times, %lld temporary files left; three saves took %.0f ms on average",
+          iterations, seen[0], seen[1], seen[2], changed, static_cast<long long>(leftovers.size()), totalCycleMs / std::max(1, iterations));
     // The children did save (the file moved between versions), so kills landed amid saves.
     QVERIFY(changed > 0);
 }

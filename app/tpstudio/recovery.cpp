@@ -164,6 +164,7 @@ void Recovery::finish()
 
 std::vector<RecoveryOrphan> Recovery::claimOrphans() const
 {
+    if (!isActive()) return {};
     std::vector<std::pair<QDateTime, RecoveryOrphan>> found;
     const QDir dir(directory_);
     const auto entries = dir.entryInfoList({QStringLiteral("*") + QLatin1String(kSuffix)}, QDir::Files);
@@ -176,6 +177,17 @@ std::vector<RecoveryOrphan> Recovery::claimOrphans() const
         lock->setStaleLockTime(0);
         if (!lock->tryLock(0)) continue; // its session is running, or another instance claimed it
         found.push_back({info.lastModified(), RecoveryOrphan{path, std::move(lock)}});
+    }
+    // Locks of sessions that ended without edits to recover (killed with a clean document):
+    // removed once their process is gone.
+    for (const QFileInfo& info : dir.entryInfoList({QStringLiteral("*.lock")}, QDir::Files)) {
+        QString base = info.absoluteFilePath();
+        base.chop(5);
+        if (QFileInfo::exists(base + QLatin1String(kSuffix)) || info.absoluteFilePath() == QFileInfo(QDir(directory_).filePath(id_ + QStringLiteral(".lock"))).absoluteFilePath())
+            continue;
+        QLockFile stale(info.absoluteFilePath());
+        stale.setStaleLockTime(0);
+        if (stale.tryLock(0)) stale.unlock(); // removes it
     }
     std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<RecoveryOrphan> orphans;
