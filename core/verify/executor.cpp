@@ -96,10 +96,13 @@ struct Addressing {
     std::vector<std::int64_t> coef; // per loop
     std::vector<std::pair<size_t, std::int64_t>> terms; // the loops with a nonzero coefficient
 
+    // Raw pointers: this runs once per point and operand, and unoptimised (Debug, sanitizer)
+    // builds would otherwise call an iterator function per term.
     std::int64_t at(const std::vector<std::int64_t>& idx) const
     {
         std::int64_t off = base;
-        for (const auto& [l, c] : terms) off += idx[l] * c;
+        const std::int64_t* ip = idx.data();
+        for (const auto *t = terms.data(), *end = t + terms.size(); t != end; ++t) off += ip[t->first] * t->second;
         return off;
     }
 };
@@ -120,6 +123,60 @@ Addressing addressing(const OperandIndexing& operand, const Signature& sig, cons
     return a;
 }
 
+// A convolution's input offset, linear in the loops: spatial dim d (slid by output loop
+// spatial[d] with the stride, shifted by the weight's kernel loop paired with it and by the
+// padding) and the other dims as addressing() has them. Only valid where every spatial index
+// lies inside the input (convolutionInside).
+Addressing convolutionAddressing(const OperandIndexing& x, const Signature& sig, const Block& block, const std::vector<int>& spatial,
+                                 const std::vector<int>& kernelLoops, std::int64_t stride, std::int64_t pad)
+{
+    Addressing a;
+    a.coef.assign(sig.loops.size(), 0);
+    const auto st = block.strides();
+    size_t w = 0;
+    for (size_t d = 0; d < x.dims.size(); ++d) {
+        a.base -= block.start[d] * st[d];
+        if (spatial[d] >= 0) {
+            a.coef[static_cast<size_t>(spatial[d])] += stride * st[d];
+            a.coef[static_cast<size_t>(kernelLoops.at(w++))] += st[d];
+            a.base -= pad * st[d];
+            continue;
+        }
+        const auto& group = x.dims[d];
+        for (size_t k = 0; k < group.size(); ++k)
+            a.coef[static_cast<size_t>(group[k])] += innerExtent(group, k, sig) * st[d];
+    }
+    for (size_t l = 0; l < a.coef.size(); ++l)
+        if (a.coef[l] != 0) a.terms.emplace_back(l, a.coef[l]);
+    return a;
+}
+
+// Per spatial dim of a convolution's input: (output loop, kernel loop, input extent).
+struct SpatialBound {
+    size_t loop, kernel;
+    std::int64_t extent;
+};
+
+std::vector<SpatialBound> convolutionBounds(const std::vector<int>& spatial, const std::vector<int>& kernelLoops,
+                                            const std::vector<std::int64_t>& shape)
+{
+    std::vector<SpatialBound> b;
+    size_t w = 0;
+    for (size_t d = 0; d < spatial.size(); ++d)
+        if (spatial[d] >= 0) b.push_back({static_cast<size_t>(spatial[d]), static_cast<size_t>(kernelLoops.at(w++)), shape[d]});
+    return b;
+}
+
+bool convolutionInside(const std::vector<SpatialBound>& bounds, const std::vector<std::int64_t>& idx, std::int64_t stride, std::int64_t pad)
+{
+    const std::int64_t* ip = idx.data();
+    for (const auto *b = bounds.data(), *end = b + bounds.size(); b != end; ++b) {
+        const std::int64_t gi = ip[b->loop] * stride + ip[b->kernel] - pad;
+        if (gi < 0 || gi >= b->extent) return false;
+    }
+    return true;
+}
+
 // Calls f(idx) for every point of the box of loop ranges, last loop fastest.
 template <class F>
 void forEachPoint(const std::vector<Range>& ranges, F&& f)
@@ -129,13 +186,15 @@ void forEachPoint(const std::vector<Range>& ranges, F&& f)
         if (ranges[l].size() <= 0) return;
         idx[l] = ranges[l].lo;
     }
+    std::int64_t* ip = idx.data();
+    const Range* rp = ranges.data();
     while (true) {
         f(idx);
         size_t l = ranges.size();
         while (l > 0) {
             --l;
-            if (++idx[l] < ranges[l].hi) break;
-            idx[l] = ranges[l].lo;
+            if (++ip[l] < rp[l].hi) break;
+            ip[l] = rp[l].lo;
             if (l == 0) return;
         }
         if (ranges.empty()) return;
@@ -387,19 +446,21 @@ void evalWindow(const Op& op, const Signature& sig, const OpSemantics& sem, cons
         const Addressing wa = addressing(sig.inputs[1], sig, input(inputs, 1, op));
         std::vector<Addressing> extra;
         for (size_t i = 2; i < op.inputs.size(); ++i) extra.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
-        std::vector<std::int64_t> window(kernelLoops.size());
+        const Addressing xa = convolutionAddressing(x, sig, xb, spatial, kernelLoops, stride, pad);
+        const auto bounds = convolutionBounds(spatial, kernelLoops, xShape);
+        const float* xp = xb.data.data();
+        const float* wp = inputs[1]->data.data();
+        double* accp = acc.data();
         forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
-            for (size_t k = 0; k < kernelLoops.size(); ++k) window[k] = idx[static_cast<size_t>(kernelLoops[k])];
-            bool inside = true;
-            const auto off = xOffset(idx, window, inside);
-            const auto oo = static_cast<size_t>(o.at(idx));
-            if (inside) acc[oo] += static_cast<double>(xb.data[static_cast<size_t>(off)]) * inputs[1]->data[static_cast<size_t>(wa.at(idx))];
+            const bool inside = convolutionInside(bounds, idx, stride, pad);
+            const auto oo = o.at(idx);
+            if (inside) accp[oo] += static_cast<double>(xp[xa.at(idx)]) * wp[wa.at(idx)];
             if (extra.empty()) return;
             bool firstOfSum = true;
             for (size_t l = 0; l < idx.size(); ++l)
                 if (!isOut[l] && idx[l] != 0) firstOfSum = false;
             if (firstOfSum)
-                for (size_t i = 0; i < extra.size(); ++i) acc[oo] += inputs[i + 2]->data[static_cast<size_t>(extra[i].at(idx))];
+                for (size_t i = 0; i < extra.size(); ++i) acc[static_cast<size_t>(oo)] += inputs[i + 2]->data[static_cast<size_t>(extra[i].at(idx))];
         });
     } else {
         const size_t dims = static_cast<size_t>(std::count_if(spatial.begin(), spatial.end(), [](int l) { return l >= 0; }));
@@ -646,14 +707,20 @@ void backWindow(const Op& op, const Signature& sig, const OpSemantics& sem, cons
         const auto isOut = outputLoops(sig);
         const Block& wb = input(inputs, 1, op);
         const Addressing wa = addressing(sig.inputs[1], sig, wb);
-        std::vector<std::int64_t> window(kernelLoops.size());
+        const Addressing xa = convolutionAddressing(x, sig, xb, spatial, kernelLoops, stride, pad);
+        const Addressing dxa = convolutionAddressing(x, sig, dx, spatial, kernelLoops, stride, pad);
+        const auto bounds = convolutionBounds(spatial, kernelLoops, xShape);
+        const float* xp = xb.data.data();
+        const float* wp = wb.data.data();
+        const float* dyp = dOut.data.data();
+        double* dxp = gr.acc[0].data();
+        double* dwp = gr.acc[1].data();
+        const Addressing& dwa = gr.at[1];
         forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
-            for (size_t k = 0; k < kernelLoops.size(); ++k) window[k] = idx[static_cast<size_t>(kernelLoops[k])];
-            const double dy = dOut.data[static_cast<size_t>(o.at(idx))];
-            std::int64_t xo = 0, dxo = 0;
-            if (offsets(idx, window, xo, dxo)) {
-                gr.acc[0][static_cast<size_t>(dxo)] += dy * wb.data[static_cast<size_t>(wa.at(idx))];
-                gr.acc[1][static_cast<size_t>(gr.at[1].at(idx))] += dy * xb.data[static_cast<size_t>(xo)];
+            const double dy = dyp[o.at(idx)];
+            if (convolutionInside(bounds, idx, stride, pad)) {
+                dxp[dxa.at(idx)] += dy * wp[wa.at(idx)];
+                dwp[dwa.at(idx)] += dy * xp[xa.at(idx)];
             }
             if (op.inputs.size() > 2 && firstOfBox(idx, loops, isOut))
                 for (size_t i = 2; i < op.inputs.size(); ++i) gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += dy;
