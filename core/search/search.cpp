@@ -293,26 +293,38 @@ struct PlannerSession::Impl {
             return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId c) { return siblingOps.count(c) > 0; });
         };
         // Input domains: the union of what the producers of each input position can produce.
-        ct->inputDomains.resize(rep.inputs.size());
-        for (size_t k = 0; k < rep.inputs.size(); ++k) {
-            if (absorbedInput(rep.inputs[k])) continue;
-            std::vector<TensorSpec> domain;
-            bool someFree = false;
-            std::set<std::pair<OpId, int>> producers; // canonical producer ops and slots
-            for (const auto& inst : bc.instances) {
-                const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
-                if (o.producer < 0) someFree = true;
-                else producers.emplace(canonicalOp[static_cast<size_t>(o.producer)], o.slot);
+        // A union over every instance of the class: depends on the fold, not on the price, so
+        // it is computed once per fold (a run of 1536 layers would otherwise cost O(r) per price).
+        auto knownDomains = domainCache.find(cls);
+        if (knownDomains == domainCache.end()) {
+            std::vector<std::vector<TensorSpec>> domains(rep.inputs.size());
+            for (size_t k = 0; k < rep.inputs.size(); ++k) {
+                if (absorbedInput(rep.inputs[k])) continue;
+                std::vector<TensorSpec> domain;
+                bool someFree = false;
+                std::set<std::pair<OpId, int>> producers; // canonical producer ops and slots
+                std::pair<OpId, int> last{-1, -1};        // a run's instances repeat one producer
+                for (const auto& inst : bc.instances) {
+                    const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
+                    if (o.producer < 0) {
+                        someFree = true;
+                        continue;
+                    }
+                    const std::pair<OpId, int> p{canonicalOp[static_cast<size_t>(o.producer)], o.slot};
+                    if (p != last) producers.insert(last = p);
+                }
+                for (const auto& [op, slot] : producers) {
+                    const auto& specs = producerSpecs(op, slot).specs;
+                    domain.insert(domain.end(), specs.begin(), specs.end());
+                }
+                if (someFree && !domain.empty()) domain.push_back(freeSpec());
+                std::sort(domain.begin(), domain.end());
+                domain.erase(std::unique(domain.begin(), domain.end()), domain.end());
+                domains[k] = std::move(domain);
             }
-            for (const auto& [op, slot] : producers) {
-                const auto& specs = producerSpecs(op, slot).specs;
-                domain.insert(domain.end(), specs.begin(), specs.end());
-            }
-            if (someFree && !domain.empty()) domain.push_back(freeSpec());
-            std::sort(domain.begin(), domain.end());
-            domain.erase(std::unique(domain.begin(), domain.end()), domain.end());
-            ct->inputDomains[k] = std::move(domain);
+            knownDomains = domainCache.emplace(cls, std::move(domains)).first;
         }
+        ct->inputDomains = knownDomains->second;
         for (size_t j = 0; j < rep.outputs.size(); ++j) {
             if (absorbedOutput(rep.outputs[j])) continue;
             const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[j])];
@@ -583,6 +595,7 @@ struct PlannerSession::Impl {
         // Identical edges of identical blocks cost the same: computed once per session (also
         // for an instance that a lock split out of its class).
         const auto key = std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input, producerVar < consumerVar);
+        throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
         if (auto hit = edgeCache.find(key); !flat && hit != edgeCache.end()) {
             f.values = hit->second;
             return f;
@@ -638,10 +651,18 @@ struct PlannerSession::Impl {
     std::map<std::pair<int, std::size_t>, DecodedEntry> decodedCache; ///< per solveAt
     double decodedMemory = 0;                                         ///< per solveAt
 
+    const DecodedEntry* lastDecoded = nullptr; ///< consecutive instances of a run usually share an entry
+    std::pair<int, std::size_t> lastDecodedKey{-1, 0};
+
     const DecodedEntry& decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
     {
         auto key = std::make_pair(cls, entry);
-        if (auto it = decodedCache.find(key); it != decodedCache.end()) return it->second;
+        if (lastDecoded && key == lastDecodedKey) return *lastDecoded;
+        if (auto it = decodedCache.find(key); it != decodedCache.end()) {
+            lastDecoded = &it->second;
+            lastDecodedKey = key;
+            return it->second;
+        }
         const size_t m = ct.modeOfEntry[entry];
         const ModeSolve& solve = *ct.modes[m];
         std::vector<int> keepDims, digits, assignment(solve.domains.size(), 0);
@@ -762,6 +783,9 @@ struct PlannerSession::Impl {
         int chainInput = -1;
     };
 
+    std::map<std::tuple<int, int, int>, std::optional<ChainShape>> chainCache; ///< per run of the current fold
+    std::map<int, std::vector<std::vector<TensorSpec>>> domainCache;           ///< class input domains, current fold
+
     std::optional<ChainShape> chainShape(const Run& run) const
     {
         if (run.count < 2 || flat) return std::nullopt;
@@ -848,6 +872,7 @@ struct PlannerSession::Impl {
         throwIfCancelled();
         tables.clear();
         decodedCache.clear();
+        lastDecoded = nullptr;
         decodedMemory = 0;
         topDomain.clear();
         topSpecs.clear();
@@ -873,7 +898,11 @@ struct PlannerSession::Impl {
                 continue;
             }
             classTable(run.classId, lambda, recomputeAllowed);
-            auto chain = chainShape(run);
+            // Whether a run chains depends on the fold alone (its layout, not the price).
+            const auto runKey = std::make_tuple(run.classId, run.firstInstance, run.count);
+            auto known = chainCache.find(runKey);
+            if (known == chainCache.end()) known = chainCache.emplace(runKey, chainShape(run)).first;
+            const std::optional<ChainShape> chain = known->second;
             if (chain || run.count == 1) {
                 items.push_back(TopItem{run, chain, {}, {}});
             } else {
@@ -1012,11 +1041,13 @@ struct PlannerSession::Impl {
         const int endState = specIndex(stateDomain, lastSpec);
         std::vector<int> states{startState};
         expand(nodes, root, startState, endState, states);
+        std::vector<int> outOfState;
+        for (const auto& spec : stateDomain) outOfState.push_back(specIndex(ct.outputDomains[0], spec));
         for (int a = 0; a < item.run.count; ++a) {
             for (size_t k = 0; k < item.inputs.size(); ++k)
                 if (ct.inputDim[k] >= 0)
                     entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? states[static_cast<size_t>(a)] : context[k];
-            entry[ct.dims.size() - 1] = specIndex(ct.outputDomains[0], stateDomain[static_cast<size_t>(states[static_cast<size_t>(a + 1)])]);
+            entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(states[static_cast<size_t>(a + 1)])];
             decodeInstance(ct, item.run.classId, item.run.firstInstance + a, ravel(entry, ct.dims), result);
         }
     }
@@ -1174,6 +1205,8 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
         if (!uniform) options.distinctOps.insert(l.op);
     }
     d.folded = options.distinctOps.empty() ? base : foldGraph(d.model.graph(), options);
+    d.chainCache.clear();
+    d.domainCache.clear();
 }
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
@@ -1224,6 +1257,8 @@ SearchResult PlannerSession::solve()
     if (d.flat) {
         saved = std::move(d.folded);
         d.folded = unfoldClasses(*saved);
+        d.chainCache.clear();
+    d.domainCache.clear();
     }
     // The session's own fold comes back however the solve ends (a cancellation throws).
     struct RestoreFold {
@@ -1231,7 +1266,11 @@ SearchResult PlannerSession::solve()
         std::optional<FoldedGraph>& saved;
         ~RestoreFold()
         {
-            if (saved) d.folded = std::move(*saved);
+            if (saved) {
+                d.folded = std::move(*saved);
+                d.chainCache.clear();
+    d.domainCache.clear();
+            }
             saved.reset();
         }
     } restoreFold{d, saved};
