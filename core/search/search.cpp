@@ -161,6 +161,7 @@ struct ModeSolve {
 /// The solved table of a block class and how to decode it.
 struct ClassTable {
     int classId = -1;
+    int slot = 0; ///< which memory price of a split solve (0: the base price, 1: the high one)
     std::vector<std::vector<TensorSpec>> inputDomains; ///< per input position; empty: no variable
     std::vector<std::vector<TensorSpec>> outputDomains; ///< per entry of outputPos
     std::vector<int> outputPos;                        ///< instance output positions that are table dims
@@ -193,6 +194,7 @@ struct PlannerSession::Impl {
     double memoryLimit = 0;
     bool allowRecompute = true;
     bool flat = false;
+    bool mixLayers = true;
     const std::atomic<bool>* cancel = nullptr;
 
     void throwIfCancelled() const
@@ -270,16 +272,20 @@ struct PlannerSession::Impl {
 
     // ---- class tables -------------------------------------------------------------------
 
-    std::map<int, std::shared_ptr<ClassTable>> tables; ///< per class id, for the current lambda
+    /// Per class id and price slot (key: 2 * class + slot), for the current solve's prices.
+    std::map<int, std::shared_ptr<ClassTable>> tables;
+    static int tableKey(int cls, int slot) { return 2 * cls + slot; }
+    const ClassTable& tableOf(int cls, int slot) const { return *tables.at(tableKey(cls, slot)); }
 
-    std::shared_ptr<ClassTable> classTable(int cls, double lambda, bool recomputeAllowed)
+    std::shared_ptr<ClassTable> classTable(int cls, double lambda, bool recomputeAllowed, int slot = 0)
     {
-        auto found = tables.find(cls);
+        auto found = tables.find(tableKey(cls, slot));
         if (found != tables.end()) return found->second;
         throwIfCancelled();
         const BlockClass& bc = folded.classes[static_cast<size_t>(cls)];
         auto ct = std::make_shared<ClassTable>();
         ct->classId = cls;
+        ct->slot = slot;
         const BlockInstance& rep = bc.instances[0];
         ct->opCount = static_cast<int>(rep.ops.size());
 
@@ -342,7 +348,7 @@ struct PlannerSession::Impl {
         // Sibling tables first (they are factors in this class's graph).
         std::vector<std::shared_ptr<ClassTable>> siblingTables;
         for (const auto& [scls, sinst] : siblingsOf(cls, 0)) {
-            siblingTables.push_back(classTable(scls, lambda, recomputeAllowed));
+            siblingTables.push_back(classTable(scls, lambda, recomputeAllowed, slot));
             ct->siblingClass.push_back(scls);
             ct->siblingIndex.push_back(sinst);
         }
@@ -363,7 +369,7 @@ struct PlannerSession::Impl {
                     ct->table[e] = ct->modes[m]->table[e];
                     ct->modeOfEntry[e] = static_cast<std::uint8_t>(m);
                 }
-        tables[cls] = ct;
+        tables[tableKey(cls, slot)] = ct;
         return ct;
     }
 
@@ -648,15 +654,16 @@ struct PlannerSession::Impl {
         double memoryBytes = 0;
         std::vector<std::size_t> siblingEntries;
     };
-    std::map<std::pair<int, std::size_t>, DecodedEntry> decodedCache; ///< per solveAt
+    std::map<std::pair<int, std::size_t>, DecodedEntry> decodedCache; ///< per solveAt, by (table key, entry)
     double decodedMemory = 0;                                         ///< per solveAt
+    double decodedMemoryHigh = 0; ///< the part of decodedMemory priced at a split solve's high price
 
     const DecodedEntry* lastDecoded = nullptr; ///< consecutive instances of a run usually share an entry
     std::pair<int, std::size_t> lastDecodedKey{-1, 0};
 
     const DecodedEntry& decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
     {
-        auto key = std::make_pair(cls, entry);
+        auto key = std::make_pair(tableKey(cls, ct.slot), entry);
         if (lastDecoded && key == lastDecodedKey) return *lastDecoded;
         if (auto it = decodedCache.find(key); it != decodedCache.end()) {
             lastDecoded = &it->second;
@@ -682,7 +689,7 @@ struct PlannerSession::Impl {
                 if (ct.inputVar[k] >= 0)
                     d.memoryBytes += keptInputBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
         for (size_t sb = 0; sb < ct.siblingVars.size(); ++sb) {
-            const auto& sibTable = *tables.at(ct.siblingClass[sb]);
+            const auto& sibTable = tableOf(ct.siblingClass[sb], ct.slot);
             std::vector<int> sibEntry;
             for (int v : ct.siblingVars[sb]) sibEntry.push_back(assignment[static_cast<size_t>(v)]);
             d.siblingEntries.push_back(ravel(sibEntry, sibTable.dims));
@@ -700,10 +707,11 @@ struct PlannerSession::Impl {
             result.recomputeOfOp[static_cast<size_t>(instance.ops[i])] = d.mode;
         }
         decodedMemory += d.memoryBytes;
+        if (ct.slot == 1) decodedMemoryHigh += d.memoryBytes;
         if (d.siblingEntries.empty()) return;
         const auto sibs = siblingsOf(cls, inst);
         for (size_t sb = 0; sb < d.siblingEntries.size() && sb < sibs.size(); ++sb)
-            decodeInstance(*tables.at(ct.siblingClass[sb]), sibs[sb].first, sibs[sb].second, d.siblingEntries[sb], result);
+            decodeInstance(tableOf(ct.siblingClass[sb], ct.slot), sibs[sb].first, sibs[sb].second, d.siblingEntries[sb], result);
     }
 
     // ---- stitching ----------------------------------------------------------------------------
@@ -791,7 +799,10 @@ struct PlannerSession::Impl {
         if (run.count < 2 || flat) return std::nullopt;
         const BlockClass& bc = folded.classes[static_cast<size_t>(run.classId)];
         const auto& first = bc.instances[static_cast<size_t>(run.firstInstance)];
-        const ClassTable& ct = *tables.at(run.classId);
+        // The layout of a class's table (boundary dims) is the same at every price.
+        auto any = tables.find(tableKey(run.classId, 0));
+        if (any == tables.end()) any = tables.find(tableKey(run.classId, 1));
+        const ClassTable& ct = *any->second;
         if (ct.outputPos.size() != 1) return std::nullopt;
         const size_t out = static_cast<size_t>(ct.outputPos[0]);
         const auto& second = bc.instances[static_cast<size_t>(run.firstInstance + 1)];
@@ -823,6 +834,7 @@ struct PlannerSession::Impl {
 
     struct TopItem {
         Run run;
+        int slot = 0; ///< price slot of its table
         std::optional<ChainShape> chain;
         std::vector<DimBinding> inputs; ///< per input position of the first instance (var -1 and fixed -1: no dim)
         std::vector<int> outputVars;    ///< per table output (ClassTable::outputPos) of the last instance
@@ -867,13 +879,29 @@ struct PlannerSession::Impl {
         return inlined;
     }
 
-    SearchResult solveAt(double lambda, bool recomputeAllowed)
+    /// A solve with two memory prices: instances of the table runs, counted in run order, from
+    /// `highFrom` on are priced at `high`, the others (and inlined ops) at the base price.
+    struct PriceSplit {
+        double high = 0;
+        int highFrom = 0;
+    };
+
+    /// Instances in table runs, the index PriceSplit::highFrom counts.
+    int splittableInstances() const
+    {
+        int n = 0;
+        for (const Run& run : folded.runs) n += run.count;
+        return n;
+    }
+
+    SearchResult solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt)
     {
         throwIfCancelled();
         tables.clear();
         decodedCache.clear();
         lastDecoded = nullptr;
         decodedMemory = 0;
+        decodedMemoryHigh = 0;
         topDomain.clear();
         topSpecs.clear();
         const Graph& g = model.graph();
@@ -888,25 +916,41 @@ struct PlannerSession::Impl {
             if (inlined.count(group.parentClass))
                 for (int i : group.instances) topRuns.push_back(Run{group.classId, i, 1});
 
+        // Under a split, a run that straddles highFrom becomes two runs, one per price.
+        std::vector<std::pair<Run, int>> pricedRuns;
+        int counted = 0;
+        for (size_t r = 0; r < topRuns.size(); ++r) {
+            const Run& run = topRuns[r];
+            const bool tableRun = r < folded.runs.size();
+            if (!split || !tableRun) {
+                pricedRuns.emplace_back(run, 0);
+                continue;
+            }
+            const int low = std::clamp(split->highFrom - counted, 0, run.count);
+            counted += run.count;
+            if (low > 0) pricedRuns.emplace_back(Run{run.classId, run.firstInstance, low}, 0);
+            if (low < run.count) pricedRuns.emplace_back(Run{run.classId, run.firstInstance + low, run.count - low}, 1);
+        }
+
         std::vector<OpId> inlinedOps;
         std::vector<TopItem> items;
-        for (const Run& run : topRuns) {
+        for (const auto& [run, slot] : pricedRuns) {
             if (inlined.count(run.classId)) {
                 for (int a = 0; a < run.count; ++a)
                     for (OpId op : folded.classes[static_cast<size_t>(run.classId)].instances[static_cast<size_t>(run.firstInstance + a)].ops)
                         inlinedOps.push_back(op);
                 continue;
             }
-            classTable(run.classId, lambda, recomputeAllowed);
+            classTable(run.classId, slot == 1 ? split->high : lambda, recomputeAllowed, slot);
             // Whether a run chains depends on the fold alone (its layout, not the price).
             const auto runKey = std::make_tuple(run.classId, run.firstInstance, run.count);
             auto known = chainCache.find(runKey);
             if (known == chainCache.end()) known = chainCache.emplace(runKey, chainShape(run)).first;
             const std::optional<ChainShape> chain = known->second;
             if (chain || run.count == 1) {
-                items.push_back(TopItem{run, chain, {}, {}});
+                items.push_back(TopItem{run, slot, chain, {}, {}});
             } else {
-                for (int a = 0; a < run.count; ++a) items.push_back(TopItem{Run{run.classId, run.firstInstance + a, 1}, std::nullopt, {}, {}});
+                for (int a = 0; a < run.count; ++a) items.push_back(TopItem{Run{run.classId, run.firstInstance + a, 1}, slot, std::nullopt, {}, {}});
             }
         }
         std::sort(inlinedOps.begin(), inlinedOps.end());
@@ -922,7 +966,7 @@ struct PlannerSession::Impl {
             for (size_t k = 0; k < o.outputs.size(); ++k) varOfTensor[o.outputs[k]] = TensorVar{var, true, op, static_cast<int>(k)};
         }
         for (auto& item : items) {
-            const auto& ct = *tables.at(item.run.classId);
+            const auto& ct = tableOf(item.run.classId, item.slot);
             const auto& last = folded.classes[static_cast<size_t>(item.run.classId)].instances[static_cast<size_t>(item.run.firstInstance + item.run.count - 1)];
             for (size_t j = 0; j < ct.outputPos.size(); ++j) {
                 const int var = static_cast<int>(topDomain.size());
@@ -934,7 +978,7 @@ struct PlannerSession::Impl {
         }
         // Bind each item's inputs.
         for (auto& item : items) {
-            const auto& ct = *tables.at(item.run.classId);
+            const auto& ct = tableOf(item.run.classId, item.slot);
             const auto& first = folded.classes[static_cast<size_t>(item.run.classId)].instances[static_cast<size_t>(item.run.firstInstance)];
             item.inputs.assign(first.inputs.size(), DimBinding{});
             for (size_t k = 0; k < first.inputs.size(); ++k) {
@@ -987,7 +1031,7 @@ struct PlannerSession::Impl {
                     factors.push_back(edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain));
             }
         }
-        for (const auto& item : items) factors.push_back(itemFactor(item, *tables.at(item.run.classId)));
+        for (const auto& item : items) factors.push_back(itemFactor(item, tableOf(item.run.classId, item.slot)));
 
         EliminationResult top = eliminate(std::move(factors), topDomain, {});
         const double objective = top.remaining.values.empty() ? 0.0 : top.remaining.values[0];
@@ -1005,7 +1049,8 @@ struct PlannerSession::Impl {
         result.lambda = lambda;
         // Step time and memory of the decoded plan (the full breakdown comes later, once).
         result.breakdown.perDeviceBytes = decodedMemory;
-        result.breakdown.stepSeconds = objective - lambda * decodedMemory;
+        const double highPrice = split ? split->high : lambda;
+        result.breakdown.stepSeconds = objective - lambda * (decodedMemory - decodedMemoryHigh) - highPrice * decodedMemoryHigh;
         return result;
     }
 
@@ -1018,7 +1063,7 @@ struct PlannerSession::Impl {
 
     void decodeItem(const TopItem& item, const std::vector<int>& assignment, SearchResult& result)
     {
-        const auto& ct = *tables.at(item.run.classId);
+        const auto& ct = tableOf(item.run.classId, item.slot);
         std::vector<int> entry(ct.dims.size(), 0);
         if (!item.chain) {
             for (size_t k = 0; k < item.inputs.size(); ++k)
@@ -1212,6 +1257,7 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
 void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = allow; }
 void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
+void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 
 double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
@@ -1340,6 +1386,29 @@ SearchResult PlannerSession::solve()
                 else over = std::move(r);
             }
             best = std::move(*under);
+            // The duality gap: identical layers choose alike at one price, so the envelope
+            // jumps from `over` (too big) to `under` (fits, slower) with nothing between.
+            // Pricing the first k instances of the runs at over's price and the rest at
+            // under's mixes the two layouts layer by layer; the most layers at the low price
+            // that still fit (k bisected; memory falls as k falls) is usually much faster
+            // than `under`. Kept only when it fits and is faster.
+            const int instances = d.splittableInstances();
+            if (d.mixLayers && over.lambda < best.lambda && instances > 1) {
+                const double lowPrice = over.lambda, highPrice = best.lambda;
+                int fitsAt = 0, failsAt = instances; // k = 0 is under's layout, k = all is over's
+                while (failsAt - fitsAt > 1) {
+                    const int k = (fitsAt + failsAt) / 2;
+                    ++pricesTried;
+                    SearchResult r = d.solveAt(lowPrice, d.allowRecompute, Impl::PriceSplit{highPrice, k});
+                    r.lambda = highPrice;
+                    if (!fitsLimit(r)) {
+                        failsAt = k;
+                        continue;
+                    }
+                    fitsAt = k;
+                    if (r.breakdown.stepSeconds < best.breakdown.stepSeconds) best = std::move(r);
+                }
+            }
         } else {
             best = std::move(smallest);
             best.fits = false;
@@ -1382,6 +1451,7 @@ SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const
     session.setMemoryLimit(options.memoryLimitBytes);
     session.setAllowRecompute(options.allowRecompute);
     session.setFlat(options.flat);
+    session.setMixLayers(options.mixLayers);
     session.setCancelFlag(options.cancel);
     return session.solve();
 }

@@ -39,6 +39,7 @@ struct SearchOptions {
     double memoryLimitBytes = 0; ///< 0: the hardware's capacity; negative: no limit
     bool allowRecompute = true;  ///< consider selective and full recomputation per block (training)
     bool flat = false;           ///< every instance its own class, no runs (the unfolded baseline)
+    bool mixLayers = true;       ///< under a binding limit, mix two layouts across identical layers
     std::vector<ResolvedLock> locks;
     /// Polled between block tables and between memory prices; when it reads true the search
     /// throws tp::Cancelled. Must outlive the search.
@@ -85,6 +86,8 @@ public:
     void setMemoryLimit(double bytes);
     void setAllowRecompute(bool allow);
     void setFlat(bool flat);
+    /// See SearchOptions::mixLayers (on by default; off gives the plain Lagrangian plan).
+    void setMixLayers(bool mix);
     /// See SearchOptions::cancel; null: never cancelled. The session stays usable after a
     /// cancelled solve.
     void setCancelFlag(const std::atomic<bool>* cancel);
