@@ -70,6 +70,18 @@ private slots:
         QVERIFY(cb["step_time_s"].toDouble() < ca["step_time_s"].toDouble());
     }
 
+    // Under a binding memory limit the search mixes two layouts across identical layers; the
+    // summary names the instances that differ from the representative block (LLaMA-3 8B on
+    // 2x8 at 80 GiB: 3 of 32 layers take the leaner layout).
+    void summaryNamesMixedInstances()
+    {
+        const Run r = tpplan({"plan", "llama3-8b", "--mesh", "2x8"});
+        QCOMPARE(r.code, 0);
+        const QString text = QString::fromUtf8(r.out);
+        QVERIFY2(text.contains(QRegularExpression("\\d+ of 32 instances use another layout \\(layers\\.\\d+")), qPrintable(text.left(3000)));
+        QVERIFY(text.contains("memory/device   79.98 GiB of 80.00 GiB"));
+    }
+
     void modelsLists()
     {
         const Run r = tpplan({"models"});

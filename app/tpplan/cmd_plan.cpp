@@ -85,6 +85,36 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
                     : "")
             << "\n";
     }
+    // Under a binding memory limit the search may mix two layouts across identical instances;
+    // name the instances that differ from the representative and how.
+    auto choiceOf = [&](const BlockInstance& inst) {
+        std::vector<std::pair<int, Recompute>> choice;
+        for (OpId op : inst.ops) choice.emplace_back(r.strategyOfOp[static_cast<size_t>(op)], r.recomputeOfOp[static_cast<size_t>(op)]);
+        return choice;
+    };
+    const auto representative = choiceOf(bc.instances[0]);
+    std::vector<size_t> differing;
+    for (size_t i = 1; i < bc.instances.size(); ++i)
+        if (choiceOf(bc.instances[i]) != representative) differing.push_back(i);
+    if (!differing.empty()) {
+        out << "  " << differing.size() << " of " << bc.instances.size() << " instances use another layout (";
+        const auto& firstOps = bc.instances[differing.front()].ops;
+        out << model.graph().op(firstOps.front()).name.substr(0, model.graph().op(firstOps.front()).name.find('/'));
+        if (differing.size() > 1) {
+            const auto& lastOps = bc.instances[differing.back()].ops;
+            out << " .. " << model.graph().op(lastOps.front()).name.substr(0, model.graph().op(lastOps.front()).name.find('/'));
+        }
+        out << "), e.g. in " << model.graph().op(firstOps.front()).name.substr(0, model.graph().op(firstOps.front()).name.find('/')) << ":\n";
+        const auto other = choiceOf(bc.instances[differing.front()]);
+        for (size_t k = 0; k < firstOps.size(); ++k) {
+            if (other[k] == representative[k]) continue;
+            const OpId op = firstOps[k];
+            const Signature& sig = model.signature(op);
+            out << "    " << std::left << std::setw(34) << model.graph().op(op).name
+                << strategyToString(model.strategies(op)[static_cast<size_t>(other[k].first)], sig, mesh)
+                << (other[k].second != Recompute::None ? "  recompute " + std::string(recomputeName(other[k].second)) : "") << "\n";
+        }
+    }
     out << "  collectives per instance of '" << bc.label << "':\n";
     int shown = 0;
     for (const auto& c : summarizeCollectives(b, ws.folded)) {
