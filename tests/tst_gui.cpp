@@ -98,6 +98,7 @@ private slots:
     void runCardUnfoldsIntoInstances_data();
     void runCardUnfoldsIntoInstances();
     void projectKeepsOverridesAndOverlap();
+    void runCardSaysWhenLayoutsAreMixed();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -929,6 +930,32 @@ void TestGui::projectKeepsOverridesAndOverlap()
     } catch (const InputError& e) {
         QCOMPARE(QString::fromUtf8(e.what()), QStringLiteral("p.tpproj.json: /settings/overlap_chunks: is 0, must be at least 1"));
     }
+}
+
+// Under a binding memory limit the search may give some instances of a run another layout
+// (LLaMA-3 8B on 2x8 at 80 GiB: 3 of 32); the folded card, which draws the first instance,
+// says so. Without a limit every instance takes the same layout and the card says nothing.
+void TestGui::runCardSaysWhenLayoutsAreMixed()
+{
+    Document doc;
+    GraphView view;
+    view.resize(900, 700);
+    view.setDocument(&doc);
+    view.show();
+    PlanSettings s;
+    s.model = "llama3-8b";
+    s.mesh = "2x8";
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    auto mixedLabel = [&] {
+        for (const auto& label : view.sceneIndex().cardLabels)
+            if (label.contains(QStringLiteral("with another layout"))) return label;
+        return QString();
+    };
+    QVERIFY2(mixedLabel().contains(QStringLiteral("×32")), qPrintable(mixedLabel()));
+    doc.setMemoryLimit(QStringLiteral("none"));
+    QVERIFY(waitForPlan(doc));
+    QVERIFY2(mixedLabel().isEmpty(), qPrintable(mixedLabel()));
 }
 
 QTEST_MAIN(TestGui)

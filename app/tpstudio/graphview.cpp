@@ -597,7 +597,21 @@ void GraphView::rebuild()
         const bool isExpanded = expanded.contains(label);
         // A run of several instances shows them one card each when its instances are unfolded.
         const bool unfolded = run.count > 1 && expanded.contains(instancesKey(label));
-        const QString title = run.count > 1 ? QStringLiteral("%1   ×%2").arg(label).arg(run.count) : label;
+        // Under a memory limit the search may mix two layouts across the run's instances: say
+        // how many differ from the first, which the folded card shows.
+        int differing = 0;
+        for (int a = 1; a < run.count; ++a) {
+            const BlockInstance& other = bc.instances[static_cast<size_t>(run.firstInstance + a)];
+            for (size_t k = 0; k < other.ops.size(); ++k) {
+                const auto o = static_cast<size_t>(other.ops[k]), first = static_cast<size_t>(bc.instances[static_cast<size_t>(run.firstInstance)].ops[k]);
+                if (r.strategyOfOp[o] != r.strategyOfOp[first] || r.recomputeOfOp[o] != r.recomputeOfOp[first]) {
+                    ++differing;
+                    break;
+                }
+            }
+        }
+        QString title = run.count > 1 ? QStringLiteral("%1   ×%2").arg(label).arg(run.count) : label;
+        if (differing > 0) title += tr("   (%1 with another layout)").arg(differing);
 
         // The card shows the run's first instance (every instance has the same ops).
         InstanceNodes rep = instanceNodes(run.classId, run.firstInstance);
