@@ -222,6 +222,7 @@ struct PlannerSession::Impl {
         forced.assign(g.ops.size(), -1);
         consumers = g.consumers();
         indexFold();
+        indexRuns();
     }
 
     /// The op at the same position of its class's representative in the fold without locks:
@@ -270,6 +271,75 @@ struct PlannerSession::Impl {
         return out;
     }
 
+    /// What a class table's boundary is made of, a property of the fold (not of the price):
+    /// the spec domain of each input position (empty: no variable, or absorbed from a sibling)
+    /// and the output positions that are table dims.
+    struct ClassBoundary {
+        std::vector<std::vector<TensorSpec>> inputDomains;
+        std::vector<int> outputs;
+    };
+    std::map<int, ClassBoundary> boundaryCache; ///< per class of the current fold
+
+    const ClassBoundary& boundaryOf(int cls)
+    {
+        if (auto known = boundaryCache.find(cls); known != boundaryCache.end()) return known->second;
+        const BlockClass& bc = folded.classes[static_cast<size_t>(cls)];
+        const BlockInstance& rep = bc.instances[0];
+        // Tensors exchanged with the siblings this block absorbs are internal to its table.
+        std::set<OpId> siblingOps;
+        for (const auto& [scls, sinst] : siblingsOf(cls, 0))
+            for (OpId op : folded.classes[static_cast<size_t>(scls)].instances[static_cast<size_t>(sinst)].ops) siblingOps.insert(op);
+        auto absorbedInput = [&](TensorId t) { return siblingOps.count(origin[static_cast<size_t>(t)].producer) > 0; };
+        auto absorbedOutput = [&](TensorId t) {
+            const auto& readers = consumers[static_cast<size_t>(t)];
+            return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId c) { return siblingOps.count(c) > 0; });
+        };
+        ClassBoundary boundary;
+        // Input domains: the union of what the producers of each input position can produce,
+        // over every instance of the class.
+        boundary.inputDomains.resize(rep.inputs.size());
+        for (size_t k = 0; k < rep.inputs.size(); ++k) {
+            if (absorbedInput(rep.inputs[k])) continue;
+            std::vector<TensorSpec> domain;
+            bool someFree = false;
+            std::set<std::pair<OpId, int>> producers; // canonical producer ops and slots
+            std::pair<OpId, int> last{-1, -1};        // a run's instances repeat one producer
+            for (const auto& inst : bc.instances) {
+                const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
+                if (o.producer < 0) {
+                    someFree = true;
+                    continue;
+                }
+                const std::pair<OpId, int> p{canonicalOp[static_cast<size_t>(o.producer)], o.slot};
+                if (p != last) producers.insert(last = p);
+            }
+            for (const auto& [op, outSlot] : producers) {
+                const auto& specs = producerSpecs(op, outSlot).specs;
+                domain.insert(domain.end(), specs.begin(), specs.end());
+            }
+            if (someFree && !domain.empty()) domain.push_back(freeSpec());
+            std::sort(domain.begin(), domain.end());
+            domain.erase(std::unique(domain.begin(), domain.end()), domain.end());
+            boundary.inputDomains[k] = std::move(domain);
+        }
+        for (size_t j = 0; j < rep.outputs.size(); ++j)
+            if (!absorbedOutput(rep.outputs[j])) boundary.outputs.push_back(static_cast<int>(j));
+        return boundaryCache.emplace(cls, std::move(boundary)).first->second;
+    }
+
+    /// Per-fold facts computed when the fold is set (session set-up, like the consumer lists),
+    /// so that a solve touches each instance only to write its result: class boundaries and
+    /// whether each run chains.
+    void indexRuns()
+    {
+        boundaryCache.clear();
+        chainCache.clear();
+        for (const Run& run : folded.runs) {
+            boundaryOf(run.classId);
+            chainCache.emplace(std::make_tuple(run.classId, run.firstInstance, run.count), chainShape(run));
+        }
+    }
+
     // ---- class tables -------------------------------------------------------------------
 
     /// Per class id and price slot (key: 2 * class + slot), for the current solve's prices.
@@ -289,52 +359,11 @@ struct PlannerSession::Impl {
         const BlockInstance& rep = bc.instances[0];
         ct->opCount = static_cast<int>(rep.ops.size());
 
-        // Tensors exchanged with the siblings this block absorbs are internal to its table.
-        std::set<OpId> siblingOps;
-        for (const auto& [scls, sinst] : siblingsOf(cls, 0))
-            for (OpId op : folded.classes[static_cast<size_t>(scls)].instances[static_cast<size_t>(sinst)].ops) siblingOps.insert(op);
-        auto absorbedInput = [&](TensorId t) { return siblingOps.count(origin[static_cast<size_t>(t)].producer) > 0; };
-        auto absorbedOutput = [&](TensorId t) {
-            const auto& readers = consumers[static_cast<size_t>(t)];
-            return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId c) { return siblingOps.count(c) > 0; });
-        };
-        // Input domains: the union of what the producers of each input position can produce.
-        // A union over every instance of the class: depends on the fold, not on the price, so
-        // it is computed once per fold (a run of 1536 layers would otherwise cost O(r) per price).
-        auto knownDomains = domainCache.find(cls);
-        if (knownDomains == domainCache.end()) {
-            std::vector<std::vector<TensorSpec>> domains(rep.inputs.size());
-            for (size_t k = 0; k < rep.inputs.size(); ++k) {
-                if (absorbedInput(rep.inputs[k])) continue;
-                std::vector<TensorSpec> domain;
-                bool someFree = false;
-                std::set<std::pair<OpId, int>> producers; // canonical producer ops and slots
-                std::pair<OpId, int> last{-1, -1};        // a run's instances repeat one producer
-                for (const auto& inst : bc.instances) {
-                    const TensorOrigin o = origin[static_cast<size_t>(inst.inputs[k])];
-                    if (o.producer < 0) {
-                        someFree = true;
-                        continue;
-                    }
-                    const std::pair<OpId, int> p{canonicalOp[static_cast<size_t>(o.producer)], o.slot};
-                    if (p != last) producers.insert(last = p);
-                }
-                for (const auto& [op, slot] : producers) {
-                    const auto& specs = producerSpecs(op, slot).specs;
-                    domain.insert(domain.end(), specs.begin(), specs.end());
-                }
-                if (someFree && !domain.empty()) domain.push_back(freeSpec());
-                std::sort(domain.begin(), domain.end());
-                domain.erase(std::unique(domain.begin(), domain.end()), domain.end());
-                domains[k] = std::move(domain);
-            }
-            knownDomains = domainCache.emplace(cls, std::move(domains)).first;
-        }
-        ct->inputDomains = knownDomains->second;
-        for (size_t j = 0; j < rep.outputs.size(); ++j) {
-            if (absorbedOutput(rep.outputs[j])) continue;
-            const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[j])];
-            ct->outputPos.push_back(static_cast<int>(j));
+        const ClassBoundary& boundary = boundaryOf(cls);
+        ct->inputDomains = boundary.inputDomains;
+        for (int j : boundary.outputs) {
+            const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[static_cast<size_t>(j)])];
+            ct->outputPos.push_back(j);
             ct->outputDomains.push_back(producerSpecs(o.producer, o.slot).specs);
         }
         ct->inputDim.assign(rep.inputs.size(), -1);
@@ -702,9 +731,12 @@ struct PlannerSession::Impl {
     {
         const DecodedEntry& d = decodedEntry(ct, cls, entry);
         const BlockInstance& instance = folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)];
-        for (size_t i = 0; i < instance.ops.size(); ++i) {
-            result.strategyOfOp[static_cast<size_t>(instance.ops[i])] = d.strategies[i];
-            result.recomputeOfOp[static_cast<size_t>(instance.ops[i])] = d.mode;
+        int* strategyOf = result.strategyOfOp.data();
+        Recompute* recomputeOf = result.recomputeOfOp.data();
+        const OpId* ops = instance.ops.data();
+        for (size_t i = 0, n = instance.ops.size(); i < n; ++i) {
+            strategyOf[ops[i]] = d.strategies[i];
+            recomputeOf[ops[i]] = d.mode;
         }
         decodedMemory += d.memoryBytes;
         if (ct.slot == 1) decodedMemoryHigh += d.memoryBytes;
@@ -792,30 +824,27 @@ struct PlannerSession::Impl {
     };
 
     std::map<std::tuple<int, int, int>, std::optional<ChainShape>> chainCache; ///< per run of the current fold
-    std::map<int, std::vector<std::vector<TensorSpec>>> domainCache;           ///< class input domains, current fold
 
-    std::optional<ChainShape> chainShape(const Run& run) const
+    std::optional<ChainShape> chainShape(const Run& run)
     {
         if (run.count < 2 || flat) return std::nullopt;
         const BlockClass& bc = folded.classes[static_cast<size_t>(run.classId)];
         const auto& first = bc.instances[static_cast<size_t>(run.firstInstance)];
-        // The layout of a class's table (boundary dims) is the same at every price.
-        auto any = tables.find(tableKey(run.classId, 0));
-        if (any == tables.end()) any = tables.find(tableKey(run.classId, 1));
-        const ClassTable& ct = *any->second;
-        if (ct.outputPos.size() != 1) return std::nullopt;
-        const size_t out = static_cast<size_t>(ct.outputPos[0]);
+        const ClassBoundary& boundary = boundaryOf(run.classId);
+        if (boundary.outputs.size() != 1) return std::nullopt;
+        const size_t out = static_cast<size_t>(boundary.outputs[0]);
+        auto isDim = [&](size_t k) { return !boundary.inputDomains[k].empty(); }; // a table dim
         const auto& second = bc.instances[static_cast<size_t>(run.firstInstance + 1)];
         int chain = -1;
         for (size_t k = 0; k < second.inputs.size(); ++k)
-            if (second.inputs[k] == first.outputs[out] && ct.inputDim[k] >= 0) chain = static_cast<int>(k);
+            if (second.inputs[k] == first.outputs[out] && isDim(k)) chain = static_cast<int>(k);
         if (chain < 0) return std::nullopt;
         for (int a = run.firstInstance; a + 1 < run.firstInstance + run.count; ++a) {
             const auto& cur = bc.instances[static_cast<size_t>(a)];
             const auto& next = bc.instances[static_cast<size_t>(a + 1)];
             if (next.inputs[static_cast<size_t>(chain)] != cur.outputs[out]) return std::nullopt;
             for (size_t k = 0; k < next.inputs.size(); ++k)
-                if (static_cast<int>(k) != chain && ct.inputDim[k] >= 0 && next.inputs[k] != first.inputs[k]) return std::nullopt;
+                if (static_cast<int>(k) != chain && isDim(k) && next.inputs[k] != first.inputs[k]) return std::nullopt;
             for (OpId c : consumers[static_cast<size_t>(cur.outputs[out])])
                 if (folded.classOfOp[static_cast<size_t>(c)] != run.classId || folded.instanceOfOp[static_cast<size_t>(c)] != a + 1)
                     return std::nullopt;
@@ -898,6 +927,7 @@ struct PlannerSession::Impl {
     {
         throwIfCancelled();
         tables.clear();
+        chainPowers.clear();
         decodedCache.clear();
         lastDecoded = nullptr;
         decodedMemory = 0;
@@ -1079,8 +1109,16 @@ struct PlannerSession::Impl {
         std::vector<int> context(item.inputs.size(), -1);
         for (size_t k = 0; k < item.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0 && static_cast<int>(k) != chain) context[k] = boundDigit(item.inputs[k], assignment);
-        std::vector<MinPlus> nodes;
-        const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, true);
+        std::vector<MinPlus> computed;
+        const std::vector<MinPlus>* nodesOf = &computed;
+        int root = -1;
+        if (auto known = chainPowers.find(std::make_tuple(item.run.classId, item.run.firstInstance, item.slot, context)); known != chainPowers.end()) {
+            nodesOf = &known->second.first;
+            root = known->second.second;
+        } else {
+            root = power(computed, chainMatrix(ct, chain, context), item.run.count, true);
+        }
+        const std::vector<MinPlus>& nodes = *nodesOf;
         const int startState = boundDigit(item.inputs[static_cast<size_t>(chain)], assignment);
         const auto& lastSpec = ct.outputDomains[0][static_cast<size_t>(assignment[static_cast<size_t>(item.outputVars[0])])];
         const int endState = specIndex(stateDomain, lastSpec);
@@ -1088,12 +1126,19 @@ struct PlannerSession::Impl {
         expand(nodes, root, startState, endState, states);
         std::vector<int> outOfState;
         for (const auto& spec : stateDomain) outOfState.push_back(specIndex(ct.outputDomains[0], spec));
+        // Consecutive instances usually enter and leave in the same states: same table entry.
+        std::pair<int, int> lastStates{-1, -1};
+        std::size_t lastEntry = 0;
         for (int a = 0; a < item.run.count; ++a) {
-            for (size_t k = 0; k < item.inputs.size(); ++k)
-                if (ct.inputDim[k] >= 0)
-                    entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? states[static_cast<size_t>(a)] : context[k];
-            entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(states[static_cast<size_t>(a + 1)])];
-            decodeInstance(ct, item.run.classId, item.run.firstInstance + a, ravel(entry, ct.dims), result);
+            const std::pair<int, int> inOut{states[static_cast<size_t>(a)], states[static_cast<size_t>(a + 1)]};
+            if (inOut != lastStates) {
+                for (size_t k = 0; k < item.inputs.size(); ++k)
+                    if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? inOut.first : context[k];
+                entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(inOut.second)];
+                lastEntry = ravel(entry, ct.dims);
+                lastStates = inOut;
+            }
+            decodeInstance(ct, item.run.classId, item.run.firstInstance + a, lastEntry, result);
         }
     }
 
@@ -1123,7 +1168,11 @@ struct PlannerSession::Impl {
 
     /// The top-level factor of an item: its table (or, for a compressed run, the run's min-plus
     /// power) as a function of the variables its boundary is bound to.
-    Factor itemFactor(const TopItem& item, const ClassTable& ct) const
+    /// The product trees of the chain powers itemFactor computed, per item (by its first
+    /// instance and price slot) and context, kept for decodeItem to expand. Per solveAt.
+    std::map<std::tuple<int, int, int, std::vector<int>>, std::pair<std::vector<MinPlus>, int>> chainPowers;
+
+    Factor itemFactor(const TopItem& item, const ClassTable& ct)
     {
         Factor f;
         for (const auto& b : item.inputs)
@@ -1160,8 +1209,9 @@ struct PlannerSession::Impl {
             auto it = powers.find(context);
             if (it == powers.end()) {
                 std::vector<MinPlus> nodes;
-                const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, false);
-                it = powers.emplace(context, std::move(nodes[static_cast<size_t>(root)])).first;
+                const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, true);
+                it = powers.emplace(context, nodes[static_cast<size_t>(root)]).first;
+                chainPowers[std::make_tuple(item.run.classId, item.run.firstInstance, item.slot, context)] = {std::move(nodes), root};
             }
             const MinPlus& r = it->second;
             const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
@@ -1250,8 +1300,7 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
         if (!uniform) options.distinctOps.insert(l.op);
     }
     d.folded = options.distinctOps.empty() ? base : foldGraph(d.model.graph(), options);
-    d.chainCache.clear();
-    d.domainCache.clear();
+    d.indexRuns();
 }
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
@@ -1303,8 +1352,9 @@ SearchResult PlannerSession::solve()
     if (d.flat) {
         saved = std::move(d.folded);
         d.folded = unfoldClasses(*saved);
+        // Nothing precomputed for the flat fold: it pays its per-instance work in the solve.
         d.chainCache.clear();
-    d.domainCache.clear();
+        d.boundaryCache.clear();
     }
     // The session's own fold comes back however the solve ends (a cancellation throws).
     struct RestoreFold {
@@ -1314,8 +1364,7 @@ SearchResult PlannerSession::solve()
         {
             if (saved) {
                 d.folded = std::move(*saved);
-                d.chainCache.clear();
-    d.domainCache.clear();
+                d.indexRuns();
             }
             saved.reset();
         }
