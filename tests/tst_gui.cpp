@@ -27,6 +27,8 @@
 #include "meshpanel.h"
 #include "util/error.h"
 
+#include "documenttest.h"
+
 using namespace tp;
 
 namespace {
@@ -43,19 +45,9 @@ PlanSettings quickSettings()
     return s;
 }
 
-OpId opNamed(const Document& doc, const std::string& name)
-{
-    for (const auto& op : doc.workspace()->model.graph.ops)
-        if (op.name == name) return op.id;
-    return -1;
-}
+using test::opNamed;
 
-/// Waits for the next plan to be applied to the document.
-bool waitForPlan(Document& doc)
-{
-    QSignalSpy spy(&doc, &Document::planChanged);
-    return spy.wait(kPlanTimeoutMs);
-}
+bool waitForPlan(Document& doc) { return test::waitForPlan(doc, kPlanTimeoutMs); }
 
 /// How the Explain dock writes a difference: "+1.2 ms", "−3 µs", "0".
 QString signedSecondsText(double s)

@@ -31,6 +31,8 @@
 #include "recovery.h"
 #include "util/error.h"
 
+#include "documenttest.h"
+
 using namespace tp;
 
 namespace {
@@ -58,18 +60,9 @@ PlanSettings slowSettings()
     return s;
 }
 
-OpId opNamed(const Document& doc, const std::string& name)
-{
-    for (const auto& op : doc.workspace()->model.graph.ops)
-        if (op.name == name) return op.id;
-    return -1;
-}
+using test::opNamed;
 
-bool waitForPlan(Document& doc)
-{
-    QSignalSpy spy(&doc, &Document::planChanged);
-    return spy.wait(kPlanTimeoutMs);
-}
+bool waitForPlan(Document& doc) { return test::waitForPlan(doc, kPlanTimeoutMs); }
 
 QStringList recoveryFiles(const QString& dir) { return QDir(dir).entryList({QStringLiteral("*.tprecovery.json")}, QDir::Files); }
 QStringList lockFiles(const QString& dir) { return QDir(dir).entryList({QStringLiteral("*.lock")}, QDir::Files); }

@@ -273,21 +273,23 @@ private:
     std::vector<PlanDifference>& out_;
 };
 
-} // namespace
-
-LoadedPlan readPlanFile(const std::string& text, const std::string& origin)
+/// The JSON of a plan or project file, within the size and nesting limits; every parse
+/// failure becomes one InputError naming the file.
+json parseFileText(const std::string& text, const std::string& origin)
 {
     checkJsonLimits(text, origin);
-    json doc;
     try {
-        doc = json::parse(text);
+        return json::parse(text);
     } catch (const json::parse_error& e) {
         throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
     } catch (const json::exception& e) { // a number beyond double ("1e309") is out_of_range.406
         throw InputError(origin + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find("] ") + 2) + ")");
     }
-    return readPlanJson(doc, origin);
 }
+
+} // namespace
+
+LoadedPlan readPlanFile(const std::string& text, const std::string& origin) { return readPlanJson(parseFileText(text, origin), origin); }
 
 /// The versioned envelope shared by plan and project files: an object with the right format
 /// string and a version this build reads (newer ones are refused, older ones migrate).
@@ -521,15 +523,7 @@ std::string writeProjectJson(const ProjectFile& project) { return projectToJson(
 ProjectFile readProjectJson(const std::string& text, const std::string& origin)
 {
     Reader r(origin);
-    checkJsonLimits(text, origin);
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::parse_error& e) {
-        throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-    } catch (const json::exception& e) { // a number beyond double ("1e309") is out_of_range.406
-        throw InputError(origin + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find("] ") + 2) + ")");
-    }
+    const json doc = parseFileText(text, origin);
     checkEnvelope(r, doc, "project", "tpstudio.project", kProjectFileVersion);
 
     ProjectFile p;

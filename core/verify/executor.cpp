@@ -298,36 +298,47 @@ void evalContract(const Op& op, const Signature& sig, const OpSemantics& sem, co
     for (size_t k = 0; k < acc.size(); ++k) out.data[k] = static_cast<float>(acc[k]);
 }
 
-void evalNormalize(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
-                   const std::vector<const Block*>& inputs, Block& out)
-{
+/// What a Normalize op's forward and backward share: the row loop (the reduced-nonlinear one,
+/// which must be whole on this device), the causal-mask context, the addressing of the inputs
+/// and of the output (or its gradient), and the loops that enumerate the rows.
+struct NormalizeRows {
     int reduced = -1;
-    for (size_t l = 0; l < sig.loops.size(); ++l)
-        if (sig.loops[l].role == DimRole::ReducedNonlinear) reduced = static_cast<int>(l);
-    if (reduced < 0) throw InputError(context(op) + ": no reduced-nonlinear loop to normalise over");
-    const auto r = static_cast<size_t>(reduced);
-    const Range full = loops[r];
-    if (full.lo != 0 || full.hi != sig.loops[r].size)
-        throw InputError(context(op) + ": the normalised loop '" + std::string(1, sig.loops[r].label) + "' is split");
-    // The query loop of a causal mask: the loop of input 0's next-to-last dim.
-    int query = -1;
-    const auto& x = sig.inputs[0].dims;
-    if (x.size() >= 2 && !x[x.size() - 2].empty()) query = x[x.size() - 2].back();
+    size_t r = 0;
+    Range full;
+    int query = -1; ///< the loop of input 0's next-to-last dim (a causal mask's query)
     RowContext ctx;
-    ctx.causal = op.intAttr("causal").value_or(0) != 0;
-    for (size_t l = 0; l < sig.loops.size(); ++l)
-        if (l != r) ctx.rowsTotal *= static_cast<double>(sig.loops[l].size);
-
     std::vector<Addressing> in;
-    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
-    const Addressing o = addressing(sig.outputs[0], sig, out);
-    const bool outRow = indexes(sig.outputs[0], reduced);
-    std::vector<std::vector<float>> rows(in.size());
-    std::vector<float> result(outRow ? static_cast<size_t>(full.size()) : 1);
-    std::vector<Range> rowLoops = loops;
-    rowLoops[r] = {0, 1};
-    std::vector<double> acc(out.data.size(), 0.0);
-    forEachPoint(rowLoops, [&](std::vector<std::int64_t> idx) {
+    Addressing out;
+    bool outRow = false;
+    std::vector<Range> rowLoops;
+
+    NormalizeRows(const Op& op, const Signature& sig, const std::vector<Range>& loops, const std::vector<const Block*>& inputs,
+                  const Block& outBlock)
+    {
+        for (size_t l = 0; l < sig.loops.size(); ++l)
+            if (sig.loops[l].role == DimRole::ReducedNonlinear) reduced = static_cast<int>(l);
+        if (reduced < 0) throw InputError(context(op) + ": no reduced-nonlinear loop to normalise over");
+        r = static_cast<size_t>(reduced);
+        full = loops[r];
+        if (full.lo != 0 || full.hi != sig.loops[r].size)
+            throw InputError(context(op) + ": the normalised loop '" + std::string(1, sig.loops[r].label) + "' is split");
+        const auto& x = sig.inputs[0].dims;
+        if (x.size() >= 2 && !x[x.size() - 2].empty()) query = x[x.size() - 2].back();
+        ctx.causal = op.intAttr("causal").value_or(0) != 0;
+        for (size_t l = 0; l < sig.loops.size(); ++l)
+            if (l != r) ctx.rowsTotal *= static_cast<double>(sig.loops[l].size);
+        for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
+        out = addressing(sig.outputs[0], sig, outBlock);
+        outRow = indexes(sig.outputs[0], reduced);
+        rowLoops = loops;
+        rowLoops[r] = {0, 1};
+    }
+
+    /// Reads every input's row at `idx` (its length 1 when the input does not run along the row)
+    /// and sets the row's causal query index.
+    void gather(const Signature& sig, const std::vector<const Block*>& inputs, std::vector<std::int64_t>& idx,
+                std::vector<std::vector<float>>& rows)
+    {
         for (size_t i = 0; i < in.size(); ++i) {
             const bool along = indexes(sig.inputs[i], reduced);
             rows[i].resize(along ? static_cast<size_t>(full.size()) : 1);
@@ -336,11 +347,24 @@ void evalNormalize(const Op& op, const Signature& sig, const OpSemantics& sem, c
                 rows[i][j] = inputs[i]->data[static_cast<size_t>(in[i].at(idx))];
             }
         }
+        idx[r] = 0;
         ctx.queryIndex = query >= 0 && query != reduced ? idx[static_cast<size_t>(query)] : -1;
-        sem.row(rows, result, ctx);
+    }
+};
+
+void evalNormalize(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
+                   const std::vector<const Block*>& inputs, Block& out)
+{
+    NormalizeRows nr(op, sig, loops, inputs, out);
+    std::vector<std::vector<float>> rows(nr.in.size());
+    std::vector<float> result(nr.outRow ? static_cast<size_t>(nr.full.size()) : 1);
+    std::vector<double> acc(out.data.size(), 0.0);
+    forEachPoint(nr.rowLoops, [&](std::vector<std::int64_t> idx) {
+        nr.gather(sig, inputs, idx, rows);
+        sem.row(rows, result, nr.ctx);
         for (size_t j = 0; j < result.size(); ++j) {
-            idx[r] = static_cast<std::int64_t>(j);
-            acc[static_cast<size_t>(o.at(idx))] += result[j];
+            idx[nr.r] = static_cast<std::int64_t>(j);
+            acc[static_cast<size_t>(nr.out.at(idx))] += result[j];
         }
     });
     for (size_t k = 0; k < acc.size(); ++k) out.data[k] = static_cast<float>(acc[k]);
@@ -576,49 +600,21 @@ void backContract(const Op& op, const Signature& sig, const OpSemantics& sem, co
 void backNormalize(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
                    const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr)
 {
-    int reduced = -1;
-    for (size_t l = 0; l < sig.loops.size(); ++l)
-        if (sig.loops[l].role == DimRole::ReducedNonlinear) reduced = static_cast<int>(l);
-    if (reduced < 0) throw InputError(context(op) + ": no reduced-nonlinear loop to normalise over");
-    const auto r = static_cast<size_t>(reduced);
-    const Range full = loops[r];
-    if (full.lo != 0 || full.hi != sig.loops[r].size)
-        throw InputError(context(op) + ": the normalised loop '" + std::string(1, sig.loops[r].label) + "' is split");
-    int query = -1;
-    const auto& x = sig.inputs[0].dims;
-    if (x.size() >= 2 && !x[x.size() - 2].empty()) query = x[x.size() - 2].back();
-    RowContext ctx;
-    ctx.causal = op.intAttr("causal").value_or(0) != 0;
-    for (size_t l = 0; l < sig.loops.size(); ++l)
-        if (l != r) ctx.rowsTotal *= static_cast<double>(sig.loops[l].size);
-    std::vector<Addressing> in;
-    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
-    const Addressing o = addressing(sig.outputs[0], sig, dOut);
-    const bool outRow = indexes(sig.outputs[0], reduced);
-    std::vector<std::vector<float>> rows(in.size()), dRows(in.size());
-    std::vector<float> dRow(outRow ? static_cast<size_t>(full.size()) : 1);
-    std::vector<Range> rowLoops = loops;
-    rowLoops[r] = {0, 1};
-    forEachPoint(rowLoops, [&](std::vector<std::int64_t> idx) {
-        for (size_t i = 0; i < in.size(); ++i) {
-            const bool along = indexes(sig.inputs[i], reduced);
-            rows[i].resize(along ? static_cast<size_t>(full.size()) : 1);
-            dRows[i].assign(rows[i].size(), 0.0f);
-            for (size_t j = 0; j < rows[i].size(); ++j) {
-                idx[r] = static_cast<std::int64_t>(j);
-                rows[i][j] = inputs[i]->data[static_cast<size_t>(in[i].at(idx))];
-            }
-        }
+    NormalizeRows nr(op, sig, loops, inputs, dOut);
+    std::vector<std::vector<float>> rows(nr.in.size()), dRows(nr.in.size());
+    std::vector<float> dRow(nr.outRow ? static_cast<size_t>(nr.full.size()) : 1);
+    forEachPoint(nr.rowLoops, [&](std::vector<std::int64_t> idx) {
+        nr.gather(sig, inputs, idx, rows);
+        for (size_t i = 0; i < rows.size(); ++i) dRows[i].assign(rows[i].size(), 0.0f);
         for (size_t j = 0; j < dRow.size(); ++j) {
-            idx[r] = static_cast<std::int64_t>(j);
-            dRow[j] = dOut.data[static_cast<size_t>(o.at(idx))];
+            idx[nr.r] = static_cast<std::int64_t>(j);
+            dRow[j] = dOut.data[static_cast<size_t>(nr.out.at(idx))];
         }
-        idx[r] = 0;
-        ctx.queryIndex = query >= 0 && query != reduced ? idx[static_cast<size_t>(query)] : -1;
-        sem.rowGrad(rows, dRow, dRows, ctx);
-        for (size_t i = 0; i < in.size(); ++i)
+        idx[nr.r] = 0;
+        sem.rowGrad(rows, dRow, dRows, nr.ctx);
+        for (size_t i = 0; i < nr.in.size(); ++i)
             for (size_t j = 0; j < dRows[i].size(); ++j) {
-                idx[r] = static_cast<std::int64_t>(j);
+                idx[nr.r] = static_cast<std::int64_t>(j);
                 gr.acc[i][static_cast<size_t>(gr.at[i].at(idx))] += dRows[i][j];
             }
     });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace tp::verify {
 
@@ -11,17 +12,23 @@ namespace {
 float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f))); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// Layer norm over the row, then the optional scale (input 1) and shift (input 2).
-void layerNormRow(const std::vector<std::vector<float>>& in, std::vector<float>& out, const RowContext&)
+// A row's mean and 1/sqrt(variance + eps), as LayerNorm computes them.
+std::pair<double, double> normalStats(const std::vector<float>& x)
 {
-    const auto& x = in[0];
     const double n = static_cast<double>(x.size());
     double mean = 0, var = 0;
     for (float v : x) mean += v;
     mean /= n;
     for (float v : x) var += (v - mean) * (v - mean);
     var /= n;
-    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    return {mean, 1.0 / std::sqrt(var + 1e-5)};
+}
+
+// Layer norm over the row, then the optional scale (input 1) and shift (input 2).
+void layerNormRow(const std::vector<std::vector<float>>& in, std::vector<float>& out, const RowContext&)
+{
+    const auto& x = in[0];
+    const auto [mean, inv] = normalStats(x);
     for (size_t i = 0; i < x.size(); ++i) {
         double y = (x[i] - mean) * inv;
         if (in.size() > 1) y *= in[1].size() == 1 ? in[1][0] : in[1][i];
@@ -76,13 +83,7 @@ void layerNormGrad(const std::vector<std::vector<float>>& in, const std::vector<
                    std::vector<std::vector<float>>& dIn, const RowContext&)
 {
     const auto& x = in[0];
-    const double n = static_cast<double>(x.size());
-    double mean = 0, var = 0;
-    for (float v : x) mean += v;
-    mean /= n;
-    for (float v : x) var += (v - mean) * (v - mean);
-    var /= n;
-    const double inv = 1.0 / std::sqrt(var + 1e-5);
+    const auto [mean, inv] = normalStats(x);
     std::vector<double> xhat(x.size()), dxhat(x.size());
     double m1 = 0, m2 = 0;
     for (size_t i = 0; i < x.size(); ++i) {
@@ -94,8 +95,8 @@ void layerNormGrad(const std::vector<std::vector<float>>& in, const std::vector<
         m1 += dxhat[i];
         m2 += dxhat[i] * xhat[i];
     }
-    m1 /= n;
-    m2 /= n;
+    m1 /= static_cast<double>(x.size());
+    m2 /= static_cast<double>(x.size());
     for (size_t i = 0; i < x.size(); ++i) dIn[0][i] += static_cast<float>(inv * (dxhat[i] - m1 - xhat[i] * m2));
 }
 
