@@ -458,7 +458,7 @@ std::string firstMatch(const char* file, const std::string& key)
 {
     std::ifstream in(file);
     std::string line;
-    while (std::getline(in, line))
+    while (std::getline(in, line)) {
         if (key.empty()) return line; // a one-line file such as /proc/sys/kernel/osrelease
         if (line.rfind(key, 0) == 0) {
             const auto colon = line.find(':');
@@ -466,6 +466,7 @@ std::string firstMatch(const char* file, const std::string& key)
             value.erase(0, value.find_first_not_of(" \t"));
             return value;
         }
+    }
     return "";
 }
 

@@ -670,35 +670,41 @@ struct PlannerSession::Impl {
         return f;
     }
 
-    // ---- decoding one instance ---------------------------------------------------------------
+    // ---- decoding -----------------------------------------------------------------------------
 
-    /// Given the table entry an instance takes, writes the strategies of its ops (and of its
-    /// absorbed siblings, recursively) into the result.
     /// The decoded choice of one class table entry: strategies of the representative's ops, the
     /// recompute mode, the per-device memory of one instance (its siblings excluded) and the
-    /// entries of its absorbed siblings. Identical instances share it.
+    /// choices of its absorbed siblings. Identical instances share it; a search's answer holds
+    /// it by pointer, so it outlives the per-price tables.
     struct DecodedEntry {
         std::vector<int> strategies;
         Recompute mode = Recompute::None;
         double memoryBytes = 0;
-        std::vector<std::size_t> siblingEntries;
+        std::vector<std::shared_ptr<const DecodedEntry>> siblings; ///< per absorbed sibling position
     };
-    std::map<std::pair<int, std::size_t>, DecodedEntry> decodedCache; ///< per solveAt, by (table key, entry)
-    double decodedMemory = 0;                                         ///< per solveAt
-    double decodedMemoryHigh = 0; ///< the part of decodedMemory priced at a split solve's high price
+    std::map<std::pair<int, std::size_t>, std::shared_ptr<const DecodedEntry>> decodedCache; ///< per solveAt, by (table key, entry)
 
-    const DecodedEntry* lastDecoded = nullptr; ///< consecutive instances of a run usually share an entry
-    std::pair<int, std::size_t> lastDecodedKey{-1, 0};
+    /// Consecutive instances of one class that take the same decoded entry: the search's answer
+    /// is a list of these (plus the inlined ops), so its size grows with the number of distinct
+    /// layouts, not with depth. Writing a strategy per op happens once, for the chosen plan.
+    struct ChosenRun {
+        int classId = -1;
+        int firstInstance = 0;
+        int count = 0;
+        std::shared_ptr<const DecodedEntry> entry;
+    };
+    /// One search at a memory price: its result (step time, memory, objective) and the folded
+    /// choice that materialize() expands into a strategy per op.
+    struct Attempt {
+        SearchResult result;
+        std::vector<ChosenRun> runs;
+        std::vector<std::pair<OpId, int>> inlinedChoice; ///< ops solved at the top level
+    };
 
-    const DecodedEntry& decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
+    std::shared_ptr<const DecodedEntry> decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
     {
         auto key = std::make_pair(tableKey(cls, ct.slot), entry);
-        if (lastDecoded && key == lastDecodedKey) return *lastDecoded;
-        if (auto it = decodedCache.find(key); it != decodedCache.end()) {
-            lastDecoded = &it->second;
-            lastDecodedKey = key;
-            return it->second;
-        }
+        if (auto it = decodedCache.find(key); it != decodedCache.end()) return it->second;
         const size_t m = ct.modeOfEntry[entry];
         const ModeSolve& solve = *ct.modes[m];
         std::vector<int> keepDims, digits, assignment(solve.domains.size(), 0);
@@ -706,30 +712,58 @@ struct PlannerSession::Impl {
         unravel(solve.keepEntry[entry], keepDims, digits);
         for (size_t p = 0; p < solve.keepVars.size(); ++p) assignment[static_cast<size_t>(solve.keepVars[p])] = digits[p];
         decode(solve.elimination, solve.domains, assignment);
-        DecodedEntry d;
-        d.mode = ct.modeKinds[m];
+        auto d = std::make_shared<DecodedEntry>();
+        d->mode = ct.modeKinds[m];
         const BlockInstance& rep = folded.classes[static_cast<size_t>(cls)].instances[0];
         for (size_t i = 0; i < rep.ops.size(); ++i) {
-            d.strategies.push_back(assignment[i]);
-            d.memoryBytes += model.opCost(rep.ops[i], assignment[i], d.mode).memoryBytes();
+            d->strategies.push_back(assignment[i]);
+            d->memoryBytes += model.opCost(rep.ops[i], assignment[i], d->mode).memoryBytes();
         }
-        if (d.mode == Recompute::Full)
+        if (d->mode == Recompute::Full)
             for (size_t k = 0; k < rep.inputs.size(); ++k)
                 if (ct.inputVar[k] >= 0)
-                    d.memoryBytes += keptInputBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
+                    d->memoryBytes += keptInputBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
         for (size_t sb = 0; sb < ct.siblingVars.size(); ++sb) {
             const auto& sibTable = tableOf(ct.siblingClass[sb], ct.slot);
             std::vector<int> sibEntry;
             for (int v : ct.siblingVars[sb]) sibEntry.push_back(assignment[static_cast<size_t>(v)]);
-            d.siblingEntries.push_back(ravel(sibEntry, sibTable.dims));
+            d->siblings.push_back(decodedEntry(sibTable, ct.siblingClass[sb], ravel(sibEntry, sibTable.dims)));
         }
         return decodedCache.emplace(key, std::move(d)).first->second;
     }
 
-    /// Writes the strategies of one instance (and of its absorbed siblings) into the result.
-    void decodeInstance(const ClassTable& ct, int cls, int inst, std::size_t entry, SearchResult& result)
+    /// Per-device memory of one instance taking `d`, with its absorbed siblings.
+    double instanceMemory(const DecodedEntry& d, int cls, int inst) const
     {
-        const DecodedEntry& d = decodedEntry(ct, cls, entry);
+        double bytes = d.memoryBytes;
+        if (d.siblings.empty()) return bytes;
+        const auto sibs = siblingsOf(cls, inst);
+        for (size_t sb = 0; sb < d.siblings.size() && sb < sibs.size(); ++sb)
+            bytes += instanceMemory(*d.siblings[sb], sibs[sb].first, sibs[sb].second);
+        return bytes;
+    }
+
+    /// Records that `count` instances from `first` take table entry `entry` (a chained run's
+    /// instances all have the same siblings, so one instance's memory stands for each).
+    void chooseInstances(const ClassTable& ct, int cls, int first, int count, std::size_t entry, Attempt& attempt)
+    {
+        auto d = decodedEntry(ct, cls, entry);
+        const double bytes = instanceMemory(*d, cls, first) * count;
+        decodedMemory += bytes;
+        if (ct.slot == 1) decodedMemoryHigh += bytes;
+        if (!attempt.runs.empty()) {
+            ChosenRun& last = attempt.runs.back();
+            if (last.classId == cls && last.entry == d && last.firstInstance + last.count == first) {
+                last.count += count;
+                return;
+            }
+        }
+        attempt.runs.push_back(ChosenRun{cls, first, count, std::move(d)});
+    }
+
+    /// Writes the strategies of one instance (and of its absorbed siblings) into the result.
+    void writeInstance(const DecodedEntry& d, int cls, int inst, SearchResult& result) const
+    {
         const BlockInstance& instance = folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)];
         int* strategyOf = result.strategyOfOp.data();
         Recompute* recomputeOf = result.recomputeOfOp.data();
@@ -738,13 +772,26 @@ struct PlannerSession::Impl {
             strategyOf[ops[i]] = d.strategies[i];
             recomputeOf[ops[i]] = d.mode;
         }
-        decodedMemory += d.memoryBytes;
-        if (ct.slot == 1) decodedMemoryHigh += d.memoryBytes;
-        if (d.siblingEntries.empty()) return;
+        if (d.siblings.empty()) return;
         const auto sibs = siblingsOf(cls, inst);
-        for (size_t sb = 0; sb < d.siblingEntries.size() && sb < sibs.size(); ++sb)
-            decodeInstance(tableOf(ct.siblingClass[sb], ct.slot), sibs[sb].first, sibs[sb].second, d.siblingEntries[sb], result);
+        for (size_t sb = 0; sb < d.siblings.size() && sb < sibs.size(); ++sb)
+            writeInstance(*d.siblings[sb], sibs[sb].first, sibs[sb].second, result);
     }
+
+    /// Expands an attempt's folded choice into a strategy and recompute mode per op.
+    void materialize(Attempt& attempt) const
+    {
+        SearchResult& r = attempt.result;
+        const size_t n = model.graph().ops.size();
+        r.strategyOfOp.assign(n, 0);
+        r.recomputeOfOp.assign(n, Recompute::None);
+        for (const auto& [op, s] : attempt.inlinedChoice) r.strategyOfOp[static_cast<size_t>(op)] = s;
+        for (const ChosenRun& run : attempt.runs)
+            for (int a = run.firstInstance; a < run.firstInstance + run.count; ++a) writeInstance(*run.entry, run.classId, a, r);
+    }
+
+    double decodedMemory = 0;     ///< per solveAt
+    double decodedMemoryHigh = 0; ///< the part of decodedMemory priced at a split solve's high price
 
     // ---- stitching ----------------------------------------------------------------------------
 
@@ -753,6 +800,7 @@ struct PlannerSession::Impl {
         std::vector<double> v;
         std::vector<int> mid;
         int left = -1, right = -1;
+        std::int64_t span = 1; ///< instances the product covers
     };
 
     static MinPlus multiply(const MinPlus& a, const MinPlus& b, bool keepArgmin)
@@ -791,6 +839,7 @@ struct PlannerSession::Impl {
                     MinPlus p = multiply(nodes[static_cast<size_t>(result)], nodes[static_cast<size_t>(square)], keepArgmin);
                     p.left = result;
                     p.right = square;
+                    p.span = nodes[static_cast<size_t>(result)].span + nodes[static_cast<size_t>(square)].span;
                     nodes.push_back(std::move(p));
                     result = static_cast<int>(nodes.size()) - 1;
                 }
@@ -800,22 +849,43 @@ struct PlannerSession::Impl {
             MinPlus sq = multiply(nodes[static_cast<size_t>(square)], nodes[static_cast<size_t>(square)], keepArgmin);
             sq.left = square;
             sq.right = square;
+            sq.span = 2 * nodes[static_cast<size_t>(square)].span;
             nodes.push_back(std::move(sq));
             square = static_cast<int>(nodes.size()) - 1;
         }
         return result;
     }
 
-    static void expand(const std::vector<MinPlus>& nodes, int node, int i, int j, std::vector<int>& states)
+    /// Whether the product's optimal path from state s back to s stays in s at every boundary.
+    /// O(log^2 r) on a power's tree (squares share their two halves).
+    static bool staysAt(const std::vector<MinPlus>& nodes, int node, int s)
     {
         const MinPlus& m = nodes[static_cast<size_t>(node)];
-        if (m.left < 0) {
-            states.push_back(j);
+        if (m.left < 0) return true;
+        if (m.mid[static_cast<size_t>(s) * static_cast<size_t>(m.n) + static_cast<size_t>(s)] != s) return false;
+        return staysAt(nodes, m.left, s) && (m.right == m.left || staysAt(nodes, m.right, s));
+    }
+
+    /// One stretch of a chained run whose instances all enter in state `in` and leave in `out`.
+    struct StateRun {
+        int in = 0, out = 0;
+        std::int64_t count = 0;
+    };
+
+    /// The product's optimal path from i to j as stretches of equal (in, out) states. A stretch
+    /// that stays in one state is found without visiting its instances, so a run that settles
+    /// into one layout decodes in O(log^2 r), not O(r).
+    static void expandRuns(const std::vector<MinPlus>& nodes, int node, int i, int j, std::vector<StateRun>& out)
+    {
+        const MinPlus& m = nodes[static_cast<size_t>(node)];
+        if (m.left < 0 || (i == j && staysAt(nodes, node, i))) {
+            if (!out.empty() && out.back().in == i && out.back().out == j && i == j) out.back().count += m.span;
+            else out.push_back(StateRun{i, j, m.span});
             return;
         }
         const int k = m.mid[static_cast<size_t>(i) * static_cast<size_t>(m.n) + static_cast<size_t>(j)];
-        expand(nodes, m.left, i, k, states);
-        expand(nodes, m.right, k, j, states);
+        expandRuns(nodes, m.left, i, k, out);
+        expandRuns(nodes, m.right, k, j, out);
     }
 
     /// A run that can be compressed: one chained input position, one output, the rest context.
@@ -888,7 +958,6 @@ struct PlannerSession::Impl {
         for (const auto& bc : folded.classes) {
             const auto& rep = bc.instances[0];
             double entries = 1;
-            std::set<OpId> mine(rep.ops.begin(), rep.ops.end());
             for (TensorId t : rep.inputs)
                 if (hasVariable(t)) {
                     const TensorOrigin o = origin[static_cast<size_t>(t)];
@@ -923,21 +992,19 @@ struct PlannerSession::Impl {
         return n;
     }
 
-    SearchResult solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt)
+    Attempt solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt)
     {
         throwIfCancelled();
         tables.clear();
         chainPowers.clear();
         decodedCache.clear();
-        lastDecoded = nullptr;
         decodedMemory = 0;
         decodedMemoryHigh = 0;
         topDomain.clear();
         topSpecs.clear();
         const Graph& g = model.graph();
-        SearchResult result;
-        result.strategyOfOp.assign(g.ops.size(), 0);
-        result.recomputeOfOp.assign(g.ops.size(), Recompute::None);
+        Attempt attempt;
+        SearchResult& result = attempt.result;
 
         const std::set<int> inlined = inlinedClasses();
         // Instances at the top level: runs, plus the siblings of inlined parents.
@@ -1072,16 +1139,16 @@ struct PlannerSession::Impl {
 
         for (OpId op : inlinedOps) {
             const int s = assignment[static_cast<size_t>(opVar.at(op))];
-            result.strategyOfOp[static_cast<size_t>(op)] = s;
+            attempt.inlinedChoice.emplace_back(op, s);
             decodedMemory += model.opCost(op, s, Recompute::None).memoryBytes();
         }
-        for (const auto& item : items) decodeItem(item, assignment, result);
+        for (const auto& item : items) decodeItem(item, assignment, attempt);
         result.lambda = lambda;
         // Step time and memory of the decoded plan (the full breakdown comes later, once).
         result.breakdown.perDeviceBytes = decodedMemory;
         const double highPrice = split ? split->high : lambda;
         result.breakdown.stepSeconds = objective - lambda * (decodedMemory - decodedMemoryHigh) - highPrice * decodedMemoryHigh;
-        return result;
+        return attempt;
     }
 
     /// Class-domain digit of an input position under a top-level assignment (-1: impossible).
@@ -1091,7 +1158,7 @@ struct PlannerSession::Impl {
         return b.toClass[static_cast<size_t>(assignment[static_cast<size_t>(b.var)])];
     }
 
-    void decodeItem(const TopItem& item, const std::vector<int>& assignment, SearchResult& result)
+    void decodeItem(const TopItem& item, const std::vector<int>& assignment, Attempt& attempt)
     {
         const auto& ct = tableOf(item.run.classId, item.slot);
         std::vector<int> entry(ct.dims.size(), 0);
@@ -1100,7 +1167,7 @@ struct PlannerSession::Impl {
                 if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = boundDigit(item.inputs[k], assignment);
             const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
             for (size_t j = 0; j < item.outputVars.size(); ++j) entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
-            decodeInstance(ct, item.run.classId, item.run.firstInstance, ravel(entry, ct.dims), result);
+            chooseInstances(ct, item.run.classId, item.run.firstInstance, 1, ravel(entry, ct.dims), attempt);
             return;
         }
         // A compressed run: recover the chain of states, then each instance's entry.
@@ -1122,23 +1189,18 @@ struct PlannerSession::Impl {
         const int startState = boundDigit(item.inputs[static_cast<size_t>(chain)], assignment);
         const auto& lastSpec = ct.outputDomains[0][static_cast<size_t>(assignment[static_cast<size_t>(item.outputVars[0])])];
         const int endState = specIndex(stateDomain, lastSpec);
-        std::vector<int> states{startState};
-        expand(nodes, root, startState, endState, states);
+        std::vector<StateRun> stretches;
+        expandRuns(nodes, root, startState, endState, stretches);
         std::vector<int> outOfState;
         for (const auto& spec : stateDomain) outOfState.push_back(specIndex(ct.outputDomains[0], spec));
-        // Consecutive instances usually enter and leave in the same states: same table entry.
-        std::pair<int, int> lastStates{-1, -1};
-        std::size_t lastEntry = 0;
-        for (int a = 0; a < item.run.count; ++a) {
-            const std::pair<int, int> inOut{states[static_cast<size_t>(a)], states[static_cast<size_t>(a + 1)]};
-            if (inOut != lastStates) {
-                for (size_t k = 0; k < item.inputs.size(); ++k)
-                    if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? inOut.first : context[k];
-                entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(inOut.second)];
-                lastEntry = ravel(entry, ct.dims);
-                lastStates = inOut;
-            }
-            decodeInstance(ct, item.run.classId, item.run.firstInstance + a, lastEntry, result);
+        int instance = item.run.firstInstance;
+        for (const StateRun& stretch : stretches) {
+            for (size_t k = 0; k < item.inputs.size(); ++k)
+                if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? stretch.in : context[k];
+            entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(stretch.out)];
+            const int count = static_cast<int>(stretch.count);
+            chooseInstances(ct, item.run.classId, instance, count, ravel(entry, ct.dims), attempt);
+            instance += count;
         }
     }
 
@@ -1381,8 +1443,9 @@ SearchResult PlannerSession::solve()
         ++pricesTried;
         return d.solveAt(lambda, d.allowRecompute);
     };
-    SearchResult best = attempt(0);
-    if (limited && best.breakdown.perDeviceBytes > limit) {
+    using Attempt = Impl::Attempt;
+    Attempt best = attempt(0);
+    if (limited && best.result.breakdown.perDeviceBytes > limit) {
         // Lagrangian relaxation: price memory at lambda seconds per byte. Each plan is a line
         // T + lambda * M in lambda, and the search returns the lowest line at the price asked:
         // the dual g(lambda) is their lower envelope, concave and piecewise linear, and the
@@ -1395,16 +1458,16 @@ SearchResult PlannerSession::solve()
         // search at that price either finds a lower line (a plan in between, which replaces
         // one end) or proves the two adjacent on the envelope. Exact, and usually two or three
         // searches instead of a bisection's eight.
-        SearchResult over = best; // M > limit, at the highest price tried below `under`'s
-        std::optional<SearchResult> under;
-        SearchResult smallest = best;
-        auto fitsLimit = [&](const SearchResult& r) { return r.breakdown.perDeviceBytes <= limit; };
-        auto note = [&](const SearchResult& r) {
-            if (r.breakdown.perDeviceBytes < smallest.breakdown.perDeviceBytes) smallest = r;
+        Attempt over = best; // M > limit, at the highest price tried below `under`'s
+        std::optional<Attempt> under;
+        Attempt smallest = best;
+        auto fitsLimit = [&](const Attempt& a) { return a.result.breakdown.perDeviceBytes <= limit; };
+        auto note = [&](const Attempt& a) {
+            if (a.result.breakdown.perDeviceBytes < smallest.result.breakdown.perDeviceBytes) smallest = a;
         };
         const double warm = d.lastLambda;
         for (double price = warm > 0 ? warm : 1e-12; price < 1e6; price *= 8) {
-            SearchResult r = attempt(price);
+            Attempt r = attempt(price);
             note(r);
             if (fitsLimit(r)) {
                 under = std::move(r);
@@ -1413,23 +1476,23 @@ SearchResult PlannerSession::solve()
             over = std::move(r);
         }
         if (under) {
-            auto value = [](const SearchResult& r, double lambda) { return r.breakdown.stepSeconds + lambda * r.breakdown.perDeviceBytes; };
+            auto value = [](const Attempt& a, double lambda) { return a.result.breakdown.stepSeconds + lambda * a.result.breakdown.perDeviceBytes; };
             for (int iteration = 0; iteration < 64; ++iteration) {
-                const double dm = over.breakdown.perDeviceBytes - under->breakdown.perDeviceBytes;
-                const double dt = under->breakdown.stepSeconds - over.breakdown.stepSeconds;
+                const double dm = over.result.breakdown.perDeviceBytes - under->result.breakdown.perDeviceBytes;
+                const double dt = under->result.breakdown.stepSeconds - over.result.breakdown.stepSeconds;
                 if (!(dm > 0)) break;
                 const double cross = dt / dm;
                 // The lines cross outside the two prices only through rounding: adjacent.
-                if (!(cross > over.lambda && cross < under->lambda)) break;
+                if (!(cross > over.result.lambda && cross < under->result.lambda)) break;
                 // A plan over the limit found at a far lower price (typically the unpriced one,
                 // with memory orders of magnitude over) makes the chord crawl up the envelope
                 // one vertex at a time; step down from the fitting side in 8x strides first.
                 // Only a search at the crossing itself can prove adjacency.
-                const bool farBelow = over.lambda < under->lambda / 64 && cross < under->lambda / 8;
-                const double price = farBelow ? under->lambda / 8 : cross;
-                SearchResult r = attempt(price);
+                const bool farBelow = over.result.lambda < under->result.lambda / 64 && cross < under->result.lambda / 8;
+                const double price = farBelow ? under->result.lambda / 8 : cross;
+                Attempt r = attempt(price);
                 const double chord = value(*under, price);
-                if (!farBelow && !(r.objective < chord - 1e-12 * std::abs(chord))) break;
+                if (!farBelow && !(r.result.objective < chord - 1e-12 * std::abs(chord))) break;
                 note(r);
                 if (fitsLimit(r)) under = std::move(r);
                 else over = std::move(r);
@@ -1442,44 +1505,50 @@ SearchResult PlannerSession::solve()
             // that still fit (k bisected; memory falls as k falls) is usually much faster
             // than `under`. Kept only when it fits and is faster.
             const int instances = d.splittableInstances();
-            if (d.mixLayers && over.lambda < best.lambda && instances > 1) {
-                const double lowPrice = over.lambda, highPrice = best.lambda;
+            if (d.mixLayers && over.result.lambda < best.result.lambda && instances > 1) {
+                const double lowPrice = over.result.lambda, highPrice = best.result.lambda;
                 int fitsAt = 0, failsAt = instances; // k = 0 is under's layout, k = all is over's
                 while (failsAt - fitsAt > 1) {
                     const int k = (fitsAt + failsAt) / 2;
                     ++pricesTried;
-                    SearchResult r = d.solveAt(lowPrice, d.allowRecompute, Impl::PriceSplit{highPrice, k});
-                    r.lambda = highPrice;
+                    Attempt r = d.solveAt(lowPrice, d.allowRecompute, Impl::PriceSplit{highPrice, k});
+                    r.result.lambda = highPrice;
                     if (!fitsLimit(r)) {
                         failsAt = k;
                         continue;
                     }
                     fitsAt = k;
-                    if (r.breakdown.stepSeconds < best.breakdown.stepSeconds) best = std::move(r);
+                    if (r.result.breakdown.stepSeconds < best.result.breakdown.stepSeconds) best = std::move(r);
                 }
             }
         } else {
             best = std::move(smallest);
-            best.fits = false;
+            best.result.fits = false;
         }
     }
-    d.lastLambda = best.lambda;
+    d.lastLambda = best.result.lambda;
     if (d.modeCache.size() > 4096) d.modeCache.clear(); // bounded memory over a long GUI session
-    best.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    best.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+    SearchResult& out = best.result;
+    out.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+    // The answer so far is folded (a layout per stretch of identical instances); writing a
+    // strategy per op is linear in the graph, like the breakdown, and is timed apart.
+    const auto expandStart = Clock::now();
+    d.materialize(best);
+    out.expandMs = std::chrono::duration<double, std::milli>(Clock::now() - expandStart).count();
     const auto breakdownStart = Clock::now();
-    finish(d.model, d.folded, best);
-    best.breakdownMs = std::chrono::duration<double, std::milli>(Clock::now() - breakdownStart).count();
-    best.fits = best.fits && (!limited || best.breakdown.perDeviceBytes <= limit);
-    best.memoryLimitBytes = limited ? limit : 0;
-    best.method = d.flat ? "flat" : "folded";
-    best.lockedOp.assign(d.model.graph().ops.size(), false);
-    for (const auto& l : d.locks) best.lockedOp[static_cast<size_t>(l.op)] = true;
-    best.blockClasses = static_cast<int>(d.folded.classes.size());
-    best.opsSearched = d.folded.searchedOps();
-    best.tablesSolved = d.tablesSolved;
-    best.pricesTried = pricesTried;
-    return best;
+    finish(d.model, d.folded, out);
+    out.breakdownMs = std::chrono::duration<double, std::milli>(Clock::now() - breakdownStart).count();
+    out.fits = out.fits && (!limited || out.breakdown.perDeviceBytes <= limit);
+    out.memoryLimitBytes = limited ? limit : 0;
+    out.method = d.flat ? "flat" : "folded";
+    out.lockedOp.assign(d.model.graph().ops.size(), false);
+    for (const auto& l : d.locks) out.lockedOp[static_cast<size_t>(l.op)] = true;
+    out.blockClasses = static_cast<int>(d.folded.classes.size());
+    out.opsSearched = d.folded.searchedOps();
+    out.tablesSolved = d.tablesSolved;
+    out.pricesTried = pricesTried;
+    return std::move(out);
 }
 
 std::vector<int> readerGroupsOf(const FoldedGraph& folded)

@@ -56,8 +56,9 @@ struct SearchResult {
     double lambda = 0;                  ///< seconds per byte
     bool fits = true;
     double memoryLimitBytes = 0;
-    double searchMs = 0;                ///< solving (tables, stitching, the memory price search)
+    double searchMs = 0;                ///< solving (tables, stitching, the memory price search), to the folded answer
     double searchCpuMs = 0;             ///< the same in process CPU time (robust on a busy machine)
+    double expandMs = 0;                ///< writing the folded answer out as a strategy per op
     double breakdownMs = 0;             ///< building the full breakdown of the chosen plan
     int blockClasses = 0;
     int opsSearched = 0;
