@@ -352,6 +352,66 @@ private slots:
         QVERIFY(one.objective >= free.objective && one.objective <= locked.objective);
     }
 
+    // The search answers with stretches of identical instances and expands them to one
+    // strategy per op only for the chosen plan. Deep runs (where a settled stretch is decoded
+    // without visiting its instances), a lock in the middle (the run splits, the chain state
+    // may change around it) and a binding memory limit (layers mixed across two prices) must
+    // all expand to a plan whose own evaluation is the search's objective, equal to the flat
+    // search's, with every instance of a stretch written.
+    void foldedAnswerExpandsToItsOwnCost_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("lock");
+        QTest::newRow("gpt2 x40, 8") << "gpt2" << 40 << "8" << "";
+        QTest::newRow("gpt2 x40, 2x4, lock layers.17") << "gpt2" << 40 << "2x4" << "layers.17/mlp/fc1=h=y";
+        QTest::newRow("llama2-7b x33, 2x4, lock layers.0") << "llama2-7b" << 33 << "2x4" << "layers.0/mlp/down=f=x";
+        QTest::newRow("switch-base-8 x6, 4") << "switch-base-8" << 6 << "4" << "";
+    }
+
+    void foldedAnswerExpandsToItsOwnCost()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, layers);
+        QFETCH(QString, mesh);
+        QFETCH(QString, lock);
+        if (kSanitized && layers > 10) layers = 10;
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=" + std::to_string(layers)};
+        const auto m = loadModel(model.toStdString(), options);
+        const Hardware hw = testHardware();
+        const FoldedGraph folded = foldGraph(m.graph);
+        CostSettings settings;
+        settings.readerGroupOfOp = readerGroupsOf(folded);
+        CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw, settings);
+        SearchOptions so;
+        so.memoryLimitBytes = -1;
+        if (!lock.isEmpty()) so.locks = resolveLocks(cost, {parseLockRequest(lock.toStdString())});
+        const SearchResult folds = searchPlan(cost, folded, so);
+        // No limit: the objective is the step time, and the expanded plan's evaluation is it.
+        QVERIFY2(std::abs(folds.breakdown.stepSeconds - folds.objective) <= 1e-9 * folds.objective,
+                 qPrintable(QStringLiteral("expanded %1 vs objective %2").arg(folds.breakdown.stepSeconds, 0, 'g', 12).arg(folds.objective, 0, 'g', 12)));
+        QCOMPARE(folds.strategyOfOp.size(), m.graph.ops.size());
+        so.flat = true;
+        const SearchResult flat = searchPlan(cost, folded, so);
+        QVERIFY(std::abs(flat.objective - folds.objective) <= 1e-9 * folds.objective);
+        // A limit between the smallest and the unpriced plan's memory binds: the chosen plan
+        // (possibly two layouts mixed) still expands to its own cost and fits.
+        so.flat = false;
+        so.memoryLimitBytes = 0.75 * folds.breakdown.perDeviceBytes;
+        const SearchResult limited = searchPlan(cost, folded, so);
+        QVERIFY(limited.pricesTried > 1);
+        if (limited.fits) {
+            QVERIFY(limited.breakdown.perDeviceBytes <= so.memoryLimitBytes);
+            QVERIFY(limited.breakdown.stepSeconds >= folds.breakdown.stepSeconds * (1 - 1e-12));
+        }
+        // Recomputation changes each op's time, so the time must be the expanded plan's own.
+        const SearchResult again = evaluateAssignment(cost, limited.strategyOfOp, "x", limited.recomputeOfOp);
+        QCOMPARE(again.breakdown.stepSeconds, limited.breakdown.stepSeconds);
+    }
+
     void badLocksNameTheProblem_data()
     {
         QTest::addColumn<QString>("lock");
