@@ -241,15 +241,23 @@ Json runSearchCase(const Suite& s, const std::string& modelName, const std::stri
         FoldedGraph folded;
         const Sample fold = medianOf(method == "folded" ? s.repetitions : 1, [&] { folded = foldGraph(ws->model.graph); });
         SearchResult r;
-        std::vector<double> solverCpu;
+        std::vector<double> solverCpu, withoutBreakdown;
         const Sample search = medianOf(method == "folded" ? s.repetitions : s.slowRepetitions, [&] {
+            const auto start = std::chrono::steady_clock::now();
             r = searchPlan(*cost, ws->folded, unlimitedSearch(method == "flat"));
+            const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             solverCpu.push_back(r.searchCpuMs);
+            withoutBreakdown.push_back(wall - r.breakdownMs);
         });
         std::sort(solverCpu.begin(), solverCpu.end());
+        std::sort(withoutBreakdown.begin(), withoutBreakdown.end());
         j["fold"] = sampleJson(fold);
         j["search"] = sampleJson(search);
         j["solver_cpu_ms"] = solverCpu[solverCpu.size() / 2]; // median, like the rest
+        // To a strategy per op (session set-up, solve, expansion), without the full breakdown
+        // of every op and collective that the plan document shows: what the ILP's time covers
+        // (building the program, costing every edge, solving).
+        j["plan_without_breakdown_ms"] = withoutBreakdown[withoutBreakdown.size() / 2];
         j["cost_s"] = r.objective;
         j["block_classes"] = r.blockClasses;
         j["ops_searched"] = r.opsSearched;
@@ -585,8 +593,10 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
         if (folded > 0 && ilp > 0) {
             // An ILP stopped by its time limit would have needed longer: the ratio is a lower bound.
             row["speedup_vs_ilp_is_lower_bound"] = row["ilp"].value("status", "") != "optimal";
-            row["speedup_vs_ilp"] = ilp / folded;
-            row["speedup_vs_ilp_with_fold"] = ilp / (folded + foldMs);
+            row["speedup_vs_ilp_with_breakdown"] = ilp / folded;
+            const double plan = row["folded"].value("plan_without_breakdown_ms", folded);
+            row["speedup_vs_ilp"] = ilp / plan; // like for like: the ILP builds no breakdown
+            row["speedup_vs_ilp_with_fold"] = ilp / (plan + foldMs);
         }
         if (costOf("folded") > 0 && costOf("flat") > 0) row["cost_rel_diff_flat"] = relativeDifference(costOf("folded"), costOf("flat"));
         if (costOf("folded") > 0 && costOf("ilp") > 0) row["cost_rel_diff_ilp"] = relativeDifference(costOf("folded"), costOf("ilp"));
@@ -647,7 +657,8 @@ void printTable(const Json& doc, std::ostream& out)
             << fixed(sum["solver_ratio_1536_over_24_cpu"].get<double>(), 2) << "x cpu (target < 1.5x)\n";
     out << "\n";
 
-    out << "Folded vs flat vs ILP (CBC, limit " << doc["settings"]["ilp_time_limit_s"].get<double>() << " s): search wall ms, step time s\n";
+    out << "Folded vs flat vs ILP (CBC, limit " << doc["settings"]["ilp_time_limit_s"].get<double>() << " s): search wall ms, step time s\n"
+        << "(x flat: whole call / solver alone; x ILP: the ILP's build and solve over the folded search to a strategy per op)\n";
     out << std::left << std::setw(11) << "model" << std::setw(5) << "mesh" << std::right << std::setw(7) << "ops" << std::setw(10) << "folded"
         << std::setw(11) << "flat" << std::setw(11) << "ILP" << std::setw(9) << "x flat" << std::setw(10) << "x ILP" << std::setw(12)
         << "cost" << std::setw(10) << "flat diff" << std::setw(10) << "ILP diff" << "  RSS MiB f/fl/ilp  ILP status" << "\n";
@@ -659,7 +670,11 @@ void printTable(const Json& doc, std::ostream& out)
             ilpStatus += ", gap " + fixed(row["ilp"]["gap"].get<double>() * 100, 1) + "%, best " + fixed(row["ilp"].value("cost_s", 0.0), 5) + " s";
         out << std::left << std::setw(11) << row["model"].get<std::string>() << std::setw(5) << row["mesh"].get<std::string>() << std::right
             << std::setw(7) << row.value("ops", 0) << std::setw(10) << t("folded") << std::setw(11) << t("flat") << std::setw(11) << t("ilp")
-            << std::setw(9) << (row.contains("speedup_vs_flat") ? fixed(row["speedup_vs_flat"].get<double>(), 0) : "-") << std::setw(10)
+            << std::setw(9)
+            << (row.contains("solver_speedup_vs_flat")
+                    ? fixed(row["speedup_vs_flat"].get<double>(), 0) + "/" + fixed(row["solver_speedup_vs_flat"].get<double>(), 0)
+                    : "-")
+            << std::setw(10)
             << (row.contains("speedup_vs_ilp") ? (row.value("speedup_vs_ilp_is_lower_bound", false) ? ">" : "") + fixed(row["speedup_vs_ilp"].get<double>(), 0) : "-")
             << std::setw(12)
             << (row.contains("folded") && row["folded"].contains("cost_s") ? fixed(row["folded"]["cost_s"].get<double>(), 5) : "-") << std::setw(10)
