@@ -798,35 +798,54 @@ struct PlannerSession::Impl {
     struct MinPlus {
         int n = 0;
         std::vector<double> v;
-        std::vector<int> mid;
         int left = -1, right = -1;
         std::int64_t span = 1; ///< instances the product covers
     };
 
-    static MinPlus multiply(const MinPlus& a, const MinPlus& b, bool keepArgmin)
+    /// The min-plus product. No argmin is kept: the inner loop is a plain min over a row (the
+    /// compiler vectorises it), and decoding recovers the few argmins it needs (midOf).
+    static MinPlus multiply(const MinPlus& a, const MinPlus& b)
     {
         MinPlus c;
         c.n = a.n;
         const size_t n = static_cast<size_t>(a.n);
         c.v.assign(n * n, kInfinity);
-        if (keepArgmin) c.mid.assign(n * n, 0);
-        for (size_t i = 0; i < n; ++i)
+        for (size_t i = 0; i < n; ++i) {
+            double* out = c.v.data() + i * n;
             for (size_t m = 0; m < n; ++m) {
                 const double left = a.v[i * n + m];
                 if (left == kInfinity) continue;
-                for (size_t j = 0; j < n; ++j) {
-                    const double s = left + b.v[m * n + j];
-                    if (s < c.v[i * n + j]) {
-                        c.v[i * n + j] = s;
-                        if (keepArgmin) c.mid[i * n + j] = static_cast<int>(m);
-                    }
-                }
+                const double* right = b.v.data() + m * n;
+                for (size_t j = 0; j < n; ++j) out[j] = std::min(out[j], left + right[j]);
             }
+        }
         return c;
     }
 
-    /// A^count by repeated squaring; with `nodes` the product tree for decoding (last = result).
-    static int power(std::vector<MinPlus>& nodes, const MinPlus& a, std::int64_t count, bool keepArgmin)
+    /// The state a product's optimal path from i to j passes between its halves: the first m
+    /// (in index order) reaching the minimum, the same sums the product took its minimum of.
+    static int midOf(const std::vector<MinPlus>& nodes, int node, int i, int j)
+    {
+        const MinPlus& p = nodes[static_cast<size_t>(node)];
+        const MinPlus& a = nodes[static_cast<size_t>(p.left)];
+        const MinPlus& b = nodes[static_cast<size_t>(p.right)];
+        const size_t n = static_cast<size_t>(p.n);
+        double best = kInfinity;
+        int mid = 0;
+        for (size_t m = 0; m < n; ++m) {
+            const double left = a.v[static_cast<size_t>(i) * n + m];
+            if (left == kInfinity) continue;
+            const double sum = left + b.v[m * n + static_cast<size_t>(j)];
+            if (sum < best) {
+                best = sum;
+                mid = static_cast<int>(m);
+            }
+        }
+        return mid;
+    }
+
+    /// A^count by repeated squaring, keeping the product tree for decoding (last = result).
+    static int power(std::vector<MinPlus>& nodes, const MinPlus& a, std::int64_t count)
     {
         nodes.push_back(a);
         int square = static_cast<int>(nodes.size()) - 1;
@@ -836,7 +855,7 @@ struct PlannerSession::Impl {
                 if (result < 0) {
                     result = square;
                 } else {
-                    MinPlus p = multiply(nodes[static_cast<size_t>(result)], nodes[static_cast<size_t>(square)], keepArgmin);
+                    MinPlus p = multiply(nodes[static_cast<size_t>(result)], nodes[static_cast<size_t>(square)]);
                     p.left = result;
                     p.right = square;
                     p.span = nodes[static_cast<size_t>(result)].span + nodes[static_cast<size_t>(square)].span;
@@ -846,7 +865,7 @@ struct PlannerSession::Impl {
             }
             count >>= 1;
             if (!count) break;
-            MinPlus sq = multiply(nodes[static_cast<size_t>(square)], nodes[static_cast<size_t>(square)], keepArgmin);
+            MinPlus sq = multiply(nodes[static_cast<size_t>(square)], nodes[static_cast<size_t>(square)]);
             sq.left = square;
             sq.right = square;
             sq.span = 2 * nodes[static_cast<size_t>(square)].span;
@@ -857,12 +876,12 @@ struct PlannerSession::Impl {
     }
 
     /// Whether the product's optimal path from state s back to s stays in s at every boundary.
-    /// O(log^2 r) on a power's tree (squares share their two halves).
+    /// O(n log^2 r) on a power's tree (squares share their two halves).
     static bool staysAt(const std::vector<MinPlus>& nodes, int node, int s)
     {
         const MinPlus& m = nodes[static_cast<size_t>(node)];
         if (m.left < 0) return true;
-        if (m.mid[static_cast<size_t>(s) * static_cast<size_t>(m.n) + static_cast<size_t>(s)] != s) return false;
+        if (midOf(nodes, node, s, s) != s) return false;
         return staysAt(nodes, m.left, s) && (m.right == m.left || staysAt(nodes, m.right, s));
     }
 
@@ -883,7 +902,7 @@ struct PlannerSession::Impl {
             else out.push_back(StateRun{i, j, m.span});
             return;
         }
-        const int k = m.mid[static_cast<size_t>(i) * static_cast<size_t>(m.n) + static_cast<size_t>(j)];
+        const int k = midOf(nodes, node, i, j);
         expandRuns(nodes, m.left, i, k, out);
         expandRuns(nodes, m.right, k, j, out);
     }
@@ -1183,7 +1202,7 @@ struct PlannerSession::Impl {
             nodesOf = &known->second.first;
             root = known->second.second;
         } else {
-            root = power(computed, chainMatrix(ct, chain, context), item.run.count, true);
+            root = power(computed, chainMatrix(ct, chain, context), item.run.count);
         }
         const std::vector<MinPlus>& nodes = *nodesOf;
         const int startState = boundDigit(item.inputs[static_cast<size_t>(chain)], assignment);
@@ -1248,13 +1267,21 @@ struct PlannerSession::Impl {
         std::vector<int> assignment(topDomain.size(), 0), digits;
         const size_t firstOut = ct.dims.size() - ct.outputDomains.size();
         const int chain = item.chain ? item.chain->chainInput : -1;
-        std::map<std::vector<int>, MinPlus> powers; // per context digits
+        // Per context digits: the run's power (held in chainPowers for decoding).
+        std::map<std::vector<int>, const MinPlus*> powers;
         std::vector<int> entry(ct.dims.size(), 0);
+        std::vector<int> context(item.inputs.size(), -1);
+        // A chained run's output spec as a state of its chain input (-1: not a state).
+        std::vector<int> outToState;
+        if (item.chain) {
+            const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+            for (const auto& spec : ct.outputDomains[0]) outToState.push_back(specIndex(stateDomain, spec));
+        }
         for (std::size_t idx = 0; idx < f.values.size(); ++idx) {
             unravel(idx, fdims, digits);
             for (size_t p = 0; p < f.vars.size(); ++p) assignment[static_cast<size_t>(f.vars[p])] = digits[p];
             bool ok = true;
-            std::vector<int> context(item.inputs.size(), -1);
+            std::fill(context.begin(), context.end(), -1);
             for (size_t k = 0; k < item.inputs.size() && ok; ++k) {
                 if (ct.inputDim[k] < 0) continue;
                 const int d = boundDigit(item.inputs[k], assignment);
@@ -1271,14 +1298,14 @@ struct PlannerSession::Impl {
             auto it = powers.find(context);
             if (it == powers.end()) {
                 std::vector<MinPlus> nodes;
-                const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count, true);
-                it = powers.emplace(context, nodes[static_cast<size_t>(root)]).first;
-                chainPowers[std::make_tuple(item.run.classId, item.run.firstInstance, item.slot, context)] = {std::move(nodes), root};
+                const int root = power(nodes, chainMatrix(ct, chain, context), item.run.count);
+                auto& kept = chainPowers[std::make_tuple(item.run.classId, item.run.firstInstance, item.slot, context)];
+                kept = {std::move(nodes), root};
+                it = powers.emplace(context, &kept.first[static_cast<size_t>(root)]).first;
             }
-            const MinPlus& r = it->second;
-            const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
+            const MinPlus& r = *it->second;
             const int i = entry[static_cast<size_t>(ct.inputDim[static_cast<size_t>(chain)])];
-            const int j = specIndex(stateDomain, ct.outputDomains[0][static_cast<size_t>(assignment[static_cast<size_t>(item.outputVars[0])])]);
+            const int j = outToState[static_cast<size_t>(assignment[static_cast<size_t>(item.outputVars[0])])];
             if (j < 0) continue;
             f.values[idx] = r.v[static_cast<size_t>(i) * static_cast<size_t>(r.n) + static_cast<size_t>(j)];
         }
