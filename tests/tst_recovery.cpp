@@ -451,8 +451,15 @@ void TestRecovery::cancelledJobEmitsNoPlanAndNoError()
     QSignalSpy cancelled(&service, &PlannerService::cancelled);
     QSignalSpy dropped(&service, &PlannerService::dropped);
     QVERIFY(!service.cancel()); // nothing to cancel
+    QVERIFY(!service.progress().running);
     const quint64 slow = service.request(slowSettings(), {});
     QThread::msleep(300); // into the search
+    // The running job reports how far it has got: block tables computed, prices started.
+    QTRY_VERIFY_WITH_TIMEOUT(service.progress().tablesSolved > 0, kPlanTimeoutMs);
+    const JobProgress progress = service.progress();
+    QVERIFY(progress.running);
+    QVERIFY(progress.pricesTried >= 1);
+    QVERIFY(progress.elapsedMs >= 300);
     QElapsedTimer clock;
     clock.start();
     QVERIFY(service.cancel());
@@ -518,6 +525,9 @@ void TestRecovery::cancelSearchActionInTheWindow()
     QVERIFY(cancel->isEnabled());
     QCOMPARE(cancel->shortcut(), QKeySequence(Qt::Key_Escape));
     QVERIFY(window.statusText().contains(QStringLiteral("searching")));
+    // Past a second the status line counts the search's progress, refreshed while it runs.
+    QTRY_VERIFY_WITH_TIMEOUT(window.statusText().contains(QStringLiteral("block table")), kPlanTimeoutMs);
+    QVERIFY(window.statusText().contains(QStringLiteral("memory price")));
     cancel->trigger();
     QVERIFY(cancelled.wait(kPlanTimeoutMs));
     QCoreApplication::processEvents();

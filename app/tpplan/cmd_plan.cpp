@@ -1,7 +1,14 @@
 // tpplan plan: search (or a baseline) and the breakdown.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <mutex>
 #include <ostream>
+#include <thread>
 
 #include "cli.h"
 #include "graph/opkinds.h"
@@ -127,6 +134,51 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     if (!shown) out << "    none\n";
 }
 
+/// While a search runs longer than a second, a line on the terminal says how far it has got
+/// (only when stderr is a terminal: logs and pipes stay clean). Cleared when the search ends.
+class ProgressLine {
+public:
+    explicit ProgressLine(const SearchProgress& progress) : progress_(progress)
+    {
+        if (!isatty(STDERR_FILENO)) return;
+        thread_ = std::thread([this] { run(); });
+    }
+    ~ProgressLine()
+    {
+        if (!thread_.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            done_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+    }
+    ProgressLine(const ProgressLine&) = delete;
+    ProgressLine& operator=(const ProgressLine&) = delete;
+
+private:
+    void run()
+    {
+        const auto start = std::chrono::steady_clock::now();
+        bool shown = false;
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!wake_.wait_for(lock, std::chrono::milliseconds(shown ? 250 : 1000), [this] { return done_; })) {
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::fprintf(stderr, "\rsearching... %.1f s (memory prices tried: %d, block tables solved: %d) ", seconds,
+                         progress_.pricesTried.load(std::memory_order_relaxed), progress_.tablesSolved.load(std::memory_order_relaxed));
+            std::fflush(stderr);
+            shown = true;
+        }
+        if (shown) std::fputs("\r\033[K", stderr);
+    }
+
+    const SearchProgress& progress_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool done_ = false;
+    std::thread thread_;
+};
+
 } // namespace
 
 int runPlan(const Options& o, std::ostream& out)
@@ -134,7 +186,11 @@ int runPlan(const Options& o, std::ostream& out)
     if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
     const PlanRequest request = planRequest(o, o.positional[0]);
     auto ws = preparePlan(request);
-    const SearchResult r = tp::runPlan(*ws, request);
+    SearchProgress progress;
+    const SearchResult r = [&] {
+        ProgressLine line(progress);
+        return tp::runPlan(*ws, request, &progress);
+    }();
     const nlohmann::json doc = planToJson(ws->context, *ws->costModel, ws->folded, r);
     if (o.json || !o.output.empty()) emitJson(o, doc, out);
     if (!o.json) printSummary(*ws, r, out);

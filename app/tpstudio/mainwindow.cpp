@@ -20,6 +20,7 @@
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QToolBar>
+#include <QTimer>
 #include <QToolButton>
 #include <QTreeView>
 
@@ -86,6 +87,9 @@ MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(p
     cancelButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
     cancelButton_->setVisible(false);
     statusBar()->addPermanentWidget(cancelButton_);
+    searchClock_ = new QTimer(this);
+    searchClock_->setInterval(250);
+    connect(searchClock_, &QTimer::timeout, this, &MainWindow::updateStatus);
     setDocument(std::make_unique<Document>());
     rebuildRecentMenu();
     if (persistent_) {
@@ -424,7 +428,19 @@ void MainWindow::updateStatus()
     const bool busy = document_->service().isBusy();
     cancelSearch_->setEnabled(busy);
     cancelButton_->setVisible(busy);
-    if (busy) parts << tr("searching…");
+    if (busy && !searchClock_->isActive()) searchClock_->start();
+    if (!busy) searchClock_->stop();
+    if (busy) {
+        // A long search (a 3D mesh, a wide encoder-decoder) says how far it has got.
+        const JobProgress progress = document_->service().progress();
+        if (progress.elapsedMs >= 1000)
+            parts << tr("searching… %1 s · %2 · %3")
+                         .arg(progress.elapsedMs / 1e3, 0, 'f', 1)
+                         .arg(countOf(progress.pricesTried, "memory price", "memory prices"))
+                         .arg(countOf(progress.tablesSolved, "block table", "block tables"));
+        else
+            parts << tr("searching…");
+    }
     if (plan) {
         const Breakdown& b = plan->result.breakdown;
         const double capacity = plan->result.memoryLimitBytes > 0 ? plan->result.memoryLimitBytes : b.capacityBytes;

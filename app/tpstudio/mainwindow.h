@@ -15,6 +15,7 @@ class QLabel;
 class QLineEdit;
 class QMenu;
 class QStackedWidget;
+class QTimer;
 class QToolButton;
 class QTreeView;
 
@@ -102,6 +103,7 @@ private:
     Recovery* recovery_ = nullptr;
     QAction* cancelSearch_ = nullptr;
     QToolButton* cancelButton_ = nullptr;
+    QTimer* searchClock_ = nullptr; ///< refreshes the status line's progress while a search runs
     bool persistent_;
     QStackedWidget* stack_ = nullptr;
     StartPage* start_ = nullptr;

@@ -44,7 +44,8 @@ struct PlannerService::Engine {
     /// Throws tp::Cancelled when `cancel` is set: checked between the stages here, and inside
     /// the searches by PlannerSession. The engine's state stays consistent (each cache is only
     /// assigned once its value is complete), so the next job can use it.
-    PlanOutcome run(const PlanSettings& settings, const std::vector<LockRequest>& locks, const std::atomic<bool>& cancel)
+    PlanOutcome run(const PlanSettings& settings, const std::vector<LockRequest>& locks, const std::atomic<bool>& cancel,
+                    SearchProgress& progress)
     {
         auto check = [&cancel] {
             if (cancel.load(std::memory_order_relaxed)) throw Cancelled();
@@ -74,9 +75,14 @@ struct PlannerService::Engine {
         // The flag is the job's own; it is cleared again however the solves end.
         struct CancelScope {
             PlannerSession& session;
-            ~CancelScope() { session.setCancelFlag(nullptr); }
+            ~CancelScope()
+            {
+                session.setCancelFlag(nullptr);
+                session.setProgress(nullptr);
+            }
         } cancelScope{*session};
         session->setCancelFlag(&cancel);
+        session->setProgress(&progress);
         session->setMemoryLimit(limit);
         if (!locks.empty() && (!unlocked || unlockedKey != limitKey)) {
             session->setLocks({});
@@ -134,12 +140,26 @@ bool PlannerService::cancel()
 
 void PlannerService::waitForIdle() { pool_.waitForDone(); }
 
+JobProgress PlannerService::progress() const
+{
+    JobProgress p;
+    p.running = running_ > 0;
+    if (!latestProgress_) return p;
+    p.elapsedMs = static_cast<double>(latestStart_.elapsed());
+    p.pricesTried = latestProgress_->pricesTried.load(std::memory_order_relaxed);
+    p.tablesSolved = latestProgress_->tablesSolved.load(std::memory_order_relaxed);
+    return p;
+}
+
 quint64 PlannerService::request(const PlanSettings& settings, const std::vector<LockRequest>& locks)
 {
     // The running search is of no use any more: stop it at its next check.
     if (latestCancel_) latestCancel_->store(true);
     auto cancel = std::make_shared<std::atomic<bool>>(false);
     latestCancel_ = cancel;
+    auto progress = std::make_shared<SearchProgress>();
+    latestProgress_ = progress;
+    latestStart_.start();
     const quint64 jobId = ++latest_;
     ++running_;
     emit started(jobId);
@@ -164,7 +184,7 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         else deliver(jobId, r.outcome, r.error);
         if (running_ == 0) emit idle();
     });
-    watcher->setFuture(QtConcurrent::run(&pool_, [engine, latest, jobId, settings, locks, cancel]() -> JobResult {
+    watcher->setFuture(QtConcurrent::run(&pool_, [engine, latest, jobId, settings, locks, cancel, progress]() -> JobResult {
         JobResult r;
         if (latest->load() != jobId) { // superseded while queued: no point searching
             r.skipped = true;
@@ -172,7 +192,7 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         }
         const auto start = Clock::now();
         try {
-            auto outcome = std::make_shared<PlanOutcome>(engine->run(settings, locks, *cancel));
+            auto outcome = std::make_shared<PlanOutcome>(engine->run(settings, locks, *cancel, *progress));
             outcome->jobId = jobId;
             outcome->wallMs = msSince(start);
             r.outcome = std::move(outcome);

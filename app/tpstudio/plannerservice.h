@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include <QElapsedTimer>
 #include <QObject>
 #include <QString>
 #include <QThreadPool>
@@ -31,6 +32,14 @@ struct PlanOutcome {
     double wallMs = 0;                    ///< request to result, on the worker
 };
 
+/// How far the newest job has got, for a status line while it runs.
+struct JobProgress {
+    bool running = false;
+    double elapsedMs = 0;  ///< since the request
+    int pricesTried = 0;   ///< memory prices searched so far (all the job's searches)
+    int tablesSolved = 0;  ///< class tables computed so far
+};
+
 class PlannerService : public QObject {
     Q_OBJECT
 public:
@@ -41,6 +50,8 @@ public:
     quint64 request(const PlanSettings& settings, const std::vector<LockRequest>& locks);
     quint64 latestJob() const { return latest_.load(); }
     bool isBusy() const { return running_ > 0; }
+    /// The newest job's progress (GUI thread; the counters are written by the worker).
+    JobProgress progress() const;
     /// Cancels the newest job (queued or running): it ends with cancelled(), not finished() or
     /// failed(). Returns false when no job was in flight.
     bool cancel();
@@ -76,6 +87,10 @@ private:
     /// The cancel flag of the newest job (GUI thread only); the worker reads it through the
     /// search. Each job owns its flag, so a late reader never sees a freed one.
     std::shared_ptr<std::atomic<bool>> latestCancel_;
+    /// The newest job's counters and when it was requested (GUI thread; the job holds its own
+    /// reference, like the cancel flag).
+    std::shared_ptr<SearchProgress> latestProgress_;
+    QElapsedTimer latestStart_;
 };
 
 } // namespace tp

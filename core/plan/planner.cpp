@@ -38,7 +38,7 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
     return ws;
 }
 
-SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request)
+SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgress* progress)
 {
     const CostModel& model = *ws.costModel;
     std::vector<LockRequest> locks;
@@ -51,6 +51,7 @@ SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request)
         session.setLocks(locks);
         session.setMemoryLimit(limit);
         session.setFlat(request.baseline == "flat");
+        session.setProgress(progress);
         return session.solve();
     }
     if (!locks.empty()) throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");

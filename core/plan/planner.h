@@ -38,7 +38,8 @@ struct PlanWorkspace {
 std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request);
 
 /// Runs the search (or the requested baseline) on a prepared workspace. Throws InputError for
-/// locks that cannot be honoured or an unknown baseline.
-SearchResult runPlan(PlanWorkspace& workspace, const PlanRequest& request);
+/// locks that cannot be honoured or an unknown baseline. `progress`, when given, counts the
+/// search's memory prices and block tables as it goes (for another thread to show).
+SearchResult runPlan(PlanWorkspace& workspace, const PlanRequest& request, SearchProgress* progress = nullptr);
 
 } // namespace tp

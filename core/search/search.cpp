@@ -196,6 +196,7 @@ struct PlannerSession::Impl {
     bool flat = false;
     bool mixLayers = true;
     const std::atomic<bool>* cancel = nullptr;
+    SearchProgress* progress = nullptr;
 
     void throwIfCancelled() const
     {
@@ -459,6 +460,7 @@ struct PlannerSession::Impl {
         }
         if (auto it = modeCache.find(key); it != modeCache.end()) return it->second;
         ++tablesSolved;
+        if (progress) progress->tablesSolved.fetch_add(1, std::memory_order_relaxed);
 
         auto solve = std::make_shared<ModeSolve>();
         solve->domains = domains;
@@ -1397,6 +1399,7 @@ void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = all
 void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
 void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
+void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
 
 double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
                               const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown)
@@ -1466,8 +1469,12 @@ SearchResult PlannerSession::solve()
     // Each attempt needs only the plan's step time and memory; the full breakdown (every
     // collective of every op) is built once, for the plan finally chosen.
     int pricesTried = 0;
-    auto attempt = [&](double lambda) {
+    auto countPrice = [&] {
         ++pricesTried;
+        if (d.progress) d.progress->pricesTried.fetch_add(1, std::memory_order_relaxed);
+    };
+    auto attempt = [&](double lambda) {
+        countPrice();
         return d.solveAt(lambda, d.allowRecompute);
     };
     using Attempt = Impl::Attempt;
@@ -1537,7 +1544,7 @@ SearchResult PlannerSession::solve()
                 int fitsAt = 0, failsAt = instances; // k = 0 is under's layout, k = all is over's
                 while (failsAt - fitsAt > 1) {
                     const int k = (fitsAt + failsAt) / 2;
-                    ++pricesTried;
+                    countPrice();
                     Attempt r = d.solveAt(lowPrice, d.allowRecompute, Impl::PriceSplit{highPrice, k});
                     r.result.lambda = highPrice;
                     if (!fitsLimit(r)) {
@@ -1598,6 +1605,7 @@ SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const
     session.setFlat(options.flat);
     session.setMixLayers(options.mixLayers);
     session.setCancelFlag(options.cancel);
+    session.setProgress(options.progress);
     return session.solve();
 }
 

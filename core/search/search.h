@@ -35,6 +35,12 @@ struct ResolvedLock {
 /// (no op matches, strategy text invalid for that op, not a candidate).
 std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks);
 
+/// Live counters of a running search, read by another thread for a progress display.
+struct SearchProgress {
+    std::atomic<int> pricesTried{0};  ///< searches at a memory price started so far
+    std::atomic<int> tablesSolved{0}; ///< class tables computed so far (not taken from a cache)
+};
+
 struct SearchOptions {
     double memoryLimitBytes = 0; ///< 0: the hardware's capacity; negative: no limit
     bool allowRecompute = true;  ///< consider selective and full recomputation per block (training)
@@ -44,6 +50,8 @@ struct SearchOptions {
     /// Polled between block tables and between memory prices; when it reads true the search
     /// throws tp::Cancelled. Must outlive the search.
     const std::atomic<bool>* cancel = nullptr;
+    /// Counted up as the search goes (never reset by it). Must outlive the search.
+    SearchProgress* progress = nullptr;
 };
 
 struct SearchResult {
@@ -92,6 +100,8 @@ public:
     /// See SearchOptions::cancel; null: never cancelled. The session stays usable after a
     /// cancelled solve.
     void setCancelFlag(const std::atomic<bool>* cancel);
+    /// See SearchOptions::progress; null: no counting.
+    void setProgress(SearchProgress* progress);
 
     SearchResult solve();
 
