@@ -1,6 +1,7 @@
 #include "search.h"
 
 #include <algorithm>
+#include <deque>
 #include <tuple>
 #include <chrono>
 #include <ctime>
@@ -156,6 +157,14 @@ struct ModeSolve {
     EliminationResult elimination;
     std::vector<std::size_t> keepEntry; ///< per table entry: the remaining-factor index it came from
     std::vector<double> table;          ///< over ClassTable::dims
+
+    /// What it holds in memory (the tables and the elimination's argmin records).
+    double bytes() const
+    {
+        double b = static_cast<double>(keepEntry.size() * sizeof(std::size_t) + table.size() * sizeof(double));
+        for (const auto& step : elimination.steps) b += static_cast<double>(step.argmin.size() * sizeof(int));
+        return b + static_cast<double>(elimination.remaining.values.size() * sizeof(double));
+    }
 };
 
 /// The solved table of a block class and how to decode it.
@@ -207,6 +216,28 @@ struct PlannerSession::Impl {
     std::vector<std::vector<OpId>> consumers; ///< per tensor
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     std::map<std::string, std::shared_ptr<const ModeSolve>> modeCache;
+    /// modeCache's keys, oldest first, and what its entries hold: the cache is bounded in
+    /// bytes, because on a 3D mesh one wide class table per price can take hundreds of MB.
+    std::deque<std::string> modeOrder;
+    double modeBytes = 0;
+    static constexpr double kModeCacheBytes = 3.0 * 1024 * 1024 * 1024;
+
+    void rememberMode(const std::string& key, std::shared_ptr<const ModeSolve> solve)
+    {
+        modeBytes += solve->bytes();
+        modeCache[key] = std::move(solve);
+        modeOrder.push_back(key);
+        // The oldest go first (an edit's re-solve mostly wants the latest prices); tables in
+        // use stay alive through their ClassTable until the solve that uses them ends.
+        while ((modeBytes > kModeCacheBytes || modeOrder.size() > 4096) && modeOrder.size() > 1) {
+            auto it = modeCache.find(modeOrder.front());
+            if (it != modeCache.end()) {
+                modeBytes -= it->second->bytes();
+                modeCache.erase(it);
+            }
+            modeOrder.pop_front();
+        }
+    }
     std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
     std::map<std::tuple<OpId, int, OpId, int, bool>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
     double lastLambda = 0; ///< the memory price of the previous solve, to warm-start the next
@@ -620,7 +651,10 @@ struct PlannerSession::Impl {
                 solve->keepEntry[e] = r;
             }
         }
-        modeCache[key] = solve;
+        // Decoding replays the steps from the kept variables; the remaining values are in the
+        // table now.
+        std::vector<double>().swap(solve->elimination.remaining.values);
+        rememberMode(key, solve);
         return solve;
     }
 
@@ -1561,7 +1595,6 @@ SearchResult PlannerSession::solve()
         }
     }
     d.lastLambda = best.result.lambda;
-    if (d.modeCache.size() > 4096) d.modeCache.clear(); // bounded memory over a long GUI session
     SearchResult& out = best.result;
     out.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
