@@ -82,6 +82,21 @@ private slots:
         QVERIFY(text.contains("memory/device   79.98 GiB of 80.00 GiB"));
     }
 
+    // A mesh axis no dimension divides by is named, not silently wasted: BERT-base's sizes
+    // (batch 256, 12 heads, hidden 768, ffn 3072, vocab 30522, seq 512) share no factor 7, so
+    // on 7x2 axis x is unusable while y (2 divides 256) is used and gets no note.
+    void summaryNamesAxisNothingDivides()
+    {
+        const Run r = tpplan({"plan", "bert-base", "--mesh", "7x2"});
+        QCOMPARE(r.code, 0);
+        const QString text = QString::fromUtf8(r.out);
+        QVERIFY2(text.contains("no op can split anything over axis x (size 7)"), qPrintable(text.left(2000)));
+        QVERIFY(!text.contains("over axis y"));
+        const Run fine = tpplan({"plan", "bert-base", "--mesh", "8"});
+        QCOMPARE(fine.code, 0);
+        QVERIFY(!fine.out.contains("no op can split"));
+    }
+
     void modelsLists()
     {
         const Run r = tpplan({"models"});

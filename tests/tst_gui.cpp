@@ -91,6 +91,7 @@ private slots:
     void runCardUnfoldsIntoInstances();
     void projectKeepsOverridesAndOverlap();
     void runCardSaysWhenLayoutsAreMixed();
+    void statusNamesAxisNothingDivides();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -948,6 +949,22 @@ void TestGui::runCardSaysWhenLayoutsAreMixed()
     doc.setMemoryLimit(QStringLiteral("none"));
     QVERIFY(waitForPlan(doc));
     QVERIFY2(mixedLabel().isEmpty(), qPrintable(mixedLabel()));
+}
+
+// BERT-base's sizes share no factor 7 (batch 256, 12 heads, hidden 768, ffn 3072, vocab 30522,
+// seq 512): on mesh 7 the status bar says the axis only repeats the work; on 8 it says nothing.
+void TestGui::statusNamesAxisNothingDivides()
+{
+    MainWindow window(false);
+    PlanSettings base;
+    base.mesh = "7";
+    QVERIFY(window.openSource(QStringLiteral("bert-base"), base));
+    QVERIFY(waitForPlan(*window.document()));
+    QVERIFY2(window.statusText().contains(QStringLiteral("nothing divides over axis x (7)")), qPrintable(window.statusText()));
+    window.document()->setMesh(QStringLiteral("8"));
+    QVERIFY(waitForPlan(*window.document()));
+    QTRY_VERIFY2(window.document()->plan()->settings.mesh == "8", "mesh 8 planned");
+    QVERIFY2(!window.statusText().contains(QStringLiteral("nothing divides")), qPrintable(window.statusText()));
 }
 
 QTEST_MAIN(TestGui)

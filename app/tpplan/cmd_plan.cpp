@@ -76,6 +76,10 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         << "    gradients     " << formatBytes(b.gradBytes) << "\n"
         << "    optimizer     " << formatBytes(b.optimizerBytes) << "\n"
         << "    activations   " << formatBytes(b.activationBytes) << "\n";
+    for (int a : axesNoOpCanSplit(model))
+        out << "  note            no op can split anything over axis " << mesh.axes[static_cast<size_t>(a)].name << " (size "
+            << mesh.axes[static_cast<size_t>(a)].size << "): no loop of the model divides by it, so its devices only repeat the"
+            << " work; choose a mesh whose sizes divide the batch, heads or hidden size\n";
     const int cls = mainClass(ws.folded);
     const auto& bc = ws.folded.classes[static_cast<size_t>(cls)];
     out << "  block '" << bc.label << "' x" << bc.instances.size() << " (representative strategies):\n";

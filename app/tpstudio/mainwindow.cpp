@@ -26,6 +26,7 @@
 
 #include "blockoutlinemodel.h"
 #include "io/export_plan.h"
+#include "plan/plan.h"
 #include "plan/plan_file.h"
 #include "util/error.h"
 #include "breakdownview.h"
@@ -450,6 +451,15 @@ void MainWindow::updateStatus()
                      .arg(b.perDeviceBytes / (1024.0 * 1024 * 1024), 0, 'f', 1)
                      .arg(capacity / (1024.0 * 1024 * 1024), 0, 'f', 0)
                      .arg(plan->result.fits ? QString() : tr(" (does not fit)"));
+        if (plan->workspace && plan->workspace.get() != axesNoteWorkspace_) {
+            axesNoteWorkspace_ = plan->workspace.get();
+            QStringList axes;
+            const Mesh& mesh = plan->workspace->costModel->mesh();
+            for (int a : axesNoOpCanSplit(*plan->workspace->costModel))
+                axes << QStringLiteral("%1 (%2)").arg(QString::fromStdString(mesh.axes[static_cast<size_t>(a)].name)).arg(mesh.axes[static_cast<size_t>(a)].size);
+            axesNote_ = axes.isEmpty() ? QString() : tr("nothing divides over axis %1: its devices repeat the work").arg(axes.join(QStringLiteral(", ")));
+        }
+        if (!axesNote_.isEmpty()) parts << axesNote_;
     }
     parts << countOf(static_cast<int>(document_->locks().size()), "lock", "locks");
     parts << tr("undo %1").arg(document_->undoStack()->index());

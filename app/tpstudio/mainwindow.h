@@ -125,6 +125,9 @@ private:
     QAction* undo_ = nullptr;
     QAction* redo_ = nullptr;
     QString lastError_;
+    /// The unusable-axes note of the workspace it was computed for (recomputed on a new one).
+    const void* axesNoteWorkspace_ = nullptr;
+    QString axesNote_;
     bool selecting_ = false;
     bool docksSized_ = false;
 };

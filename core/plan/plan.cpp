@@ -23,6 +23,17 @@ OpId representativeOf(const FoldedGraph& folded, OpId op)
 
 } // namespace
 
+std::vector<int> axesNoOpCanSplit(const CostModel& model)
+{
+    AxisMask used = 0;
+    for (const auto& op : model.graph().ops)
+        for (const auto& strategy : model.strategies(op.id)) used |= strategy.usedAxes();
+    std::vector<int> unused;
+    for (int a = 0; a < static_cast<int>(model.mesh().axes.size()); ++a)
+        if (!(used & (AxisMask{1} << a)) && model.mesh().axes[static_cast<size_t>(a)].size > 1) unused.push_back(a);
+    return unused;
+}
+
 std::vector<CollectiveSummary> summarizeCollectives(const Breakdown& breakdown, const FoldedGraph& folded)
 {
     using Key = std::tuple<OpId, int, int, double, int>;

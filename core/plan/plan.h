@@ -40,6 +40,11 @@ struct CollectiveSummary {
 /// Collectives grouped by (representative op, kind, axis, bytes, phase), in op order.
 std::vector<CollectiveSummary> summarizeCollectives(const Breakdown& breakdown, const FoldedGraph& folded);
 
+/// Mesh axes (indices) that no candidate strategy of any op uses: no loop of the model divides
+/// by the axis size (or every loop that does is already split further), so every op is
+/// replicated along it and those devices only repeat the work. In mesh order.
+std::vector<int> axesNoOpCanSplit(const CostModel& model);
+
 nlohmann::json planToJson(const PlanContext& context, const CostModel& model, const FoldedGraph& folded,
                           const SearchResult& result);
 
