@@ -570,6 +570,39 @@ private slots:
         QCOMPARE(after.objective, before.objective);
         QCOMPARE(after.strategyOfOp, before.strategyOfOp);
     }
+
+    // A large elimination step is cut into slices, one per thread; every slice must start its
+    // odometer at the right digits. Eliminating v (domain 64) between a and b (256 each) is
+    // 65536 x 64 x 3 = 12.6M additions, three slices of 21,846 entries (not a multiple of 256,
+    // so slices start mid-row). One thread and four give bit-identical tables and argmins, and
+    // spot entries equal the minimum written out by hand.
+    void eliminationIsTheSameOnAnyNumberOfThreads()
+    {
+        const std::vector<int> domains{64, 256, 256}; // v = 0, a = 1, b = 2
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<double> cost(0.0, 1.0);
+        auto randomFactor = [&](std::vector<int> vars) {
+            Factor f{vars, {}};
+            size_t size = 1;
+            for (int v : vars) size *= static_cast<size_t>(domains[static_cast<size_t>(v)]);
+            for (size_t i = 0; i < size; ++i) f.values.push_back(cost(rng));
+            return f;
+        };
+        // v first in both factors: its slices are strided and get copied with v last.
+        const std::vector<Factor> factors{randomFactor({0, 1}), randomFactor({0, 2}), randomFactor({0})};
+        const EliminationResult one = eliminate(factors, domains, {1, 2}, 1);
+        const EliminationResult four = eliminate(factors, domains, {1, 2}, 4);
+        QCOMPARE(four.remaining.values, one.remaining.values);
+        QCOMPARE(four.steps.size(), one.steps.size());
+        QCOMPARE(four.steps[0].argmin, one.steps[0].argmin);
+        for (const auto& [a, b] : std::vector<std::pair<int, int>>{{0, 0}, {85, 86}, {170, 171}, {255, 255}}) {
+            double best = kInfinity;
+            for (int v = 0; v < 64; ++v)
+                best = std::min(best, factors[0].values[static_cast<size_t>(v * 256 + a)] + factors[1].values[static_cast<size_t>(v * 256 + b)] +
+                                          factors[2].values[static_cast<size_t>(v)]);
+            QCOMPARE(four.remaining.values[static_cast<size_t>(a * 256 + b)], best);
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSearch)

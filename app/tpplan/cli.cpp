@@ -47,6 +47,11 @@ Options parseArguments(const std::vector<std::string>& args)
             if (chunks > 1024) throw UsageError("--overlap '" + std::to_string(chunks) + "': at most 1024 chunks");
             o.overlapChunks = static_cast<int>(chunks);
         }
+        else if (a == "--threads") {
+            const std::int64_t threads = parsePositive(a, value());
+            if (threads > 1024) throw UsageError("--threads '" + std::to_string(threads) + "': at most 1024");
+            o.threads = static_cast<int>(threads);
+        }
         else if (a == "--mode") {
             o.mode = value();
             if (o.mode != "train" && o.mode != "infer") throw UsageError("--mode '" + o.mode + "': use train or infer");

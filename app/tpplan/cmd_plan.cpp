@@ -27,6 +27,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.memoryLimit = o.memoryLimit;
     r.microBatch = o.microBatch;
     r.overlapChunks = o.overlapChunks;
+    r.threads = o.threads;
     r.locks = o.locks;
     r.baseline = o.baseline;
     return r;

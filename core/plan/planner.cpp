@@ -52,6 +52,7 @@ SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgre
         session.setMemoryLimit(limit);
         session.setFlat(request.baseline == "flat");
         session.setProgress(progress);
+        session.setThreads(request.threads);
         return session.solve();
     }
     if (!locks.empty()) throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");

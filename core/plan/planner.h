@@ -21,6 +21,7 @@ struct PlanRequest {
     int overlapChunks = 1;
     std::vector<std::string> locks; ///< "GLOB=STRATEGY"
     std::string baseline;           ///< "", "megatron", "megatron-sp", "dp", "flat"
+    int threads = 0;                ///< search threads for large block tables (0: all hardware threads)
 };
 
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).

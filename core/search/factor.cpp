@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 namespace tp {
 
@@ -35,7 +36,7 @@ double weightOf(const std::vector<int>& vars, const std::vector<int>& domainSize
 
 // Combines `factors` (all mentioning `var`) and minimises `var` out.
 Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const std::vector<int>& domainSizes,
-                    EliminationStep& step)
+                    EliminationStep& step, int threads)
 {
     const std::vector<int> neighbours = unionOf(factors, var);
     const size_t n = neighbours.size();
@@ -134,39 +135,66 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
             sliced.push_back(k);
         }
     }
-    std::vector<double> sum(domain);
-    std::vector<int> digit(n, 0);
-    std::vector<std::size_t> base(access.size(), 0);
-    for (std::size_t idx = 0; idx < total; ++idx) {
-        std::copy(unary.begin(), unary.end(), sum.begin());
-        for (size_t k : sliced) {
-            const double* v = access[k].values + base[k];
-            const std::size_t stride = access[k].varStride;
-            if (stride == 1)
-                for (size_t x = 0; x < domain; ++x) sum[x] += v[x];
-            else
-                for (size_t x = 0; x < domain; ++x) sum[x] += v[x * stride];
-        }
-        double best = kInfinity;
-        int bestValue = 0;
-        for (size_t x = 0; x < domain; ++x)
-            if (sum[x] < best) {
-                best = sum[x];
-                bestValue = static_cast<int>(x);
-            }
-        out.values[idx] = best;
-        step.argmin[idx] = bestValue;
-        // Advance the odometer (last neighbour fastest) and the factor indices with it.
+    // Every neighbour assignment is independent: the range is cut into contiguous slices, one
+    // per thread, each writing only its own entries (so the result does not depend on threads).
+    auto run = [&](std::size_t begin, std::size_t end) {
+        std::vector<double> sum(domain);
+        std::vector<int> digit(n, 0);
+        std::vector<std::size_t> base(access.size(), 0);
+        std::size_t rest = begin;
         for (size_t p = n; p-- > 0;) {
-            const int dom = domainSizes[static_cast<size_t>(neighbours[p])];
-            if (++digit[p] < dom) {
-                for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p];
-                break;
-            }
-            for (size_t k = 0; k < access.size(); ++k)
-                base[k] -= access[k].strideOfNeighbour[p] * static_cast<std::size_t>(dom - 1);
-            digit[p] = 0;
+            const auto dom = static_cast<std::size_t>(domainSizes[static_cast<size_t>(neighbours[p])]);
+            digit[p] = static_cast<int>(rest % dom);
+            rest /= dom;
+            for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p] * static_cast<std::size_t>(digit[p]);
         }
+        for (std::size_t idx = begin; idx < end; ++idx) {
+            std::copy(unary.begin(), unary.end(), sum.begin());
+            for (size_t k : sliced) {
+                const double* v = access[k].values + base[k];
+                const std::size_t stride = access[k].varStride;
+                if (stride == 1)
+                    for (size_t x = 0; x < domain; ++x) sum[x] += v[x];
+                else
+                    for (size_t x = 0; x < domain; ++x) sum[x] += v[x * stride];
+            }
+            double best = kInfinity;
+            int bestValue = 0;
+            for (size_t x = 0; x < domain; ++x)
+                if (sum[x] < best) {
+                    best = sum[x];
+                    bestValue = static_cast<int>(x);
+                }
+            out.values[idx] = best;
+            step.argmin[idx] = bestValue;
+            // Advance the odometer (last neighbour fastest) and the factor indices with it.
+            for (size_t p = n; p-- > 0;) {
+                const int dom = domainSizes[static_cast<size_t>(neighbours[p])];
+                if (++digit[p] < dom) {
+                    for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p];
+                    break;
+                }
+                for (size_t k = 0; k < access.size(); ++k)
+                    base[k] -= access[k].strideOfNeighbour[p] * static_cast<std::size_t>(dom - 1);
+                digit[p] = 0;
+            }
+        }
+    };
+    // Threads only pay off on big tables (starting one costs tens of microseconds): one per
+    // kParallelWork additions, at most `threads`.
+    constexpr double kParallelWork = 1 << 22;
+    const double work = static_cast<double>(total) * static_cast<double>(domain) * static_cast<double>(sliced.size() + 1);
+    const auto parts = static_cast<std::size_t>(std::clamp(work / kParallelWork, 1.0, static_cast<double>(std::max(threads, 1))));
+    if (parts <= 1 || total < parts) {
+        run(0, total);
+    } else {
+        std::vector<std::thread> workers;
+        workers.reserve(parts - 1);
+        const std::size_t chunk = (total + parts - 1) / parts;
+        for (std::size_t t = 1; t < parts; ++t)
+            workers.emplace_back(run, std::min(total, t * chunk), std::min(total, (t + 1) * chunk));
+        run(0, std::min(total, chunk));
+        for (auto& w : workers) w.join();
     }
     return out;
 }
@@ -195,7 +223,8 @@ Factor combineKept(const std::vector<Factor>& factors, const std::vector<int>& k
 
 } // namespace
 
-EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep)
+EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
+                            int threads)
 {
     EliminationResult result;
     std::vector<bool> kept(domainSizes.size(), false);
@@ -238,7 +267,7 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
                 ids.push_back(i);
             }
         EliminationStep step;
-        Factor merged = eliminateOne(fs, var, domainSizes, step);
+        Factor merged = eliminateOne(fs, var, domainSizes, step, threads);
         for (size_t i : ids) alive[i] = false;
         factors.push_back(std::move(merged));
         alive.push_back(true);

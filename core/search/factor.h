@@ -30,8 +30,9 @@ struct EliminationResult {
 
 /// Eliminates every variable not in `keep` (min-sum), choosing a min-weight order
 /// (smallest product of neighbour domains first; ties by variable id, so deterministic).
+/// A large elimination step is split over up to `threads` threads; the result is the same.
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes,
-                            const std::vector<int>& keep);
+                            const std::vector<int>& keep, int threads = 1);
 
 /// Fills the eliminated variables of `assignment` (indexed by variable id; kept variables
 /// already set) by replaying the steps backwards.

@@ -1,6 +1,7 @@
 #include "search.h"
 
 #include <algorithm>
+#include <thread>
 #include <deque>
 #include <tuple>
 #include <chrono>
@@ -206,6 +207,8 @@ struct PlannerSession::Impl {
     bool mixLayers = true;
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
+    int threads = 0; // 0: every hardware thread
+    int threadCount() const { return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
     void throwIfCancelled() const
     {
@@ -624,7 +627,7 @@ struct PlannerSession::Impl {
         std::sort(keep.begin(), keep.end());
         keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
         solve->keepVars = keep;
-        solve->elimination = eliminate(std::move(factors), domains, keep);
+        solve->elimination = eliminate(std::move(factors), domains, keep, threadCount());
 
         // Convert (input specs, producer strategies) into (input specs, output specs).
         const std::size_t size = product(ct.dims);
@@ -1185,7 +1188,7 @@ struct PlannerSession::Impl {
         }
         for (const auto& item : items) factors.push_back(itemFactor(item, tableOf(item.run.classId, item.slot)));
 
-        EliminationResult top = eliminate(std::move(factors), topDomain, {});
+        EliminationResult top = eliminate(std::move(factors), topDomain, {}, threadCount());
         const double objective = top.remaining.values.empty() ? 0.0 : top.remaining.values[0];
         if (!(objective < kInfinity)) throw InputError("no plan satisfies the locks (every combination is forbidden)");
         std::vector<int> assignment(topDomain.size(), 0);
@@ -1434,6 +1437,7 @@ void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
 void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
+void PlannerSession::setThreads(int threads) { impl_->threads = threads; }
 
 double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
                               const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown)
@@ -1639,6 +1643,7 @@ SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const
     session.setMixLayers(options.mixLayers);
     session.setCancelFlag(options.cancel);
     session.setProgress(options.progress);
+    session.setThreads(options.threads);
     return session.solve();
 }
 

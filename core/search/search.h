@@ -52,6 +52,9 @@ struct SearchOptions {
     const std::atomic<bool>* cancel = nullptr;
     /// Counted up as the search goes (never reset by it). Must outlive the search.
     SearchProgress* progress = nullptr;
+    /// Threads a large block-table elimination may use (0: every hardware thread). The plan
+    /// does not depend on it.
+    int threads = 0;
 };
 
 struct SearchResult {
@@ -102,6 +105,8 @@ public:
     void setCancelFlag(const std::atomic<bool>* cancel);
     /// See SearchOptions::progress; null: no counting.
     void setProgress(SearchProgress* progress);
+    /// See SearchOptions::threads.
+    void setThreads(int threads);
 
     SearchResult solve();
 
