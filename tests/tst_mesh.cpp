@@ -19,6 +19,8 @@ private slots:
         QTest::newRow("1d") << "8" << "8" << 8 << "x";
         QTest::newRow("2d") << "2x8" << "2x8" << 16 << "xy";
         QTest::newRow("3d") << "4x4x8" << "4x4x8" << 128 << "xyz";
+        QTest::newRow("capital X and spaces") << " 2 X 8 " << "2x8" << 16 << "xy";
+        QTest::newRow("multiplication sign") << QString::fromUtf8("8\u00d78") << "8x8" << 64 << "xy";
     }
     void parse()
     {
@@ -43,6 +45,8 @@ private slots:
         QTest::newRow("letters") << "axb";
         QTest::newRow("negative") << "-2";
         QTest::newRow("too many axes") << "2x2x2x2x2";
+        QTest::newRow("axis over 65536") << "100000";
+        QTest::newRow("sign with nothing after") << QString::fromUtf8("8\u00d7");
     }
     void parseErrors()
     {

@@ -60,8 +60,22 @@ Mesh parseMesh(const std::string& text, const Hardware& hw)
     static const char* kNames[] = {"x", "y", "z", "w"};
     Mesh mesh;
     std::vector<int> sizes;
+    // Spaces and the other ways people write "by" (X, the multiplication sign) are accepted;
+    // messages quote what was typed.
+    std::string normalized;
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == ' ' || text[i] == '\t') continue;
+        if (text[i] == 'X') {
+            normalized += 'x';
+        } else if (text.compare(i, 2, "\xc3\x97") == 0) { // U+00D7 in UTF-8
+            normalized += 'x';
+            ++i;
+        } else {
+            normalized += text[i];
+        }
+    }
     std::string part;
-    std::stringstream in(text);
+    std::stringstream in(normalized);
     while (std::getline(in, part, 'x')) {
         int size = 0;
         try {
@@ -70,11 +84,12 @@ Mesh parseMesh(const std::string& text, const Hardware& hw)
             if (used != part.size()) size = 0;
         } catch (const std::exception&) {
         }
-        if (size <= 0 || size > 65536)
+        if (size > 65536) throw InputError("mesh '" + text + "': axis size " + part + " is over 65536 devices");
+        if (size <= 0)
             throw InputError("mesh '" + text + "': '" + part + "' is not an axis size (use e.g. 8, 2x8 or 4x4x8)");
         sizes.push_back(size);
     }
-    if (sizes.empty() || text.back() == 'x')
+    if (sizes.empty() || normalized.back() == 'x')
         throw InputError("mesh '" + text + "': expected axis sizes separated by 'x', e.g. 2x8");
     if (sizes.size() > 4) throw InputError("mesh '" + text + "': at most 4 axes");
     std::int64_t devices = 1;
