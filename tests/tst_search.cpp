@@ -571,6 +571,58 @@ private slots:
         QCOMPARE(after.strategyOfOp, before.strategyOfOp);
     }
 
+    // A class whose table would be too large joins the top level instance by instance; it
+    // must still choose a recompute mode per instance as a table does. Every class inlined
+    // (limit 0 entries) against every class tabulated, under memory limits of 60% down to 25%
+    // of the unconstrained plan's memory (recomputation pays; the tightest fit nothing), with
+    // the plain Lagrangian (mixing treats inlined ops apart): the same step time, memory and
+    // verdict, and recomputation in the inlined plan. (Before inlined instances had a mode,
+    // the 60% rows did not fit at all; without the kept-input term of full recomputation,
+    // gpt2 at 35% chose a slower plan.)
+    void inlinedClassesChooseRecomputeLikeTables_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<double>("fraction");
+        for (double fraction : {0.6, 0.45, 0.35, 0.25}) {
+            QTest::addRow("gpt2 2x2 %.2f", fraction) << "gpt2" << "2x2" << 2 << fraction;
+            QTest::addRow("t5-base 2 %.2f", fraction) << "t5-base" << "2" << 1 << fraction;
+        }
+    }
+
+    void inlinedClassesChooseRecomputeLikeTables()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(int, layers);
+        QFETCH(double, fraction);
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=" + std::to_string(layers)};
+        const auto m = loadModel(model.toStdString(), options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw);
+        const FoldedGraph folded = foldGraph(m.graph);
+        auto solve = [&](double limit, double maxTableEntries) {
+            PlannerSession session(cost, folded);
+            session.setMixLayers(false);
+            session.setMemoryLimit(limit);
+            session.setMaxTableEntries(maxTableEntries);
+            return session.solve();
+        };
+        const SearchResult unlimited = solve(-1, 4e6);
+        const double limit = fraction * unlimited.breakdown.perDeviceBytes;
+        const SearchResult tabulated = solve(limit, 1e300);
+        const SearchResult inlined = solve(limit, 0);
+        // Below what any plan needs, both report the same smallest-memory plan.
+        QCOMPARE(inlined.fits, tabulated.fits);
+        QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::None) < static_cast<long>(inlined.recomputeOfOp.size()));
+        QVERIFY2(std::abs(inlined.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <= 1e-9 * tabulated.breakdown.stepSeconds,
+                 qPrintable(QString("inlined %1 s, tabulated %2 s").arg(inlined.breakdown.stepSeconds, 0, 'g', 12).arg(tabulated.breakdown.stepSeconds, 0, 'g', 12)));
+        QVERIFY(std::abs(inlined.breakdown.perDeviceBytes - tabulated.breakdown.perDeviceBytes) <= 1e-9 * tabulated.breakdown.perDeviceBytes);
+    }
+
     // A large elimination step is cut into slices, one per thread; every slice must start its
     // odometer at the right digits. Eliminating v (domain 64) between a and b (256 each) is
     // 65536 x 64 x 3 = 12.6M additions, three slices of 21,846 entries (not a multiple of 256,

@@ -737,7 +737,7 @@ struct PlannerSession::Impl {
     struct Attempt {
         SearchResult result;
         std::vector<ChosenRun> runs;
-        std::vector<std::pair<OpId, int>> inlinedChoice; ///< ops solved at the top level
+        std::vector<std::tuple<OpId, int, Recompute>> inlinedChoice; ///< ops solved at the top level
     };
 
     std::shared_ptr<const DecodedEntry> decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
@@ -824,7 +824,10 @@ struct PlannerSession::Impl {
         const size_t n = model.graph().ops.size();
         r.strategyOfOp.assign(n, 0);
         r.recomputeOfOp.assign(n, Recompute::None);
-        for (const auto& [op, s] : attempt.inlinedChoice) r.strategyOfOp[static_cast<size_t>(op)] = s;
+        for (const auto& [op, s, mode] : attempt.inlinedChoice) {
+            r.strategyOfOp[static_cast<size_t>(op)] = s;
+            r.recomputeOfOp[static_cast<size_t>(op)] = mode;
+        }
         for (const ChosenRun& run : attempt.runs)
             for (int a = run.firstInstance; a < run.firstInstance + run.count; ++a) writeInstance(*run.entry, run.classId, a, r);
     }
@@ -1006,7 +1009,7 @@ struct PlannerSession::Impl {
         int slot = 0;
     };
 
-    static constexpr double kMaxTableEntries = 4e6;
+    double maxTableEntries = 4e6; ///< see PlannerSession::setMaxTableEntries
 
     /// Classes whose boundary is too wide for a table are not tabulated: their ops join the top
     /// level directly (exact all the same, only without sharing the solve between instances).
@@ -1027,7 +1030,7 @@ struct PlannerSession::Impl {
             }
             // Absorbed siblings shrink the boundary; without knowing it here, count generously
             // only for blocks that have none.
-            if (siblingsOf(bc.id, 0).empty() && entries > kMaxTableEntries) inlined.insert(bc.id);
+            if (siblingsOf(bc.id, 0).empty() && entries > maxTableEntries) inlined.insert(bc.id);
         }
         // A parent whose siblings are inlined cannot absorb them: inline it too.
         for (const auto& g : folded.siblings)
@@ -1088,12 +1091,15 @@ struct PlannerSession::Impl {
         }
 
         std::vector<OpId> inlinedOps;
+        std::vector<const BlockInstance*> inlinedInstances;
         std::vector<TopItem> items;
         for (const auto& [run, slot] : pricedRuns) {
             if (inlined.count(run.classId)) {
-                for (int a = 0; a < run.count; ++a)
-                    for (OpId op : folded.classes[static_cast<size_t>(run.classId)].instances[static_cast<size_t>(run.firstInstance + a)].ops)
-                        inlinedOps.push_back(op);
+                for (int a = 0; a < run.count; ++a) {
+                    const BlockInstance& inst = folded.classes[static_cast<size_t>(run.classId)].instances[static_cast<size_t>(run.firstInstance + a)];
+                    inlinedInstances.push_back(&inst);
+                    for (OpId op : inst.ops) inlinedOps.push_back(op);
+                }
                 continue;
             }
             classTable(run.classId, slot == 1 ? split->high : lambda, recomputeAllowed, slot);
@@ -1110,7 +1116,22 @@ struct PlannerSession::Impl {
         }
         std::sort(inlinedOps.begin(), inlinedOps.end());
 
-        // Variables: inlined ops' strategies, then the spec of every table item output.
+        // Variables: the recompute mode of each inlined instance (as a class table chooses one
+        // per instance), inlined ops' strategies, then the spec of every table item output.
+        std::vector<Recompute> modes{Recompute::None};
+        if (recomputeAllowed && lambda > 0 && model.settings().training) {
+            modes.push_back(Recompute::Selective);
+            modes.push_back(Recompute::Full);
+        }
+        const int modeCount = static_cast<int>(modes.size());
+        std::map<OpId, int> modeVarOfOp; // only when there is a choice
+        std::vector<int> modeVarOfInstance(inlinedInstances.size(), -1);
+        if (modeCount > 1)
+            for (size_t i = 0; i < inlinedInstances.size(); ++i) {
+                modeVarOfInstance[i] = static_cast<int>(topDomain.size());
+                topDomain.push_back(modeCount);
+                for (OpId op : inlinedInstances[i]->ops) modeVarOfOp[op] = modeVarOfInstance[i];
+            }
         std::map<TensorId, TensorVar> varOfTensor;
         std::map<OpId, int> opVar;
         for (OpId op : inlinedOps) {
@@ -1162,16 +1183,20 @@ struct PlannerSession::Impl {
         // Inlined ops: node costs and the edges into them.
         for (OpId op : inlinedOps) {
             const int var = opVar.at(op);
-            Factor f{{var}, {}};
-            for (int s = 0; s < topDomain[static_cast<size_t>(var)]; ++s) {
-                const int lockedTo = forced[static_cast<size_t>(op)];
-                if (lockedTo >= 0 && lockedTo != s) {
-                    f.values.push_back(kInfinity);
-                    continue;
+            const auto modeVar = modeVarOfOp.find(op);
+            // Mode variables come first, so (mode, strategy) is already in ascending order.
+            Factor f{modeVar == modeVarOfOp.end() ? std::vector<int>{var} : std::vector<int>{modeVar->second, var}, {}};
+            const int modesHere = modeVar == modeVarOfOp.end() ? 1 : modeCount;
+            for (int m = 0; m < modesHere; ++m)
+                for (int s = 0; s < topDomain[static_cast<size_t>(var)]; ++s) {
+                    const int lockedTo = forced[static_cast<size_t>(op)];
+                    if (lockedTo >= 0 && lockedTo != s) {
+                        f.values.push_back(kInfinity);
+                        continue;
+                    }
+                    const OpCost& c = model.opCost(op, s, modes[static_cast<size_t>(m)]);
+                    f.values.push_back(c.seconds() + lambda * c.memoryBytes());
                 }
-                const OpCost& c = model.opCost(op, s, Recompute::None);
-                f.values.push_back(c.seconds() + lambda * c.memoryBytes());
-            }
             factors.push_back(std::move(f));
             const Op& o = g.op(op);
             for (size_t k = 0; k < o.inputs.size(); ++k) {
@@ -1186,6 +1211,29 @@ struct PlannerSession::Impl {
                     factors.push_back(edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain));
             }
         }
+        // Full recomputation keeps each instance input, in the spec its producer chose.
+        for (size_t i = 0; i < inlinedInstances.size(); ++i) {
+            if (modeVarOfInstance[i] < 0) continue;
+            for (TensorId t : inlinedInstances[i]->inputs) {
+                if (!hasVariable(t)) continue;
+                auto it = varOfTensor.find(t);
+                if (it == varOfTensor.end()) throw std::logic_error("search: an inlined block reads a tensor the top level cannot see");
+                const TensorVar& tv = it->second;
+                const int modeVar = modeVarOfInstance[i];
+                Factor f{{modeVar, tv.var}, {}};
+                const int domain = topDomain[static_cast<size_t>(tv.var)];
+                for (int m = 0; m < modeCount; ++m)
+                    for (int d = 0; d < domain; ++d) {
+                        if (modes[static_cast<size_t>(m)] != Recompute::Full) {
+                            f.values.push_back(0);
+                            continue;
+                        }
+                        const TensorSpec spec = tv.isOpVar ? model.outputSpec(tv.producer, d, tv.slot) : topSpecs.at(tv.var)[static_cast<size_t>(d)];
+                        f.values.push_back(lambda * keptInputBytes(model, t, spec));
+                    }
+                factors.push_back(std::move(f));
+            }
+        }
         for (const auto& item : items) factors.push_back(itemFactor(item, tableOf(item.run.classId, item.slot)));
 
         EliminationResult top = eliminate(std::move(factors), topDomain, {}, threadCount());
@@ -1197,8 +1245,19 @@ struct PlannerSession::Impl {
 
         for (OpId op : inlinedOps) {
             const int s = assignment[static_cast<size_t>(opVar.at(op))];
-            attempt.inlinedChoice.emplace_back(op, s);
-            decodedMemory += model.opCost(op, s, Recompute::None).memoryBytes();
+            const auto modeVar = modeVarOfOp.find(op);
+            const Recompute mode = modeVar == modeVarOfOp.end() ? Recompute::None : modes[static_cast<size_t>(assignment[static_cast<size_t>(modeVar->second)])];
+            attempt.inlinedChoice.emplace_back(op, s, mode);
+            decodedMemory += model.opCost(op, s, mode).memoryBytes();
+        }
+        for (size_t i = 0; i < inlinedInstances.size(); ++i) {
+            if (modeVarOfInstance[i] < 0 || modes[static_cast<size_t>(assignment[static_cast<size_t>(modeVarOfInstance[i])])] != Recompute::Full) continue;
+            for (TensorId t : inlinedInstances[i]->inputs) {
+                if (!hasVariable(t)) continue;
+                const TensorVar& tv = varOfTensor.at(t);
+                const int d = assignment[static_cast<size_t>(tv.var)];
+                decodedMemory += keptInputBytes(model, t, tv.isOpVar ? model.outputSpec(tv.producer, d, tv.slot) : topSpecs.at(tv.var)[static_cast<size_t>(d)]);
+            }
         }
         for (const auto& item : items) decodeItem(item, assignment, attempt);
         result.lambda = lambda;
@@ -1438,6 +1497,7 @@ void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
 void PlannerSession::setThreads(int threads) { impl_->threads = threads; }
+void PlannerSession::setMaxTableEntries(double entries) { impl_->maxTableEntries = entries; }
 
 double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
                               const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown)

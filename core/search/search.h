@@ -100,6 +100,10 @@ public:
     void setFlat(bool flat);
     /// See SearchOptions::mixLayers (on by default; off gives the plain Lagrangian plan).
     void setMixLayers(bool mix);
+    /// A class whose boundary table would exceed this many entries (default 4M) is not
+    /// tabulated: its ops join the top level, each instance with its own recompute mode. The
+    /// plan is the same either way (both are exact); only time and memory differ.
+    void setMaxTableEntries(double entries);
     /// See SearchOptions::cancel; null: never cancelled. The session stays usable after a
     /// cancelled solve.
     void setCancelFlag(const std::atomic<bool>* cancel);
