@@ -208,7 +208,9 @@ struct PlannerSession::Impl {
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
     int threads = 0; // 0: every hardware thread
-    int threadCount() const { return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+    // Asked once: hardware_concurrency() reads sysfs (about 10 us), too slow for every table.
+    const int hardwareThreads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    int threadCount() const { return threads > 0 ? threads : hardwareThreads; }
 
     void throwIfCancelled() const
     {
