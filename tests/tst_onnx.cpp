@@ -4,9 +4,11 @@
 #include <QtTest>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
 
 #include "fold/fold.h"
 #include "graph/opkinds.h"
@@ -211,6 +213,94 @@ private slots:
         QCOMPARE(fc2->inputs.size(), size_t(3));
         QCOMPARE(g.tensor(fc2->outputs[0]).shape, (std::vector<std::int64_t>{4, 8}));
         QCOMPARE(g.tensor(fc2->outputs[0]).role, TensorRole::Output);
+    }
+
+    // Einsum nodes are our own op description: a contraction with a weight is a Linear (the
+    // weight put second when it comes first), one between activations a BatchMatMul, one
+    // operand a Transpose or a sum. Output shapes come from the letters when ONNX leaves them
+    // out; an ellipsis is refused by name.
+    void einsumNodesMapToTheirEquations()
+    {
+        onnx::ModelProto model;
+        model.set_ir_version(8);
+        model.add_opset_import()->set_version(17);
+        onnx::GraphProto* g = model.mutable_graph();
+        g->set_name("einsums");
+        auto tensorType = [](onnx::ValueInfoProto* v, const std::string& name, std::vector<std::int64_t> dims) {
+            v->set_name(name);
+            auto* tt = v->mutable_type()->mutable_tensor_type();
+            tt->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+            for (auto d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+        };
+        auto weight = [&](const std::string& name, std::vector<std::int64_t> dims) {
+            onnx::TensorProto* t = g->add_initializer();
+            t->set_name(name);
+            t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+            std::int64_t n = 1;
+            for (auto d : dims) {
+                t->add_dims(d);
+                n *= d;
+            }
+            for (std::int64_t i = 0; i < n; ++i) t->add_float_data(0.5f);
+        };
+        auto einsum = [&](const std::string& name, std::vector<std::string> inputs, const std::string& out, const std::string& equation) {
+            onnx::NodeProto* node = g->add_node();
+            node->set_name(name);
+            node->set_op_type("Einsum");
+            for (const auto& in : inputs) node->add_input(in);
+            node->add_output(out);
+            onnx::AttributeProto* a = node->add_attribute();
+            a->set_name("equation");
+            a->set_type(onnx::AttributeProto_AttributeType_STRING);
+            a->set_s(equation);
+        };
+        tensorType(g->add_input(), "x", {4, 6, 8});
+        weight("w1", {8, 16});
+        weight("w2", {16, 8});
+        einsum("proj", {"x", "w1"}, "y1", "bsh, hf -> bsf");
+        einsum("back", {"w2", "y1"}, "y2", "fg,bsf->bsg");
+        einsum("scores", {"y2", "y2"}, "y3", "bsg,btg->bst");
+        einsum("swap", {"y3"}, "y4", "bst->bts");
+        einsum("total", {"y4"}, "y5", "bts->bt");
+        tensorType(g->add_output(), "y5", {});
+        g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+        const QString path = QDir::temp().filePath(QStringLiteral("tp_einsums.onnx"));
+        {
+            std::ofstream out(path.toStdString(), std::ios::binary);
+            QVERIFY(model.SerializeToOstream(&out));
+        }
+        const Graph graph = importOnnxFile(path.toStdString());
+        QCOMPARE(graph.parameterCount(), std::int64_t(8 * 16 + 16 * 8));
+        const Op* proj = findOp(graph, "proj");
+        const Op* back = findOp(graph, "back");
+        const Op* scores = findOp(graph, "scores");
+        const Op* swap = findOp(graph, "swap");
+        const Op* total = findOp(graph, "total");
+        QVERIFY(proj && back && scores && swap && total);
+        QCOMPARE(proj->kind, OpKind::Linear);
+        QCOMPARE(proj->einsum, std::string("bsh,hf->bsf"));
+        QCOMPARE(back->kind, OpKind::Linear);
+        QCOMPARE(back->einsum, std::string("bsf,fg->bsg"));
+        QCOMPARE(scores->kind, OpKind::BatchMatMul);
+        QCOMPARE(graph.tensor(scores->outputs[0]).shape, (std::vector<std::int64_t>{4, 6, 6}));
+        QCOMPARE(swap->kind, OpKind::Transpose);
+        QCOMPARE(total->kind, OpKind::Reduce);
+        QCOMPARE(graph.tensor(total->outputs[0]).shape, (std::vector<std::int64_t>{4, 6}));
+
+        // The same graph with an ellipsis is refused, naming the node and why.
+        g->mutable_node(0)->mutable_attribute(0)->set_s("...h,hf->...f");
+        {
+            std::ofstream out(path.toStdString(), std::ios::binary | std::ios::trunc);
+            QVERIFY(model.SerializeToOstream(&out));
+        }
+        try {
+            importOnnxFile(path.toStdString());
+            QFAIL("an Einsum with an ellipsis was accepted");
+        } catch (const InputError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("node 'proj' (op type Einsum, node 0) is not supported: an Einsum with an ellipsis")),
+                     e.what());
+        }
+        QFile::remove(path);
     }
 
     void loadModelOpensOnnxFiles()

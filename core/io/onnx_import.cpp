@@ -1,6 +1,7 @@
 #include "onnx_import.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -286,6 +287,63 @@ std::optional<std::vector<std::int64_t>> attrInts(const onnx::NodeProto* n, std:
     const auto* a = findAttr(n, name);
     if (!a || a->type() != onnx::AttributeProto_AttributeType_INTS) return std::nullopt;
     return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::optional<std::string> attrString(const onnx::NodeProto* n, std::string_view name)
+{
+    const auto* a = findAttr(n, name);
+    if (!a || a->type() != onnx::AttributeProto_AttributeType_STRING) return std::nullopt;
+    return a->s();
+}
+
+/// An ONNX Einsum equation as operand terms and an output term, or why it is not one we model
+/// (an ellipsis, a diagonal, a letter that is not a-z/A-Z). Without "->" the output is, as the
+/// ONNX spec says, the letters that appear once, in alphabetical order.
+struct EinsumTerms {
+    std::vector<std::string> inputs;
+    std::string output;
+    std::string problem;
+};
+
+EinsumTerms parseEinsumEquation(const std::string& text)
+{
+    EinsumTerms e;
+    std::string eq;
+    for (char c : text)
+        if (c != ' ' && c != '\t') eq += c;
+    if (eq.find("...") != std::string::npos) {
+        e.problem = "an Einsum with an ellipsis ('...')";
+        return e;
+    }
+    const auto arrow = eq.find("->");
+    const std::string lhs = eq.substr(0, arrow);
+    std::string term;
+    for (size_t i = 0; i <= lhs.size(); ++i) {
+        if (i == lhs.size() || lhs[i] == ',') {
+            e.inputs.push_back(term);
+            term.clear();
+        } else {
+            term += lhs[i];
+        }
+    }
+    std::map<char, int> uses;
+    for (const auto& t : e.inputs)
+        for (char c : t) ++uses[c];
+    if (arrow == std::string::npos) {
+        for (const auto& [c, count] : uses)
+            if (count == 1) e.output += c;
+    } else {
+        e.output = eq.substr(arrow + 2);
+    }
+    for (const auto& t : e.inputs) {
+        for (char c : t)
+            if (!std::isalpha(static_cast<unsigned char>(c))) e.problem = "Einsum equation '" + text + "' has '" + std::string(1, c) + "' where a letter belongs";
+        for (size_t i = 0; i < t.size() && e.problem.empty(); ++i)
+            if (t.find(t[i], i + 1) != std::string::npos) e.problem = "an Einsum that takes a diagonal ('" + t + "')";
+    }
+    for (char c : e.output)
+        if (!uses.count(c) && e.problem.empty()) e.problem = "Einsum equation '" + text + "': output letter '" + std::string(1, c) + "' is in no operand";
+    return e;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1804,6 +1862,70 @@ private:
         if (t == "Reshape" || t == "Flatten" || t == "Squeeze" || t == "Unsqueeze") {
             single(OpKind::Reshape);
             return;
+        }
+        if (t == "Einsum") {
+            // The equation is our own op description: two operands contract (a Linear when the
+            // second is a weight), one operand transposes or sums.
+            const auto text = attrString(n.proto, "equation");
+            if (!text) failNode(n, "attr 'equation' is missing");
+            EinsumTerms e = parseEinsumEquation(*text);
+            if (!e.problem.empty()) return mapOpaqueOrFail(n, e.problem);
+            if (e.inputs.size() != n.inputs.size()) failNode(n, "equation '" + *text + "' names " + std::to_string(e.inputs.size()) + " operands, the node has " + std::to_string(n.inputs.size()));
+            for (size_t i = 0; i < e.inputs.size(); ++i)
+                if (e.inputs[i].size() != inShape(n.inputs[i]).size())
+                    failNode(n, "equation term '" + e.inputs[i] + "' has " + std::to_string(e.inputs[i].size()) + " letters for an operand of rank " + std::to_string(inShape(n.inputs[i]).size()));
+            // ONNX's shape inference may leave the output unshaped: each letter has one size.
+            std::map<char, std::int64_t> sizeOf;
+            for (size_t i = 0; i < e.inputs.size(); ++i) {
+                const Shape s = inShape(n.inputs[i]);
+                for (size_t d = 0; d < s.size(); ++d) {
+                    auto [it, fresh] = sizeOf.emplace(e.inputs[i][d], s[d]);
+                    if (!fresh && it->second != s[d] && s[d] != 1 && it->second != 1)
+                        failNode(n, "equation letter '" + std::string(1, e.inputs[i][d]) + "' is " + std::to_string(it->second) + " in one operand and " + std::to_string(s[d]) + " in another");
+                    if (it->second == 1) it->second = s[d];
+                }
+            }
+            if (!shapeOf(n.outputs[0])) {
+                Value& out = value(n.outputs[0]);
+                out.shape = Shape{};
+                for (char c : e.output) out.shape->push_back(sizeOf.at(c));
+                if (!out.elemType) out.elemType = elemType(n.inputs[0]);
+            }
+            if (e.inputs.size() == 2) {
+                std::vector<std::string> in{n.inputs[0], n.inputs[1]};
+                if (isWeight(in[0]) && !isWeight(in[1])) { // the weight goes second, as in a Linear
+                    std::swap(in[0], in[1]);
+                    std::swap(e.inputs[0], e.inputs[1]);
+                }
+                const OpKind kind = isWeight(in[1]) ? OpKind::Linear : OpKind::BatchMatMul;
+                addOp(n, kind, {operand(n, in[0]), operand(n, in[1])}, {output(n, n.outputs[0])}, e.inputs[0] + "," + e.inputs[1] + "->" + e.output);
+                return;
+            }
+            if (e.inputs.size() == 1) {
+                const std::string& x = e.inputs[0];
+                if (e.output.size() == x.size()) {
+                    std::vector<std::int64_t> perm;
+                    for (char c : e.output) perm.push_back(static_cast<std::int64_t>(x.find(c)));
+                    Attrs attrs;
+                    attrs["perm"] = perm;
+                    single(OpKind::Transpose, attrs);
+                    return;
+                }
+                std::string kept;
+                std::vector<std::int64_t> axes;
+                for (size_t d = 0; d < x.size(); ++d) {
+                    if (e.output.find(x[d]) == std::string::npos) axes.push_back(static_cast<std::int64_t>(d));
+                    else kept += x[d];
+                }
+                if (kept != e.output) return mapOpaqueOrFail(n, "an Einsum that sums and transposes at once ('" + *text + "')");
+                Attrs attrs;
+                attrs["axes"] = axes;
+                attrs["keepdims"] = std::int64_t{0};
+                attrs["op"] = std::string("ReduceSum");
+                single(OpKind::Reduce, attrs);
+                return;
+            }
+            return mapOpaqueOrFail(n, "an Einsum of " + std::to_string(e.inputs.size()) + " operands (one or two are modelled)");
         }
         if (t == "Transpose") {
             const Shape x = inShape(n.inputs.at(0));
