@@ -286,6 +286,27 @@ private slots:
         QCOMPARE(swap->kind, OpKind::Transpose);
         QCOMPARE(total->kind, OpKind::Reduce);
         QCOMPARE(graph.tensor(total->outputs[0]).shape, (std::vector<std::int64_t>{4, 6}));
+        // The equations are costed and sharded like any op: on 2 devices the projections split.
+        PlanRequest request;
+        request.model = path.toStdString();
+        request.mesh = "2";
+        request.memoryLimit = "none";
+        auto ws = preparePlan(request);
+        const SearchResult r = runPlan(*ws, request);
+        QVERIFY(r.breakdown.stepSeconds > 0 && std::isfinite(r.breakdown.stepSeconds));
+        QVERIFY(ws->costModel->strategies(proj->id).size() > 1);
+
+        // ONNX allows upper-case letters.
+        g->mutable_node(0)->mutable_attribute(0)->set_s("BSH,HF->BSF");
+        {
+            std::ofstream out(path.toStdString(), std::ios::binary | std::ios::trunc);
+            QVERIFY(model.SerializeToOstream(&out));
+        }
+        const Graph upper = importOnnxFile(path.toStdString());
+        QCOMPARE(findOp(upper, "proj")->einsum, std::string("BSH,HF->BSF"));
+        request.model = path.toStdString();
+        auto wsUpper = preparePlan(request);
+        QVERIFY(runPlan(*wsUpper, request).breakdown.stepSeconds > 0);
 
         // The same graph with an ellipsis is refused, naming the node and why.
         g->mutable_node(0)->mutable_attribute(0)->set_s("...h,hf->...f");
