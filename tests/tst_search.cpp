@@ -615,6 +615,8 @@ private slots:
         const double limit = fraction * unlimited.breakdown.perDeviceBytes;
         const SearchResult tabulated = solve(limit, 1e300);
         const SearchResult inlined = solve(limit, 0);
+        QCOMPARE(tabulated.inlinedClasses, 0);
+        QCOMPARE(inlined.inlinedClasses, inlined.blockClasses);
         // Below what any plan needs, both report the same smallest-memory plan.
         QCOMPARE(inlined.fits, tabulated.fits);
         QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::None) < static_cast<long>(inlined.recomputeOfOp.size()));

@@ -64,6 +64,9 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     if (r.method == "folded" || r.method == "flat")
         out << ": " << r.blockClasses << " block classes, " << r.opsSearched << " ops searched, "
             << formatSeconds(r.searchMs / 1e3) << " (fold " << formatSeconds(ws.foldMs / 1e3) << ")";
+    if (r.inlinedClasses > 0)
+        out << "\n                  " << r.inlinedClasses << (r.inlinedClasses == 1 ? " class" : " classes")
+            << " solved instance by instance: its boundary has too many specs on this mesh for one table";
     out << "\n";
     out << "  step time       " << formatSeconds(b.stepSeconds) << "  (compute " << formatSeconds(b.computeSeconds)
         << ", communication " << formatSeconds(b.commSeconds);

@@ -1678,6 +1678,7 @@ SearchResult PlannerSession::solve()
     out.lockedOp.assign(d.model.graph().ops.size(), false);
     for (const auto& l : d.locks) out.lockedOp[static_cast<size_t>(l.op)] = true;
     out.blockClasses = static_cast<int>(d.folded.classes.size());
+    out.inlinedClasses = static_cast<int>(d.inlinedClasses().size());
     out.opsSearched = d.folded.searchedOps();
     out.tablesSolved = d.tablesSolved;
     out.pricesTried = pricesTried;

@@ -72,6 +72,7 @@ struct SearchResult {
     double expandMs = 0;                ///< writing the folded answer out as a strategy per op
     double breakdownMs = 0;             ///< building the full breakdown of the chosen plan
     int blockClasses = 0;
+    int inlinedClasses = 0;             ///< classes solved instance by instance (table too large)
     int opsSearched = 0;
     int tablesSolved = 0;               ///< class tables computed (not taken from the cache)
     int pricesTried = 0;                ///< searches at a memory price (1 when the limit does not bind)
