@@ -451,8 +451,8 @@ void MainWindow::updateStatus()
                      .arg(b.perDeviceBytes / (1024.0 * 1024 * 1024), 0, 'f', 1)
                      .arg(capacity / (1024.0 * 1024 * 1024), 0, 'f', 0)
                      .arg(plan->result.fits ? QString() : tr(" (does not fit)"));
-        if (plan->workspace && plan->workspace.get() != axesNoteWorkspace_) {
-            axesNoteWorkspace_ = plan->workspace.get();
+        if (plan->workspace && plan->workspace != axesNoteWorkspace_.lock()) {
+            axesNoteWorkspace_ = plan->workspace;
             QStringList axes;
             const Mesh& mesh = plan->workspace->costModel->mesh();
             for (int a : axesNoOpCanSplit(*plan->workspace->costModel))

@@ -126,7 +126,7 @@ private:
     QAction* redo_ = nullptr;
     QString lastError_;
     /// The unusable-axes note of the workspace it was computed for (recomputed on a new one).
-    const void* axesNoteWorkspace_ = nullptr;
+    std::weak_ptr<const PlanWorkspace> axesNoteWorkspace_;
     QString axesNote_;
     bool selecting_ = false;
     bool docksSized_ = false;

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "../graph/opkinds.h"
@@ -26,8 +27,11 @@ OpId representativeOf(const FoldedGraph& folded, OpId op)
 std::vector<int> axesNoOpCanSplit(const CostModel& model)
 {
     AxisMask used = 0;
+    // Ops with identical facts share one candidate list: visit each list once.
+    std::set<const std::vector<OpStrategy>*> seen;
     for (const auto& op : model.graph().ops)
-        for (const auto& strategy : model.strategies(op.id)) used |= strategy.usedAxes();
+        if (const auto& candidates = model.strategies(op.id); seen.insert(&candidates).second)
+            for (const auto& strategy : candidates) used |= strategy.usedAxes();
     std::vector<int> unused;
     for (int a = 0; a < static_cast<int>(model.mesh().axes.size()); ++a)
         if (!(used & (AxisMask{1} << a)) && model.mesh().axes[static_cast<size_t>(a)].size > 1) unused.push_back(a);

@@ -384,6 +384,14 @@ struct PlannerSession::Impl {
     static int tableKey(int cls, int slot) { return 2 * cls + slot; }
     const ClassTable& tableOf(int cls, int slot) const { return *tables.at(tableKey(cls, slot)); }
 
+    /// The recompute modes a block chooses among at a memory price: recomputing only pays
+    /// when memory has a price, and only in training.
+    std::vector<Recompute> recomputeModes(double lambda, bool recomputeAllowed) const
+    {
+        if (recomputeAllowed && lambda > 0 && model.settings().training) return {Recompute::None, Recompute::Selective, Recompute::Full};
+        return {Recompute::None};
+    }
+
     std::shared_ptr<ClassTable> classTable(int cls, double lambda, bool recomputeAllowed, int slot = 0)
     {
         auto found = tables.find(tableKey(cls, slot));
@@ -419,11 +427,7 @@ struct PlannerSession::Impl {
             ct->siblingIndex.push_back(sinst);
         }
 
-        std::vector<Recompute> modes{Recompute::None};
-        if (recomputeAllowed && lambda > 0 && model.settings().training) {
-            modes.push_back(Recompute::Selective);
-            modes.push_back(Recompute::Full);
-        }
+        const std::vector<Recompute> modes = recomputeModes(lambda, recomputeAllowed);
         ct->modeKinds = modes;
         for (Recompute mode : modes) ct->modes.push_back(solveMode(*ct, bc, siblingTables, lambda, mode));
         const std::size_t size = product(ct->dims);
@@ -1013,6 +1017,12 @@ struct PlannerSession::Impl {
 
     double maxTableEntries = 4e6; ///< see PlannerSession::setMaxTableEntries
 
+    /// The spec a top-level variable gives its tensor when it takes value `d`.
+    TensorSpec specOf(const TensorVar& tv, int d) const
+    {
+        return tv.isOpVar ? model.outputSpec(tv.producer, d, tv.slot) : topSpecs.at(tv.var)[static_cast<size_t>(d)];
+    }
+
     /// Classes whose boundary is too wide for a table are not tabulated: their ops join the top
     /// level directly (exact all the same, only without sharing the solve between instances).
     std::set<int> inlinedClasses()
@@ -1120,11 +1130,7 @@ struct PlannerSession::Impl {
 
         // Variables: the recompute mode of each inlined instance (as a class table chooses one
         // per instance), inlined ops' strategies, then the spec of every table item output.
-        std::vector<Recompute> modes{Recompute::None};
-        if (recomputeAllowed && lambda > 0 && model.settings().training) {
-            modes.push_back(Recompute::Selective);
-            modes.push_back(Recompute::Full);
-        }
+        const std::vector<Recompute> modes = recomputeModes(lambda, recomputeAllowed);
         const int modeCount = static_cast<int>(modes.size());
         std::map<OpId, int> modeVarOfOp; // only when there is a choice
         std::vector<int> modeVarOfInstance(inlinedInstances.size(), -1);
@@ -1230,8 +1236,7 @@ struct PlannerSession::Impl {
                             f.values.push_back(0);
                             continue;
                         }
-                        const TensorSpec spec = tv.isOpVar ? model.outputSpec(tv.producer, d, tv.slot) : topSpecs.at(tv.var)[static_cast<size_t>(d)];
-                        f.values.push_back(lambda * keptInputBytes(model, t, spec));
+                        f.values.push_back(lambda * keptInputBytes(model, t, specOf(tv, d)));
                     }
                 factors.push_back(std::move(f));
             }
@@ -1258,7 +1263,7 @@ struct PlannerSession::Impl {
                 if (!hasVariable(t)) continue;
                 const TensorVar& tv = varOfTensor.at(t);
                 const int d = assignment[static_cast<size_t>(tv.var)];
-                decodedMemory += keptInputBytes(model, t, tv.isOpVar ? model.outputSpec(tv.producer, d, tv.slot) : topSpecs.at(tv.var)[static_cast<size_t>(d)]);
+                decodedMemory += keptInputBytes(model, t, specOf(tv, d));
             }
         }
         for (const auto& item : items) decodeItem(item, assignment, attempt);
