@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fold/fold.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 
 namespace {
 // CPU time of this thread: the wall clock alone is unreliable while other jobs share the cores.

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fold/fold.h"
-#include "io/graph_json.h"
+#include "import/graph_json.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "graph/validate.h"
-#include "models/hf_config.h"
+#include "import/hf_config.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "graph/validate.h"
-#include "io/onnx_import.h"
+#include "import/onnx_import.h"
 #include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)

@@ -8,7 +8,7 @@
 #include "cost/baselines.h"
 #include "cost/collectives.h"
 #include "cost/cost_model.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "models/models.h"
 #include "util/error.h"
 

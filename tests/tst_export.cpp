@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "io/export_plan.h"
-#include "io/export_styles.h"
-#include "models/catalog.h"
+#include "export/export_plan.h"
+#include "export/export_styles.h"
+#include "import/catalog.h"
 #include "plan/plan_file.h"
 #include "util/error.h"
 

@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "fold/fold.h"
 #include "graph/validate.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "util/error.h"
 
 using namespace tp;

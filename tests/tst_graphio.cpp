@@ -1,8 +1,8 @@
 // The graph file format: lossless round trips and clear messages for malformed files.
 #include <QtTest>
 
-#include "io/graph_json.h"
-#include "models/catalog.h"
+#include "import/graph_json.h"
+#include "import/catalog.h"
 #include "util/error.h"
 
 using namespace tp;

@@ -8,7 +8,7 @@
 #include "graph/validate.h"
 #include "ilp/ilp.h"
 #include "models/builder.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "search/search.h"
 #include "util/error.h"
 

@@ -11,10 +11,10 @@
 #include <functional>
 
 #include "graph/signature.h"
-#include "io/graph_json.h"
+#include "import/graph_json.h"
 #include "mesh/mesh.h"
-#include "models/catalog.h"
-#include "models/hf_config.h"
+#include "import/catalog.h"
+#include "import/hf_config.h"
 #include "search/search.h"
 #include "sharding/spec.h"
 #include "sharding/strategy.h"

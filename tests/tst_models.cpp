@@ -8,8 +8,8 @@
 #include "graph/opkinds.h"
 #include "graph/stats.h"
 #include "graph/validate.h"
-#include "models/catalog.h"
-#include "models/hf_config.h"
+#include "import/catalog.h"
+#include "import/hf_config.h"
 #include "util/error.h"
 
 using namespace tp;

@@ -12,8 +12,8 @@
 
 #include "fold/fold.h"
 #include "graph/opkinds.h"
-#include "io/onnx_import.h"
-#include "models/catalog.h"
+#include "import/onnx_import.h"
+#include "import/catalog.h"
 #include "plan/planner.h"
 #include "search/search.h"
 #include "util/error.h"

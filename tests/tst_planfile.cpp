@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "io/graph_json.h"
+#include "import/graph_json.h"
 #include "layout/layout.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "plan/plan_file.h"
 #include "util/error.h"
 #include "util/units.h"

@@ -9,7 +9,7 @@
 #include "fold/fold.h"
 #include "graph/validate.h"
 #include "models/builder.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "search/factor.h"
 #include "search/search.h"
 #include "util/error.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "plan/planner.h"
 
 namespace tp::cli {

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "io/export_plan.h"
+#include "export/export_plan.h"
 #include "plan/plan_file.h"
 
 namespace tp::cli {

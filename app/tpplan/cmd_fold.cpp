@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "fold/fold.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 
 namespace tp::cli {
 

@@ -5,7 +5,7 @@
 #include "cli.h"
 #include "graph/stats.h"
 #include "mesh/mesh.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 
 namespace tp::cli {
 

@@ -25,7 +25,7 @@
 #include <QTreeView>
 
 #include "blockoutlinemodel.h"
-#include "io/export_plan.h"
+#include "export/export_plan.h"
 #include "plan/plan.h"
 #include "plan/plan_file.h"
 #include "util/error.h"
@@ -185,7 +185,7 @@ void MainWindow::createActions()
     file->addAction(tr("Save Project &As…"), QKeySequence::SaveAs, this, &MainWindow::saveAs);
     QMenu* exportMenu = file->addMenu(tr("&Export"));
     exportMenu->addAction(tr("Plan (.tpplan.json)…"), QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportPlanJson);
-    // Every format of core/io/export_plan (CSV, DOT/SVG/PNG by Graphviz, PyTorch, Megatron, HF).
+    // Every format of core/export/export_plan (CSV, DOT/SVG/PNG by Graphviz, PyTorch, Megatron, HF).
     for (const auto& format : exportFormats()) {
         const QString f = QString::fromStdString(format);
         exportMenu->addAction(tr("%1…").arg(f.toUpper()), this, [this, f] { exportFormat(f); });

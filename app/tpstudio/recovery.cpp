@@ -11,7 +11,7 @@
 #include <QUuid>
 
 #include "document.h"
-#include "models/catalog.h"
+#include "import/catalog.h"
 #include "util/error.h"
 #include "util/json_limits.h"
 

@@ -7,7 +7,7 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
-#include "models/catalog.h"
+#include "import/catalog.h"
 
 namespace tp {
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "../graph/validate.h"
-#include "../io/graph_json.h"
+#include "../import/graph_json.h"
 #include "../util/error.h"
 #include "../util/json_limits.h"
 #include "../util/units.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "../models/catalog.h"
+#include "../import/catalog.h"
 #include "plan.h"
 
 namespace tp {

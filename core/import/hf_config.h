@@ -2,7 +2,7 @@
 // Hugging Face config.json -> our model config (the keys of resources/models/*.json).
 #include <string>
 
-#include "models.h"
+#include "../models/models.h"
 
 namespace tp {
 

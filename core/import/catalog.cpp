@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "../graph/validate.h"
-#include "../io/graph_json.h"
-#include "../io/onnx_import.h"
+#include "graph_json.h"
+#include "onnx_import.h"
 #include "../util/error.h"
 #include "../util/json_limits.h"
 #include "builtin_resources.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "../graph/graph.h"
-#include "models.h"
+#include "../models/models.h"
 
 namespace tp {
 

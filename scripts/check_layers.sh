@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fails when a core folder includes a folder above it in the data flow (docs/ARCHITECTURE.md):
+# each folder may include only itself and the folders listed before it. Run by ctest (layering).
+set -euo pipefail
+cd "$(dirname "$0")/../core"
+layers=(util layout graph mesh sharding models import fold cost search ilp plan explain verify export)
+declare -A rank
+for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
+status=0
+for dir in */; do
+  dir=${dir%/}
+  if [ -z "${rank[$dir]+x}" ]; then
+    echo "check_layers: core/$dir is not in the layer list of scripts/check_layers.sh"
+    status=1
+    continue
+  fi
+  while IFS= read -r hit; do
+    file=${hit%%:*}
+    target=$(sed -E 's#.*"\.\./([a-z_]+)/.*#\1#' <<<"${hit#*:}")
+    if [ -z "${rank[$target]+x}" ]; then
+      echo "check_layers: $file includes unknown folder core/$target"
+      status=1
+    elif [ "${rank[$target]}" -ge "${rank[$dir]}" ]; then
+      echo "check_layers: $file includes core/$target, which is above core/$dir"
+      status=1
+    fi
+  done < <(grep -HoE '#include "\.\./[a-z_]+/' "$dir"/*.h "$dir"/*.cpp 2>/dev/null | sed 's/#include //' || true)
+done
+[ "$status" -eq 0 ] && echo "check_layers: ${#layers[@]} core folders, no include points upward"
+exit "$status"
