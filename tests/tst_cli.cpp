@@ -73,6 +73,42 @@ private slots:
     // Under a binding memory limit the search mixes two layouts across identical layers; the
     // summary names the instances that differ from the representative block (LLaMA-3 8B on
     // 2x8 at 80 GiB: 3 of 32 layers take the leaner layout).
+    // A plan compared with itself shows no difference, also when it recomputes: the issue's
+    // reproduction (gpt2, 2 layers, 2x2, a limit of 25% of the unconstrained memory, so some
+    // blocks recompute fully). --versus FILE used to drop the file's recompute modes, and the
+    // plan's own total left out the kept block inputs, so step time and memory both differed.
+    void explainVersusItselfShowsNoDifference()
+    {
+        const QStringList model{"gpt2", "--set", "layers=2", "--mesh", "2x2"};
+        const Run free = tpplan(QStringList{"plan"} + model + QStringList{"--memory-limit", "none", "--json"});
+        QCOMPARE(free.code, 0);
+        const double unconstrained = QJsonDocument::fromJson(free.out).object()["memory"].toObject()["per_device_bytes"].toDouble();
+        QVERIFY(unconstrained > 0);
+        QTemporaryDir dir;
+        const QString path = dir.filePath("p.tpplan.json");
+        const QString limit = QString::number(static_cast<qint64>(0.25 * unconstrained));
+        const Run saved = tpplan(QStringList{"plan"} + model + QStringList{"--memory-limit", limit, "-o", path});
+        QCOMPARE(saved.code, 0);
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QJsonObject plan = QJsonDocument::fromJson(file.readAll()).object();
+        int full = 0;
+        for (const auto& op : plan["ops"].toArray()) full += op.toObject()["recompute"].toString() == "full";
+        QVERIFY2(full > 0, "the limit should make some blocks recompute fully");
+        const Run r = tpplan({"explain", path, "layers.0/mlp/fc1", "--versus", path, "--json"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject compare = QJsonDocument::fromJson(r.out).object()["compare"].toObject();
+        QCOMPARE(compare["base_total"].toObject(), compare["other_total"].toObject());
+        // The totals are the plan's own breakdown.
+        QCOMPARE(compare["base_total"].toObject()["memory_bytes"].toDouble(), plan["memory"].toObject()["per_device_bytes"].toDouble());
+        for (const auto& b : compare["blocks"].toArray()) {
+            const QJsonObject block = b.toObject();
+            QCOMPARE(block["base"].toObject(), block["other"].toObject());
+            QCOMPARE(block["ops_changed"].toInt(), 0);
+        }
+        QVERIFY(compare["changes"].toArray().isEmpty());
+    }
+
     void summaryNamesMixedInstances()
     {
         const Run r = tpplan({"plan", "llama3-8b", "--mesh", "2x8"});

@@ -474,30 +474,6 @@ private slots:
             QVERIFY2(QString(e.what()).contains(QString::fromStdString(lm.graph.op(3).name)), e.what());
         }
     }
-
-    // Not a timing assertion: prints how long a cold cost model of GPT-3 175B on 8x8 takes.
-    void coldBuildTime()
-    {
-        const auto lm = gpt3(0, 1536);
-        const Hardware hw = loadHardware("a100-80g-dgx");
-        QElapsedTimer timer;
-        timer.start();
-        const CostModel m(lm.graph, parseMesh("8x8", hw), hw);
-        const qint64 build = timer.nsecsElapsed();
-        std::size_t strategies = 0;
-        for (const auto& op : lm.graph.ops) strategies += m.strategies(op.id).size();
-        timer.restart();
-        const auto plan = megatronAssignment(m);
-        const qint64 baseline = timer.nsecsElapsed();
-        timer.restart();
-        const Breakdown b = m.evaluate(plan);
-        const qint64 eval = timer.nsecsElapsed();
-        qInfo("GPT-3 175B on 8x8: %zu ops, %zu op strategies; cost model %.1f ms, megatron %.1f ms, evaluate %.1f ms; "
-              "megatron step %.2f s (compute %.2f, comm %.2f), %.1f GiB/device",
-              lm.graph.ops.size(), strategies, build / 1e6, baseline / 1e6, eval / 1e6, b.stepSeconds,
-              b.computeSeconds, b.commSeconds, b.perDeviceBytes / 1073741824.0);
-        QVERIFY(strategies > lm.graph.ops.size());
-    }
 };
 
 QTEST_APPLESS_MAIN(TestCost)

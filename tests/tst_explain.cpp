@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "explain/explain.h"
+#include "search/evaluate.h"
 #include "plan/planner.h"
 #include "util/error.h"
 
@@ -74,8 +75,8 @@ void TestExplain::figuresAddUp()
     QFETCH(QString, baseline);
     const Planned p = plan(model, overrides, mesh, baseline);
     const CostModel& m = *p.ws->costModel;
-    const Breakdown b = m.evaluate(p.result.strategyOfOp, p.result.recomputeOfOp);
-    const auto parts = explain::opComponents(m, p.result);
+    const Breakdown b = evaluatePlan(m, &p.ws->folded, p.result.strategyOfOp, p.result.recomputeOfOp, "plan").breakdown;
+    const auto parts = explain::opComponents(m, &p.ws->folded, p.result);
     double compute = 0, comm = 0, step = 0, memory = 0;
     std::map<std::string, double> byKind;
     for (const auto& op : m.graph().ops) {
@@ -141,7 +142,7 @@ void TestExplain::whyNotDeltas()
     QVERIFY(x.whyNot.front().chosen);
     QCOMPARE(x.whyNot.front().strategyIndex, p.result.strategyOfOp[static_cast<size_t>(id)]);
     QCOMPARE(x.whyNot.front().delta.stepSeconds, 0.0);
-    const Breakdown base = m.evaluate(p.result.strategyOfOp, p.result.recomputeOfOp);
+    const Breakdown base = evaluatePlan(m, &p.ws->folded, p.result.strategyOfOp, p.result.recomputeOfOp, "plan").breakdown;
     for (size_t k = 1; k < x.whyNot.size(); ++k) {
         const auto& w = x.whyNot[k];
         QVERIFY(!w.chosen);
@@ -149,7 +150,7 @@ void TestExplain::whyNotDeltas()
         QCOMPARE(w.objectiveDelta, w.delta.stepSeconds + p.result.lambda * w.delta.memoryBytes);
         auto strategies = p.result.strategyOfOp;
         strategies[static_cast<size_t>(id)] = w.strategyIndex;
-        const Breakdown b = m.evaluate(strategies, p.result.recomputeOfOp);
+        const Breakdown b = evaluatePlan(m, &p.ws->folded, strategies, p.result.recomputeOfOp, "plan").breakdown;
         const QByteArray what = QByteArray::fromStdString(w.strategy);
         QVERIFY2(close(b.stepSeconds - base.stepSeconds, w.delta.stepSeconds, base.stepSeconds), what);
         QVERIFY2(close(b.computeSeconds - base.computeSeconds, w.delta.computeSeconds, base.stepSeconds), what);
@@ -220,7 +221,7 @@ void TestExplain::compareAddsUp()
     r.baseline = "megatron";
     const SearchResult meg = runPlan(*p.ws, r);
     const auto d = explain::comparePlans(m, p.ws->folded, p.result, meg);
-    const Breakdown a = m.evaluate(p.result.strategyOfOp, p.result.recomputeOfOp), b = m.evaluate(meg.strategyOfOp);
+    const Breakdown a = evaluatePlan(m, &p.ws->folded, p.result.strategyOfOp, p.result.recomputeOfOp, "plan").breakdown, b = evaluatePlan(m, &p.ws->folded, meg.strategyOfOp, {}, "megatron").breakdown;
     QCOMPARE(d.base.computeSeconds, a.computeSeconds);
     QCOMPARE(d.other.computeSeconds, b.computeSeconds);
     QVERIFY(close(d.base.commSeconds, a.commSeconds, a.stepSeconds));

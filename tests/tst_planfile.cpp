@@ -8,6 +8,7 @@
 #include "layout/layout.h"
 #include "import/catalog.h"
 #include "plan/plan_file.h"
+#include "search/evaluate.h"
 #include "util/error.h"
 #include "util/units.h"
 
@@ -167,7 +168,7 @@ private slots:
         QVERIFY(fc1 >= 0);
         expected[static_cast<size_t>(fc1)] = model.findStrategy(fc1, parseStrategy("b=x,h=y", model.signature(fc1), model.mesh()));
         QCOMPARE(edited.result.strategyOfOp, expected);
-        const SearchResult direct = evaluateAssignment(model, expected, "evaluated");
+        const SearchResult direct = evaluatePlan(model, &edited.workspace->folded, expected, edited.result.recomputeOfOp, "evaluated");
         QCOMPARE(edited.result.breakdown.stepSeconds, direct.breakdown.stepSeconds);
         QVERIFY(edited.result.breakdown.stepSeconds != original.result.breakdown.stepSeconds);
         bool specReported = false;

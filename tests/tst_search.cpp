@@ -12,6 +12,7 @@
 #include "import/catalog.h"
 #include "search/factor.h"
 #include "search/search.h"
+#include "search/evaluate.h"
 #include "util/error.h"
 
 #include "sanitizer.h"
@@ -292,7 +293,7 @@ private slots:
         CostSettings settings;
         settings.readerGroupOfOp = readerGroupsOf(folded);
         CostModel cost(m.graph, parseMesh("8", hw), hw, settings);
-        const SearchResult megatron = evaluateAssignment(cost, megatronAssignment(cost), "megatron");
+        const SearchResult megatron = evaluatePlan(cost, &folded, megatronAssignment(cost), {}, "megatron");
         SearchOptions so;
         so.memoryLimitBytes = megatron.breakdown.perDeviceBytes;
         const SearchResult r = searchPlan(cost, folded, so);
@@ -331,7 +332,7 @@ private slots:
         CostSettings settings;
         settings.readerGroupOfOp = readerGroupsOf(folded);
         CostModel flat64(m.graph, parseMesh("64", hw), hw, settings);
-        const SearchResult megatron = evaluateAssignment(flat64, megatronAssignment(flat64), "megatron");
+        const SearchResult megatron = evaluatePlan(flat64, &folded, megatronAssignment(flat64), {}, "megatron");
         CostModel mesh8x8(m.graph, parseMesh("8x8", hw), hw, settings);
         SearchOptions so;
         so.memoryLimitBytes = -1;
@@ -370,6 +371,21 @@ private slots:
         // only where the boundary with layer 3 requires.
         session.setLocks({parseLockRequest("layers.3/mlp/fc1=h=x")});
         const SearchResult one = session.solve();
+        // The locked op itself: row-parallel and flagged; no other fc1 is flagged. The free plan
+        // does not choose h=x there, so a lock that is silently ignored fails here.
+        const auto strategyText = [&](const SearchResult& r, const Op& op) {
+            return strategyToString(cost.strategies(op.id)[static_cast<size_t>(r.strategyOfOp[static_cast<size_t>(op.id)])], cost.signature(op.id), cost.mesh());
+        };
+        int flagged = 0;
+        for (const auto& op : m.graph.ops) {
+            if (one.lockedOp[static_cast<size_t>(op.id)]) ++flagged;
+            if (op.name != "layers.3/mlp/fc1") continue;
+            QVERIFY(one.lockedOp[static_cast<size_t>(op.id)]);
+            QCOMPARE(QString::fromStdString(strategyText(one, op)), QStringLiteral("h=x"));
+            QVERIFY(strategyText(free, op) != "h=x");
+        }
+        QCOMPARE(flagged, 1);
+        QVERIFY(one.objective > free.objective);
         for (const auto& op : m.graph.ops) {
             const bool inLayer3 = QString::fromStdString(op.name).startsWith("layers.3/");
             const bool neighbour = QString::fromStdString(op.name).startsWith("layers.2/") || QString::fromStdString(op.name).startsWith("layers.4/");
@@ -435,8 +451,11 @@ private slots:
             QVERIFY(limited.breakdown.stepSeconds >= folds.breakdown.stepSeconds * (1 - 1e-12));
         }
         // Recomputation changes each op's time, so the time must be the expanded plan's own.
-        const SearchResult again = evaluateAssignment(cost, limited.strategyOfOp, "x", limited.recomputeOfOp);
-        QCOMPARE(again.breakdown.stepSeconds, limited.breakdown.stepSeconds);
+        // Time and memory of the expanded plan are those the search summed for its folded answer.
+        const SearchResult again = evaluatePlan(cost, &folded, limited.strategyOfOp, limited.recomputeOfOp, "x");
+        QVERIFY(std::abs(again.breakdown.stepSeconds - limited.searchedStepSeconds) <= 1e-9 * limited.searchedStepSeconds);
+        QVERIFY(std::abs(again.breakdown.perDeviceBytes - limited.searchedBytes) <= 1e-9 * limited.searchedBytes);
+        QVERIFY(std::abs(folds.breakdown.perDeviceBytes - folds.searchedBytes) <= 1e-9 * folds.searchedBytes);
     }
 
     void badLocksNameTheProblem_data()
@@ -537,7 +556,7 @@ private slots:
         const double gain = (plain.breakdown.stepSeconds - mixed.breakdown.stepSeconds) / plain.breakdown.stepSeconds;
         QVERIFY2(gain >= minGain, qPrintable(QStringLiteral("gain %1, mixed %2 s, plain %3 s").arg(gain).arg(mixed.breakdown.stepSeconds).arg(plain.breakdown.stepSeconds)));
         // The mixed plan's figures are the model's own evaluation of its assignment.
-        const SearchResult again = evaluateAssignment(cost, mixed.strategyOfOp, "check", mixed.recomputeOfOp);
+        const SearchResult again = evaluatePlan(cost, &folded, mixed.strategyOfOp, mixed.recomputeOfOp, "check");
         QVERIFY(std::abs(again.breakdown.stepSeconds - mixed.breakdown.stepSeconds) <= 1e-9 * mixed.breakdown.stepSeconds);
     }
 
@@ -623,6 +642,80 @@ private slots:
         QVERIFY2(std::abs(inlined.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <= 1e-9 * tabulated.breakdown.stepSeconds,
                  qPrintable(QString("inlined %1 s, tabulated %2 s").arg(inlined.breakdown.stepSeconds, 0, 'g', 12).arg(tabulated.breakdown.stepSeconds, 0, 'g', 12)));
         QVERIFY(std::abs(inlined.breakdown.perDeviceBytes - tabulated.breakdown.perDeviceBytes) <= 1e-9 * tabulated.breakdown.perDeviceBytes);
+    }
+
+    // The one evaluation (evaluatePlan, core/search/evaluate.h) must give the figures the search
+    // summed for its own answer (tables, stitching, kept inputs of fully recomputed blocks), in
+    // time AND memory, on every kind of answer: recomputation (selective and full, forced by a
+    // tight limit), a class lock, a per-instance lock, layers mixed across two memory prices,
+    // and classes solved instance by instance. Leaving the kept inputs out of evaluatePlan (the
+    // old evaluateAssignment) fails the "full" rows on memory.
+    void evaluationIsTheSearchsOwnFigures_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<double>("fraction"); ///< memory limit as a fraction of the unlimited plan's; 0: none
+        QTest::addColumn<QString>("lock");
+        QTest::addColumn<bool>("mix");
+        QTest::addColumn<bool>("inline");
+        QTest::addColumn<QString>("expect"); ///< what the answer must contain: full, selective, mixed, or ""
+        QTest::newRow("gpt2 2x2 full recompute") << "gpt2" << "2x2" << 4 << 0.25 << "" << false << false << "full";
+        QTest::newRow("gpt2 2x2 selective") << "gpt2" << "2x2" << 4 << 0.6 << "" << false << false << "selective";
+        QTest::newRow("gpt2 2x4 class lock, full") << "gpt2" << "2x4" << 4 << 0.25 << "layers.*/mlp/fc1=h=y" << false << false << "full";
+        QTest::newRow("gpt2 2x4 instance lock, full") << "gpt2" << "2x4" << 4 << 0.25 << "layers.1/mlp/fc1=h=y" << false << false << "full";
+        QTest::newRow("gpt2 2x2 mixed layers") << "gpt2" << "2x2" << 12 << 0.45 << "" << true << false << "";
+        QTest::newRow("t5-base 2 inlined, full") << "t5-base" << "2" << 1 << 0.25 << "" << false << true << "full";
+        QTest::newRow("llama2-7b 2x2 no limit") << "llama2-7b" << "2x2" << 2 << 0.0 << "" << false << false << "";
+    }
+
+    void evaluationIsTheSearchsOwnFigures()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(int, layers);
+        QFETCH(double, fraction);
+        QFETCH(QString, lock);
+        QFETCH(bool, mix);
+        QFETCH(bool, inline);
+        QFETCH(QString, expect);
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=" + std::to_string(layers)};
+        const auto m = loadModel(model.toStdString(), options);
+        const Hardware hw = testHardware();
+        const FoldedGraph folded = foldGraph(m.graph);
+        CostSettings settings;
+        settings.readerGroupOfOp = readerGroupsOf(folded);
+        CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw, settings);
+        PlannerSession session(cost, folded);
+        session.setMixLayers(mix);
+        if (inline) session.setMaxTableEntries(0);
+        session.setMemoryLimit(-1);
+        const double unlimited = session.solve().breakdown.perDeviceBytes;
+        if (!lock.isEmpty()) session.setLocks({parseLockRequest(lock.toStdString())});
+        session.setMemoryLimit(fraction > 0 ? fraction * unlimited : -1);
+        const SearchResult r = session.solve();
+        if (inline) QCOMPARE(r.inlinedClasses, r.blockClasses);
+        const auto count = [&](Recompute mode) { return std::count(r.recomputeOfOp.begin(), r.recomputeOfOp.end(), mode); };
+        if (expect == "full") QVERIFY(count(Recompute::Full) > 0);
+        if (expect == "selective") QVERIFY(count(Recompute::Selective) > 0);
+        if (!lock.isEmpty()) {
+            const std::string glob = lock.toStdString().substr(0, lock.indexOf('='));
+            for (const auto& op : m.graph.ops)
+                if (globMatch(glob, op.name)) QVERIFY(r.lockedOp[static_cast<size_t>(op.id)]);
+        }
+        QVERIFY(r.searchedStepSeconds > 0 && r.searchedBytes > 0);
+        const SearchResult again = evaluatePlan(cost, &folded, r.strategyOfOp, r.recomputeOfOp, "again");
+        const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); };
+        QVERIFY2(close(again.breakdown.stepSeconds, r.searchedStepSeconds),
+                 qPrintable(QString("evaluated %1 s, searched %2 s").arg(again.breakdown.stepSeconds, 0, 'g', 12).arg(r.searchedStepSeconds, 0, 'g', 12)));
+        QVERIFY2(close(again.breakdown.perDeviceBytes, r.searchedBytes),
+                 qPrintable(QString("evaluated %1 B, searched %2 B").arg(again.breakdown.perDeviceBytes, 0, 'g', 12).arg(r.searchedBytes, 0, 'g', 12)));
+        QCOMPARE(r.breakdown.stepSeconds, again.breakdown.stepSeconds);
+        QCOMPARE(r.breakdown.perDeviceBytes, again.breakdown.perDeviceBytes);
+        // Without a binding price the objective is the step time itself.
+        if (r.lambda == 0) QVERIFY(close(r.objective, again.breakdown.stepSeconds));
     }
 
     // A large elimination step is cut into slices, one per thread; every slice must start its

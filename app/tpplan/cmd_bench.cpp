@@ -28,6 +28,8 @@
 #include "fold/fold.h"
 #include "ilp/ilp.h"
 #include "plan/planner.h"
+#include "cost/baselines.h"
+#include "search/evaluate.h"
 #include "search/search.h"
 #include "sharding/strategy.h"
 #include "util/error.h"
@@ -145,6 +147,7 @@ std::vector<std::string> caseList(const Suite& s)
     // Why the ILP uses the marginal formulation: the textbook linearisation on the smallest case.
     if (!s.quick) cases.push_back("search:" + s.compareModels[0] + ":" + s.compareMeshes[0] + ":ilp_linearized");
     cases.push_back("cold");
+    cases.push_back("costmodel");
     cases.push_back("lock");
     cases.push_back("gui");
     return cases;
@@ -321,6 +324,28 @@ Json runColdCase(const Suite& s)
             {"fits", r.fits}};
 }
 
+/// Building the cost model of GPT-3 175B on 8x8 (every op's candidates and node costs) and
+/// evaluating Megatron's plan on it: the one-time set-up of a cold plan, on the largest built-in.
+Json runCostModelCase(const Suite& s)
+{
+    PlanRequest request = planRequestFor(s, "gpt3-175b", "8x8");
+    const LoadedModel lm = loadModel(request.model, request.modelOptions);
+    const Hardware hw = loadHardware(request.hardware);
+    const Mesh mesh = parseMesh(request.mesh, hw);
+    std::size_t strategies = 0;
+    double evaluateMs = 0, stepSeconds = 0;
+    const Sample build = medianOf(s.repetitions, [&] {
+        const CostModel model(lm.graph, mesh, hw);
+        strategies = 0;
+        for (const auto& op : lm.graph.ops) strategies += model.strategies(op.id).size();
+        const auto start = std::chrono::steady_clock::now();
+        stepSeconds = evaluatePlan(model, nullptr, megatronAssignment(model), {}, "megatron").breakdown.stepSeconds;
+        evaluateMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    });
+    return {{"model", request.model}, {"mesh", request.mesh}, {"ops", lm.graph.ops.size()}, {"op_strategies", strategies},
+            {"build", sampleJson(build)}, {"megatron_evaluate_ms", evaluateMs}, {"megatron_step_time_s", stepSeconds}};
+}
+
 /// Re-solving a PlannerSession after one lock on a layer op: for the whole class
 /// ("layers.*/mlp/down") and for one instance ("layers.5/mlp/down", which splits it out).
 Json runLockCase(const Suite& s)
@@ -477,6 +502,7 @@ Json runCase(const Suite& s, const std::string& spec)
     if (parts.size() == 3 && parts[0] == "scale" && parts[2] == "flat") return runScaleFlatCase(s, std::stoi(parts[1]));
     if (parts.size() == 4 && parts[0] == "search") return runSearchCase(s, parts[1], parts[2], parts[3]);
     if (spec == "cold") return runColdCase(s);
+    if (spec == "costmodel") return runCostModelCase(s);
     if (spec == "lock") return runLockCase(s);
     if (spec == "gui") return runGuiCase(s);
     throw UsageError("bench: unknown case '" + spec + "'");
@@ -553,6 +579,7 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
             rows[key][parts[3]] = j;
             if (j.contains("ops")) rows[key]["ops"] = j["ops"];
         } else if (spec == "cold") doc["cold_plan"] = j;
+        else if (spec == "costmodel") doc["cost_model"] = j;
         else if (spec == "lock") doc["lock_resolve"] = j;
         else if (spec == "gui") doc["gui"] = j;
     }

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "explain/explain.h"
 #include "plan/plan_file.h"
+#include "search/evaluate.h"
 #include "util/error.h"
 
 namespace tp::cli {
@@ -67,20 +68,28 @@ SearchResult versusPlan(const Options& o, Loaded& base)
     }
     if (!isPlanFile(o.versus))
         throw UsageError("--versus '" + o.versus + "': use megatron, megatron-sp, dp, search or a .tpplan.json file");
-    const json doc = json::parse(readTextFile(o.versus));
+    // The other plan is read like any plan file (validated, recompute modes kept), then costed
+    // by this plan's model, matched op by op by name.
+    const LoadedPlan other = readPlanFile(readTextFile(o.versus), o.versus);
+    const CostModel& otherModel = *other.workspace->costModel;
     const Graph& g = model.graph();
-    std::map<std::string, std::string> byName;
-    for (const auto& op : doc.at("ops")) byName[op.at("name").get<std::string>()] = op.at("strategy").get<std::string>();
+    std::map<std::string, OpId> otherOpByName;
+    for (const auto& op : otherModel.graph().ops) otherOpByName.emplace(op.name, op.id);
     std::vector<int> strategies(g.ops.size(), 0);
+    std::vector<Recompute> recompute(g.ops.size(), Recompute::None);
     for (const auto& op : g.ops) {
-        auto it = byName.find(op.name);
-        if (it == byName.end()) throw InputError(o.versus + ": op '" + op.name + "' is not in this plan (a plan of another model?)");
-        const OpStrategy st = parseStrategy(it->second, model.signature(op.id), model.mesh());
-        const int s = model.findStrategy(op.id, st);
-        if (s < 0) throw InputError(o.versus + ": op '" + op.name + "': strategy '" + it->second + "' is not a candidate here");
+        auto it = otherOpByName.find(op.name);
+        if (it == otherOpByName.end())
+            throw InputError(o.versus + ": op '" + op.name + "' is not in this plan (a plan of another model?)");
+        const auto k = static_cast<size_t>(it->second);
+        const OpStrategy& theirs = otherModel.strategies(it->second)[static_cast<size_t>(other.result.strategyOfOp[k])];
+        const std::string text = strategyToString(theirs, otherModel.signature(it->second), otherModel.mesh());
+        const int s = model.findStrategy(op.id, parseStrategy(text, model.signature(op.id), model.mesh()));
+        if (s < 0) throw InputError(o.versus + ": op '" + op.name + "': strategy '" + text + "' is not a candidate here");
         strategies[static_cast<size_t>(op.id)] = s;
+        if (!other.result.recomputeOfOp.empty()) recompute[static_cast<size_t>(op.id)] = other.result.recomputeOfOp[k];
     }
-    return evaluateAssignment(model, strategies, std::filesystem::path(o.versus).filename().string());
+    return evaluatePlan(model, &base.ws->folded, strategies, recompute, std::filesystem::path(o.versus).filename().string());
 }
 
 json componentsJson(const explain::Components& c)

@@ -6,6 +6,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "cost/baselines.h"
+#include "search/evaluate.h"
 #include "util/error.h"
 
 namespace tp {
@@ -63,8 +64,8 @@ struct PlannerService::Engine {
             unlocked.reset();
             auto ws = prepareWorkspace(settings);
             session = std::make_unique<PlannerSession>(*ws->costModel, ws->folded);
-            megatron = evaluateAssignment(*ws->costModel, megatronAssignment(*ws->costModel), "megatron");
-            dataParallel = evaluateAssignment(*ws->costModel, dataParallelAssignment(*ws->costModel), "dp");
+            megatron = evaluatePlan(*ws->costModel, &ws->folded, megatronAssignment(*ws->costModel), {}, "megatron");
+            dataParallel = evaluatePlan(*ws->costModel, &ws->folded, dataParallelAssignment(*ws->costModel), {}, "dp");
             workspace = std::move(ws);
             workspaceKey = settings.workspaceKey();
             out.newWorkspace = true;

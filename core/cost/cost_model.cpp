@@ -494,7 +494,37 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
     return e;
 }
 
-Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp) const
+CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp) const
+{
+    const Op& o = impl_->graph.op(op);
+    Charge c;
+    c.node = &opCost(op, s, r);
+    for (size_t i = 0; i < o.inputs.size(); ++i) {
+        const TensorId t = o.inputs[i];
+        const OpId p = impl_->producer[static_cast<size_t>(t)];
+        if (p < 0) continue;
+        const auto& produced = outputSpec(p, strategyOfOp[static_cast<size_t>(p)], impl_->producerSlot[static_cast<size_t>(t)]);
+        c.edges.emplace_back(p, edgeCost(&produced, op, static_cast<int>(i), s));
+    }
+    return c;
+}
+
+double CostModel::Charge::stepSeconds() const
+{
+    double sum = node->seconds();
+    for (const auto& [p, e] : edges) sum += e.exposedSeconds;
+    return sum;
+}
+
+double CostModel::Charge::commSeconds() const
+{
+    double sum = node->commSeconds;
+    for (const auto& [p, e] : edges) sum += e.seconds;
+    return sum;
+}
+
+Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp,
+                              const std::vector<double>& extraBytesOfOp) const
 {
     const auto& g = impl_->graph;
     if (strategyOfOp.size() != g.ops.size())
@@ -502,6 +532,10 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
                          std::to_string(g.ops.size()) + " ops");
     if (!recomputeOfOp.empty() && recomputeOfOp.size() != g.ops.size())
         throw InputError("plan: recompute modes must be given for every op or none");
+    if (!extraBytesOfOp.empty() && extraBytesOfOp.size() != g.ops.size())
+        throw InputError("plan: per-op extra bytes must be given for every op or none");
+    if (extraBytesOfOp.empty() && std::find(recomputeOfOp.begin(), recomputeOfOp.end(), Recompute::Full) != recomputeOfOp.end())
+        throw InputError("plan: full recomputation keeps each block's inputs; cost it with evaluatePlan");
     for (const auto& op : g.ops) {
         const int s = strategyOfOp[static_cast<size_t>(op.id)];
         if (s < 0 || s >= static_cast<int>(strategies(op.id).size()))
@@ -510,12 +544,14 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
     Breakdown b;
     b.capacityBytes = impl_->hw.hbmBytes;
     // One running sum per figure, in op-id order: the op's node cost, then the edges into its
-    // inputs in input order. stepSeconds = sum of opCost().seconds() + edge exposedSeconds.
+    // inputs in input order.
     for (const auto& op : g.ops) {
         const int s = strategyOfOp[static_cast<size_t>(op.id)];
         const Recompute r = recomputeOfOp.empty() ? Recompute::None : recomputeOfOp[static_cast<size_t>(op.id)];
-        const OpCost& oc = opCost(op.id, s, r);
-        OpBreakdown ob{op.id, s, oc.computeSeconds, oc.commSeconds, oc.memoryBytes()};
+        const Charge c = chargeOf(op.id, s, r, strategyOfOp);
+        const OpCost& oc = *c.node;
+        const double extra = extraBytesOfOp.empty() ? 0.0 : extraBytesOfOp[static_cast<size_t>(op.id)];
+        b.ops.push_back({op.id, s, oc.computeSeconds, c.commSeconds(), oc.memoryBytes() + extra});
         b.stepSeconds += oc.seconds();
         b.computeSeconds += oc.computeSeconds;
         b.commSeconds += oc.commSeconds;
@@ -523,30 +559,22 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         b.paramBytes += oc.paramBytes;
         b.gradBytes += oc.gradBytes;
         b.optimizerBytes += oc.optimizerBytes;
-        b.activationBytes += oc.activationBytes;
-        b.perDeviceBytes += oc.memoryBytes();
+        b.activationBytes += oc.activationBytes + extra;
+        b.perDeviceBytes += oc.memoryBytes() + extra;
         for (const auto& call : oc.collectives) {
             b.collectives.push_back({call.kind, call.axis, call.bytes, call.phase, op.id, 1, call.seconds});
             b.commByKind[call.kind] += call.seconds;
         }
-        for (size_t i = 0; i < op.inputs.size(); ++i) {
-            const TensorId t = op.inputs[i];
-            const OpId p = impl_->producer[static_cast<size_t>(t)];
-            if (p < 0) continue;
-            const auto& produced =
-                outputSpec(p, strategyOfOp[static_cast<size_t>(p)], impl_->producerSlot[static_cast<size_t>(t)]);
-            const EdgeCost e = edgeCost(&produced, op.id, static_cast<int>(i), s);
+        for (const auto& [p, e] : c.edges) {
             b.stepSeconds += e.exposedSeconds;
             b.commSeconds += e.seconds;
             b.exposedCommSeconds += e.exposedSeconds;
             b.hiddenCommSeconds += e.seconds - e.exposedSeconds;
-            ob.commSeconds += e.seconds;
             for (const auto& call : e.collectives) {
                 b.collectives.push_back({call.kind, call.axis, call.bytes, call.phase, p, 1, call.seconds});
                 b.commByKind[call.kind] += call.seconds;
             }
         }
-        b.ops.push_back(ob);
     }
     std::stable_sort(b.collectives.begin(), b.collectives.end(),
                      [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.at < y.at; });

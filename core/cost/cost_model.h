@@ -1,7 +1,8 @@
 #pragma once
 // The cost model: for one graph on one mesh and hardware, the time and memory of every op
 // strategy (node costs) and of every resharding between a producer and a consumer (edge costs).
-// The search minimises the sum of these; evaluate() turns one assignment into a Breakdown.
+// The search minimises the sum of these; evaluatePlan (core/search/evaluate.h) turns one plan
+// into a Breakdown.
 // All costs are per device, per training step (or inference step in infer mode).
 #include <map>
 #include <memory>
@@ -137,11 +138,28 @@ public:
     /// QKV). Forward reshardings are charged per consumer.
     EdgeCost edgeCost(const TensorSpec* produced, OpId consumer, int input, int s) const;
 
-    /// Full evaluation of one strategy per op (index into strategies()), recompute per op.
-    /// stepSeconds is one running sum in op-id order of opCost(op).seconds() followed by the
-    /// exposedSeconds of the edges into the op's inputs (input order); perDeviceBytes likewise
-    /// sums opCost(op).memoryBytes(). Throws InputError naming the op for a bad index.
-    Breakdown evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp = {}) const;
+    /// What one op is charged in a plan: its node cost under strategy s and recompute r, and
+    /// the edges into its inputs from their producers' strategies in strategyOfOp (the same
+    /// terms evaluate() sums, for explain's "why not" to price one op's alternatives).
+    struct Charge {
+        const OpCost* node = nullptr;
+        /// The edges into the op's inputs, in input order, each with its producer (the op
+        /// after which its collectives happen).
+        std::vector<std::pair<OpId, EdgeCost>> edges;
+        /// Summed in the order evaluate() sums them, so the figures agree to the last bit.
+        double stepSeconds() const;
+        double commSeconds() const;
+    };
+    Charge chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp) const;
+
+    /// The per-op sum behind evaluatePlan (core/search/evaluate.h), which every caller uses: one
+    /// strategy per op (index into strategies()), recompute per op, and the bytes the fold adds
+    /// per op (`extraBytesOfOp`: the kept inputs of fully recomputed blocks; required, and
+    /// counted as activations, when any op recomputes fully). stepSeconds is one running sum in
+    /// op-id order of chargeOf(op).stepSeconds(); perDeviceBytes likewise sums the op's
+    /// memoryBytes() plus its extra bytes. Throws InputError naming the op for a bad index.
+    Breakdown evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp = {},
+                       const std::vector<double>& extraBytesOfOp = {}) const;
 
 private:
     struct Impl;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "../graph/opkinds.h"
+#include "../search/evaluate.h"
 #include "../util/error.h"
 
 namespace tp::explain {
@@ -71,28 +72,26 @@ void addCalls(Components& c, const std::vector<CollectiveCall>& calls)
 }
 
 // The op's node cost and the edges into its inputs under strategy s, the producers' strategies
-// taken from the plan: exactly the terms evaluate() charges to the op.
-Components chargedTo(const CostModel& model, const SearchResult& plan, const Producers& prod, OpId op, int s)
+// taken from the plan: CostModel::chargeOf, the terms evaluatePlan sums, plus `keptBytes` (what
+// evaluatePlan charges the op for its block's kept inputs under full recomputation).
+Components chargedTo(const CostModel& model, const SearchResult& plan, OpId op, int s, double keptBytes)
 {
-    const Op& o = model.graph().op(op);
-    const OpCost& node = model.opCost(op, s, recomputeOf(plan, op));
+    const CostModel::Charge charge = model.chargeOf(op, s, recomputeOf(plan, op), plan.strategyOfOp);
     Components c;
-    c.computeSeconds = node.computeSeconds;
-    c.commSeconds = node.commSeconds;
-    c.stepSeconds = node.seconds();
-    c.memoryBytes = node.memoryBytes();
-    addCalls(c, node.collectives);
-    for (size_t i = 0; i < o.inputs.size(); ++i) {
-        const TensorId t = o.inputs[i];
-        const OpId p = prod.op[static_cast<size_t>(t)];
-        if (p < 0) continue;
-        const TensorSpec& produced = model.outputSpec(p, plan.strategyOfOp[static_cast<size_t>(p)], prod.slot[static_cast<size_t>(t)]);
-        const EdgeCost e = model.edgeCost(&produced, op, static_cast<int>(i), s);
-        c.commSeconds += e.seconds;
-        c.stepSeconds += e.exposedSeconds;
-        addCalls(c, e.collectives);
-    }
+    c.computeSeconds = charge.node->computeSeconds;
+    c.commSeconds = charge.commSeconds();
+    c.stepSeconds = charge.stepSeconds();
+    c.memoryBytes = charge.node->memoryBytes() + keptBytes;
+    addCalls(c, charge.node->collectives);
+    for (const auto& [p, e] : charge.edges) addCalls(c, e.collectives);
     return c;
+}
+
+double total(const std::vector<double>& v)
+{
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum;
 }
 
 // The edges from op (under strategy s) into its consumers, their strategies from the plan.
@@ -326,12 +325,14 @@ OpId findOp(const Graph& graph, const std::string& name)
     throw InputError("op '" + name + "': no op of '" + graph.name + "' has this name or matches it as a glob (try layers.0/mlp/*)");
 }
 
-std::vector<Components> opComponents(const CostModel& model, const SearchResult& plan)
+std::vector<Components> opComponents(const CostModel& model, const FoldedGraph* folded, const SearchResult& plan)
 {
-    const Producers prod(model.graph());
+    const auto kept = keptInputBytesOfOp(model, folded, plan.strategyOfOp, plan.recomputeOfOp);
     std::vector<Components> out;
-    for (const auto& op : model.graph().ops)
-        out.push_back(chargedTo(model, plan, prod, op.id, plan.strategyOfOp[static_cast<size_t>(op.id)]));
+    for (const auto& op : model.graph().ops) {
+        const auto i = static_cast<size_t>(op.id);
+        out.push_back(chargedTo(model, plan, op.id, plan.strategyOfOp[i], kept[i]));
+    }
     return out;
 }
 
@@ -401,7 +402,8 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
                 }
         }
 
-    const Components chosen = chargedTo(model, plan, prod, id, s);
+    const auto kept = keptInputBytesOfOp(model, folded, plan.strategyOfOp, plan.recomputeOfOp);
+    const Components chosen = chargedTo(model, plan, id, s, kept[static_cast<size_t>(id)]);
     x.computeSeconds = chosen.computeSeconds;
     x.commSeconds = chosen.commSeconds;
     x.memoryBytes = chosen.memoryBytes;
@@ -414,8 +416,15 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         w.strategyIndex = static_cast<int>(c);
         w.strategy = strategyToString(candidates[c], sig, mesh);
         w.chosen = static_cast<int>(c) == s;
-        const Components local = plus(chargedTo(model, plan, prod, id, static_cast<int>(c)),
-                                      chargedToConsumers(model, plan, id, static_cast<int>(c)));
+        Components local = plus(chargedTo(model, plan, id, static_cast<int>(c), kept[static_cast<size_t>(id)]),
+                                chargedToConsumers(model, plan, id, static_cast<int>(c)));
+        // Under full recomputation the op's output may be a block's kept input: its layout
+        // changes what that block keeps.
+        if (!w.chosen && total(kept) > 0) {
+            std::vector<int> alternative = plan.strategyOfOp;
+            alternative[static_cast<size_t>(id)] = static_cast<int>(c);
+            local.memoryBytes += total(keptInputBytesOfOp(model, folded, alternative, plan.recomputeOfOp)) - total(kept);
+        }
         w.delta = w.chosen ? Components{} : minus(local, chosenLocal);
         w.objectiveDelta = w.delta.stepSeconds + plan.lambda * w.delta.memoryBytes;
         x.whyNot.push_back(std::move(w));
@@ -453,7 +462,7 @@ PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const S
     PlanDiff d;
     d.baseMethod = base.method;
     d.otherMethod = other.method;
-    const auto a = opComponents(model, base), b = opComponents(model, other);
+    const auto a = opComponents(model, &folded, base), b = opComponents(model, &folded, other);
     d.blocks.resize(folded.classes.size());
     for (size_t c = 0; c < folded.classes.size(); ++c) {
         d.blocks[c].block = folded.classes[c].label;

@@ -89,8 +89,9 @@ OpId findOp(const Graph& graph, const std::string& name);
 OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded = nullptr);
 
 /// Components of every op of a plan (node cost + edges into it), from the same model terms
-/// that Breakdown sums: compute and comm add up to the Breakdown's totals.
-std::vector<Components> opComponents(const CostModel& model, const SearchResult& plan);
+/// that evaluatePlan sums (core/search/evaluate.h): compute, comm and memory add up to its
+/// Breakdown's totals. `folded` may be null when no op recomputes fully.
+std::vector<Components> opComponents(const CostModel& model, const FoldedGraph* folded, const SearchResult& plan);
 
 struct BlockDiff {
     std::string block;   ///< class label

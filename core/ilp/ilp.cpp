@@ -10,6 +10,7 @@
 
 #include <Cbc_C_Interface.h>
 
+#include "../search/evaluate.h"
 #include "../util/error.h"
 
 namespace tp {
@@ -202,24 +203,6 @@ std::string_view ilpStatusName(IlpStatus status)
     return "failed";
 }
 
-double assignmentSeconds(const CostModel& model, const std::vector<int>& strategyOfOp)
-{
-    const Graph& g = model.graph();
-    const auto producers = g.producers();
-    double sum = 0;
-    for (const Op& op : g.ops) {
-        const int s = strategyOfOp[static_cast<size_t>(op.id)];
-        sum += model.opCost(op.id, s).seconds();
-        for (size_t k = 0; k < op.inputs.size(); ++k) {
-            const OpId p = producers[static_cast<size_t>(op.inputs[k])];
-            if (p < 0) continue;
-            const TensorSpec& produced = model.outputSpec(p, strategyOfOp[static_cast<size_t>(p)], outputSlot(g, p, op.inputs[k]));
-            sum += model.edgeCost(&produced, op.id, static_cast<int>(k), s).exposedSeconds;
-        }
-    }
-    return sum;
-}
-
 IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
 {
     const auto buildStart = std::chrono::steady_clock::now();
@@ -341,9 +324,10 @@ IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
     };
     auto finish = [&](std::vector<int> strategyOfOp) {
         result.strategyOfOp = std::move(strategyOfOp);
-        result.objective = assignmentSeconds(model, result.strategyOfOp);
-        result.memoryBytes = 0;
-        for (const Op& op : g.ops) result.memoryBytes += model.opCost(op.id, result.strategyOfOp[static_cast<size_t>(op.id)]).memoryBytes();
+        // Re-costed exactly by the one evaluation (the ILP chooses no recomputation).
+        const Breakdown b = evaluatePlan(model, nullptr, result.strategyOfOp, {}, "ilp").breakdown;
+        result.objective = b.stepSeconds;
+        result.memoryBytes = b.perDeviceBytes;
     };
 
     if (constantInfeasible || (limitMemory && constantMemory > memoryLimit)) {

@@ -73,8 +73,4 @@ struct IlpResult {
 /// of range; an infeasible memory limit is a status, not an exception.
 IlpResult solveIlp(const CostModel& model, const IlpOptions& options = {});
 
-/// The objective the search and the ILP minimise, for one plan: every op's node seconds plus
-/// the exposed seconds of every edge into it from a produced tensor (as tst_search's brute force).
-double assignmentSeconds(const CostModel& model, const std::vector<int>& strategyOfOp);
-
 } // namespace tp

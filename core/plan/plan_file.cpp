@@ -7,6 +7,7 @@
 #include <set>
 
 #include "../graph/validate.h"
+#include "../search/evaluate.h"
 #include "../import/graph_json.h"
 #include "../util/error.h"
 #include "../util/json_limits.h"
@@ -440,8 +441,7 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     // Re-cost without searching; carry over what only the search knew.
     const std::vector<bool> locked = result.lockedOp;
     const std::vector<Recompute> recompute = result.recomputeOfOp;
-    result = evaluateAssignment(cm, result.strategyOfOp, "evaluated", recompute);
-    addRecomputeKeptInputs(cm, ws.folded, result.strategyOfOp, result.recomputeOfOp, result.breakdown);
+    result = evaluatePlan(cm, &ws.folded, result.strategyOfOp, recompute, "evaluated");
     result.lockedOp = locked;
     result.blockClasses = static_cast<int>(ws.folded.classes.size());
     if (const json* search = r.optional(doc, "search"); search && search->is_object()) {

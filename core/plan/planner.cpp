@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "../cost/baselines.h"
+#include "../search/evaluate.h"
 #include "../util/error.h"
 #include "../util/units.h"
 
@@ -60,9 +61,9 @@ SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgre
     if (request.baseline == "megatron" || request.baseline == "megatron-sp") {
         MegatronOptions options;
         options.sequenceParallel = request.baseline == "megatron-sp";
-        r = evaluateAssignment(model, megatronAssignment(model, options), request.baseline);
+        r = evaluatePlan(model, &ws.folded, megatronAssignment(model, options), {}, request.baseline);
     } else if (request.baseline == "dp") {
-        r = evaluateAssignment(model, dataParallelAssignment(model), "dp");
+        r = evaluatePlan(model, &ws.folded, dataParallelAssignment(model), {}, "dp");
     } else {
         throw InputError("baseline '" + request.baseline + "': use megatron, megatron-sp, dp or flat");
     }

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "../util/error.h"
+#include "evaluate.h"
 #include "factor.h"
 
 namespace tp {
@@ -137,17 +138,10 @@ TensorSpec freeSpec()
 }
 bool isFree(const TensorSpec& spec) { return spec.partial == ~AxisMask{0}; }
 
-double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec)
+/// The kept input of a fully recomputed block (evaluate.h); a free spec (a graph input) keeps nothing.
+double keptBytes(const CostModel& model, TensorId t, const TensorSpec& spec)
 {
-    if (isFree(spec)) return 0;
-    const Tensor& tensor = model.graph().tensor(t);
-    double bytes = static_cast<double>(spec.shardNumel(tensor.shape, model.mesh())) * dtypeBytes(tensor.dtype);
-    const auto micro = model.settings().microBatch;
-    if (micro > 0 && !tensor.shape.empty() && tensor.shape[0] > 1) {
-        const double pieces = static_cast<double>(spec.splitsOf(0, model.mesh()));
-        bytes *= std::min(1.0, static_cast<double>(micro) * pieces / static_cast<double>(tensor.shape[0]));
-    }
-    return bytes;
+    return isFree(spec) ? 0.0 : keptInputBytes(model, t, spec);
 }
 
 /// One class solved under one recompute mode: the elimination over its variables with the
@@ -614,7 +608,7 @@ struct PlannerSession::Impl {
             for (size_t k = 0; k < rep.inputs.size(); ++k) {
                 if (ct.inputVar[k] < 0) continue;
                 Factor f{{ct.inputVar[k]}, {}};
-                for (const auto& spec : ct.inputDomains[k]) f.values.push_back(lambda * keptInputBytes(model, rep.inputs[k], spec));
+                for (const auto& spec : ct.inputDomains[k]) f.values.push_back(lambda * keptBytes(model, rep.inputs[k], spec));
                 factors.push_back(std::move(f));
             }
 
@@ -767,7 +761,7 @@ struct PlannerSession::Impl {
         if (d->mode == Recompute::Full)
             for (size_t k = 0; k < rep.inputs.size(); ++k)
                 if (ct.inputVar[k] >= 0)
-                    d->memoryBytes += keptInputBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
+                    d->memoryBytes += keptBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
         for (size_t sb = 0; sb < ct.siblingVars.size(); ++sb) {
             const auto& sibTable = tableOf(ct.siblingClass[sb], ct.slot);
             std::vector<int> sibEntry;
@@ -1236,7 +1230,7 @@ struct PlannerSession::Impl {
                             f.values.push_back(0);
                             continue;
                         }
-                        f.values.push_back(lambda * keptInputBytes(model, t, specOf(tv, d)));
+                        f.values.push_back(lambda * keptBytes(model, t, specOf(tv, d)));
                     }
                 factors.push_back(std::move(f));
             }
@@ -1263,7 +1257,7 @@ struct PlannerSession::Impl {
                 if (!hasVariable(t)) continue;
                 const TensorVar& tv = varOfTensor.at(t);
                 const int d = assignment[static_cast<size_t>(tv.var)];
-                decodedMemory += keptInputBytes(model, t, specOf(tv, d));
+                decodedMemory += keptBytes(model, t, specOf(tv, d));
             }
         }
         for (const auto& item : items) decodeItem(item, assignment, attempt);
@@ -1506,38 +1500,6 @@ void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = p
 void PlannerSession::setThreads(int threads) { impl_->threads = threads; }
 void PlannerSession::setMaxTableEntries(double entries) { impl_->maxTableEntries = entries; }
 
-double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
-                              const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown)
-{
-    const Graph& g = model.graph();
-    const auto producers = g.producers();
-    double added = 0;
-    for (const auto& bc : folded.classes)
-        for (const auto& inst : bc.instances) {
-            if (inst.ops.empty() || recomputeOfOp.empty() || recomputeOfOp[static_cast<size_t>(inst.ops[0])] != Recompute::Full) continue;
-            for (TensorId t : inst.inputs) {
-                const OpId p = producers[static_cast<size_t>(t)];
-                if (p < 0) continue;
-                const Op& op = g.op(p);
-                const int slot = static_cast<int>(std::find(op.outputs.begin(), op.outputs.end(), t) - op.outputs.begin());
-                added += keptInputBytes(model, t, model.outputSpec(p, strategyOfOp[static_cast<size_t>(p)], slot));
-            }
-        }
-    breakdown.activationBytes += added;
-    breakdown.perDeviceBytes += added;
-    breakdown.fits = breakdown.perDeviceBytes <= breakdown.capacityBytes;
-    return added;
-}
-
-namespace {
-
-void finish(const CostModel& model, const FoldedGraph& folded, SearchResult& r)
-{
-    r.breakdown = model.evaluate(r.strategyOfOp, r.recomputeOfOp);
-    addRecomputeKeptInputs(model, folded, r.strategyOfOp, r.recomputeOfOp, r.breakdown);
-}
-
-} // namespace
 
 SearchResult PlannerSession::solve()
 {
@@ -1675,7 +1637,10 @@ SearchResult PlannerSession::solve()
     d.materialize(best);
     out.expandMs = std::chrono::duration<double, std::milli>(Clock::now() - expandStart).count();
     const auto breakdownStart = Clock::now();
-    finish(d.model, d.folded, out);
+    out.searchedStepSeconds = out.breakdown.stepSeconds;
+    out.searchedBytes = out.breakdown.perDeviceBytes;
+    const SearchResult costed = evaluatePlan(d.model, &d.folded, out.strategyOfOp, out.recomputeOfOp, "folded");
+    out.breakdown = costed.breakdown;
     out.breakdownMs = std::chrono::duration<double, std::milli>(Clock::now() - breakdownStart).count();
     out.fits = out.fits && (!limited || out.breakdown.perDeviceBytes <= limit);
     out.memoryLimitBytes = limited ? limit : 0;
@@ -1713,24 +1678,6 @@ SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const
     session.setProgress(options.progress);
     session.setThreads(options.threads);
     return session.solve();
-}
-
-SearchResult evaluateAssignment(const CostModel& model, const std::vector<int>& strategyOfOp, const std::string& method,
-                                const std::vector<Recompute>& recomputeOfOp)
-{
-    const auto start = Clock::now();
-    SearchResult r;
-    r.method = method;
-    r.strategyOfOp = strategyOfOp;
-    r.recomputeOfOp = recomputeOfOp.empty() ? std::vector<Recompute>(strategyOfOp.size(), Recompute::None) : recomputeOfOp;
-    r.lockedOp.assign(strategyOfOp.size(), false);
-    r.breakdown = model.evaluate(r.strategyOfOp, r.recomputeOfOp);
-    r.fits = r.breakdown.fits;
-    r.objective = r.breakdown.stepSeconds;
-    r.memoryLimitBytes = model.hardware().hbmBytes;
-    r.opsSearched = 0;
-    r.searchMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    return r;
 }
 
 } // namespace tp

@@ -64,6 +64,10 @@ struct SearchResult {
     std::vector<bool> lockedOp;
     Breakdown breakdown;
     double objective = 0;               ///< time + lambda * memory at the chosen lambda
+    /// The chosen plan's step time and memory per device as the search itself summed them
+    /// (tables, stitching, kept inputs); `breakdown` comes from evaluatePlan and must agree
+    /// (tst_search evaluationIsTheSearchsOwnFigures). Zero for plans that were not searched.
+    double searchedStepSeconds = 0, searchedBytes = 0;
     double lambda = 0;                  ///< seconds per byte
     bool fits = true;
     double memoryLimitBytes = 0;
@@ -77,11 +81,6 @@ struct SearchResult {
     int tablesSolved = 0;               ///< class tables computed (not taken from the cache)
     int pricesTried = 0;                ///< searches at a memory price (1 when the limit does not bind)
 };
-
-/// Adds to a breakdown what the cost model cannot see per op: under full recomputation each
-/// block keeps its input tensor. Returns the bytes added.
-double addRecomputeKeptInputs(const CostModel& model, const FoldedGraph& folded, const std::vector<int>& strategyOfOp,
-                              const std::vector<Recompute>& recomputeOfOp, Breakdown& breakdown);
 
 /// Keeps a folded graph and the solved block tables between solves, so that an edit (a lock,
 /// the memory limit) re-solves only the classes it touches and re-stitches.
@@ -129,9 +128,5 @@ std::vector<int> readerGroupsOf(const FoldedGraph& folded);
 
 /// One-shot search.
 SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const SearchOptions& options = {});
-
-/// Costs a given assignment (a baseline, or a plan read from a file) with the same model.
-SearchResult evaluateAssignment(const CostModel& model, const std::vector<int>& strategyOfOp, const std::string& method,
-                                const std::vector<Recompute>& recomputeOfOp = {});
 
 } // namespace tp
