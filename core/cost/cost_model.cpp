@@ -551,7 +551,8 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         const Charge c = chargeOf(op.id, s, r, strategyOfOp);
         const OpCost& oc = *c.node;
         const double extra = extraBytesOfOp.empty() ? 0.0 : extraBytesOfOp[static_cast<size_t>(op.id)];
-        b.ops.push_back({op.id, s, oc.computeSeconds, c.commSeconds(), oc.memoryBytes() + extra});
+        b.ops.push_back({op.id, s, oc.computeSeconds, c.commSeconds(), oc.memoryBytes() + extra, oc.paramBytes,
+                         oc.gradBytes, oc.optimizerBytes, oc.activationBytes + extra});
         b.stepSeconds += oc.seconds();
         b.computeSeconds += oc.computeSeconds;
         b.commSeconds += oc.commSeconds;

@@ -74,7 +74,9 @@ struct OpBreakdown {
     int strategy = 0;
     double computeSeconds = 0;
     double commSeconds = 0;    ///< the op's own plus the edges into it
-    double memoryBytes = 0;
+    double memoryBytes = 0;    ///< the four below summed
+    double paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+    double activationBytes = 0; ///< with the kept inputs of a fully recomputed block charged to its first op
 };
 
 struct Breakdown {

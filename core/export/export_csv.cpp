@@ -47,7 +47,6 @@ std::string exportCsv(const PlanWorkspace& ws, const SearchResult& result)
         const size_t i = static_cast<size_t>(id);
         const int s = result.strategyOfOp[i];
         const Recompute rc = result.recomputeOfOp.empty() ? Recompute::None : result.recomputeOfOp[i];
-        const OpCost& cost = model.opCost(id, s, rc);
         const OpBreakdown& ob = b.ops[i];
         std::string outputs;
         for (size_t k = 0; k < op.outputs.size(); ++k)
@@ -58,15 +57,15 @@ std::string exportCsv(const PlanWorkspace& ws, const SearchResult& result)
             << field(strategyToString(model.strategies(id)[static_cast<size_t>(s)], model.signature(id), mesh)) << ','
             << shardKindName(classifyOp(model, id, s).kind) << ',' << field(outputs) << ',' << recomputeName(rc) << ','
             << (result.lockedOp.empty() || !result.lockedOp[i] ? "false" : "true") << ',' << num(ob.computeSeconds) << ','
-            << num(ob.commSeconds) << ',' << num(cost.paramBytes) << ',' << num(cost.gradBytes) << ','
-            << num(cost.optimizerBytes) << ',' << num(cost.activationBytes) << ',' << num(ob.memoryBytes) << '\n';
+            << num(ob.commSeconds) << ',' << num(ob.paramBytes) << ',' << num(ob.gradBytes) << ','
+            << num(ob.optimizerBytes) << ',' << num(ob.activationBytes) << ',' << num(ob.memoryBytes) << '\n';
         Totals& t = perClass[static_cast<size_t>(cls)];
         t.compute += ob.computeSeconds;
         t.comm += ob.commSeconds;
-        t.param += cost.paramBytes;
-        t.grad += cost.gradBytes;
-        t.optimizer += cost.optimizerBytes;
-        t.activation += cost.activationBytes;
+        t.param += ob.paramBytes;
+        t.grad += ob.gradBytes;
+        t.optimizer += ob.optimizerBytes;
+        t.activation += ob.activationBytes;
         t.memory += ob.memoryBytes;
     }
     out << "\nblock_class,block,instances,ops_per_instance,compute_s,comm_s,param_bytes,grad_bytes,optimizer_bytes,"

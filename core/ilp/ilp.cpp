@@ -203,11 +203,154 @@ std::string_view ilpStatusName(IlpStatus status)
     return "failed";
 }
 
+namespace {
+
+/// The program over the reduced problem: one binary per allowed strategy of each op with a
+/// choice, the pair factors in the chosen formulation, and the memory row.
+struct Program {
+    ProgramBuilder pb;
+    std::vector<int> firstColumn;  ///< x[op][k] = firstColumn[op] + k, for ops with a choice; -1 otherwise
+    double constantMemory = 0;     ///< memory of the ops without a choice
+    bool constantInfeasible = false;
+};
+
+void addPairFactor(ProgramBuilder& pb, const PairFactor& f, int xp, int xc, double scale, IlpFormulation formulation)
+{
+    if (formulation == IlpFormulation::Marginal) {
+        std::vector<int> rowOf(static_cast<size_t>(f.rows)), colOf(static_cast<size_t>(f.cols));
+        for (int a = 0; a < f.rows; ++a) {
+            rowOf[static_cast<size_t>(a)] = pb.addRow(0, 0);
+            pb.set(rowOf[static_cast<size_t>(a)], xp + a, -1);
+        }
+        for (int b = 0; b < f.cols; ++b) {
+            colOf[static_cast<size_t>(b)] = pb.addRow(0, 0);
+            pb.set(colOf[static_cast<size_t>(b)], xc + b, -1);
+        }
+        for (int a = 0; a < f.rows; ++a)
+            for (int b = 0; b < f.cols; ++b) {
+                const double v = f.cost[static_cast<size_t>(a * f.cols + b)];
+                const int e = std::isfinite(v) ? pb.addColumn(0, kUnbounded, v * scale, false) : pb.addColumn(0, 0, 0, false);
+                pb.set(rowOf[static_cast<size_t>(a)], e, 1);
+                pb.set(colOf[static_cast<size_t>(b)], e, 1);
+            }
+        return;
+    }
+    for (int a = 0; a < f.rows; ++a)
+        for (int b = 0; b < f.cols; ++b) {
+            const double v = f.cost[static_cast<size_t>(a * f.cols + b)];
+            if (v == 0) continue;
+            if (!std::isfinite(v)) { // forbidden pair: x_p + x_q <= 1
+                const int row = pb.addRow(-kUnbounded, 1);
+                pb.set(row, xp + a, 1);
+                pb.set(row, xc + b, 1);
+                continue;
+            }
+            const int e = pb.addColumn(0, kUnbounded, v * scale, false);
+            const int row = pb.addRow(-1, kUnbounded); // e - x_p - x_q >= -1
+            pb.set(row, e, 1);
+            pb.set(row, xp + a, -1);
+            pb.set(row, xc + b, -1);
+        }
+}
+
+Program buildProgram(const Reduced& r, size_t n, double scale, double memoryLimit, IlpFormulation formulation)
+{
+    Program p;
+    p.firstColumn.assign(n, -1);
+    ProgramBuilder& pb = p.pb;
+    for (size_t op = 0; op < n; ++op) {
+        if (r.allowed[op].size() == 1) {
+            p.constantMemory += r.memory[op][0];
+            if (!std::isfinite(r.unary[op][0])) p.constantInfeasible = true;
+            continue;
+        }
+        const int row = pb.addRow(1, 1); // exactly one strategy
+        for (size_t k = 0; k < r.allowed[op].size(); ++k) {
+            const double u = r.unary[op][k];
+            const int col = std::isfinite(u) ? pb.addColumn(0, 1, u * scale, true) : pb.addColumn(0, 0, 0, true);
+            if (k == 0) p.firstColumn[op] = col;
+            pb.set(row, col, 1);
+        }
+    }
+    for (const PairFactor& f : r.pairs)
+        addPairFactor(pb, f, p.firstColumn[static_cast<size_t>(f.producer)], p.firstColumn[static_cast<size_t>(f.consumer)], scale,
+                      formulation);
+    if (memoryLimit > 0) {
+        const int row = pb.addRow(-kUnbounded, (memoryLimit - p.constantMemory) / kBytesPerMemoryUnit);
+        for (size_t op = 0; op < n; ++op)
+            if (p.firstColumn[op] >= 0)
+                for (size_t k = 0; k < r.allowed[op].size(); ++k)
+                    if (r.memory[op][k] != 0) pb.set(row, p.firstColumn[op] + static_cast<int>(k), r.memory[op][k] / kBytesPerMemoryUnit);
+    }
+    return p;
+}
+
+/// One strategy per op from a (possibly fractional) solution: the largest x of each op.
+std::vector<int> decodeSolution(const Reduced& r, const std::vector<int>& firstColumn, const double* solution)
+{
+    std::vector<int> strategyOfOp(firstColumn.size(), 0);
+    for (size_t op = 0; op < firstColumn.size(); ++op) {
+        if (firstColumn[op] < 0) {
+            strategyOfOp[op] = r.allowed[op][0];
+            continue;
+        }
+        size_t best = 0;
+        for (size_t k = 1; k < r.allowed[op].size(); ++k)
+            if (solution[firstColumn[op] + static_cast<int>(k)] > solution[firstColumn[op] + static_cast<int>(best)]) best = k;
+        strategyOfOp[op] = r.allowed[op][best];
+    }
+    return strategyOfOp;
+}
+
+/// CBC loaded with the program (compressed sparse columns), its options and the MIP start.
+std::unique_ptr<Cbc_Model, CbcModelDeleter> loadCbc(const Program& p, const Reduced& r, const IlpOptions& options)
+{
+    const ProgramBuilder& pb = p.pb;
+    std::vector<CoinBigIndex> starts{0};
+    std::vector<int> indices;
+    std::vector<double> values;
+    for (const auto& col : pb.columns) {
+        for (const auto& [row, value] : col) {
+            indices.push_back(row);
+            values.push_back(value);
+        }
+        starts.push_back(static_cast<CoinBigIndex>(indices.size()));
+    }
+    std::unique_ptr<Cbc_Model, CbcModelDeleter> cbc(Cbc_newModel());
+    Cbc_loadProblem(cbc.get(), static_cast<int>(pb.columns.size()), static_cast<int>(pb.rowLower.size()), starts.data(),
+                    indices.data(), values.data(), pb.colLower.data(), pb.colUpper.data(), pb.objective.data(),
+                    pb.rowLower.data(), pb.rowUpper.data());
+    for (size_t c = 0; c < pb.integer.size(); ++c)
+        if (pb.integer[c]) Cbc_setInteger(cbc.get(), static_cast<int>(c));
+    Cbc_setObjSense(cbc.get(), 1);
+    Cbc_setLogLevel(cbc.get(), options.logLevel);
+    Cbc_setMaximumSeconds(cbc.get(), options.timeLimitSeconds);
+    Cbc_setParameter(cbc.get(), "timeMode", "elapsed"); // the limit is wall clock, as the benchmark measures
+    Cbc_setAllowableGap(cbc.get(), 1e-7);
+    Cbc_setAllowableFractionGap(cbc.get(), 1e-12);
+    if (!options.initialStrategyOfOp.empty()) {
+        if (options.initialStrategyOfOp.size() != p.firstColumn.size()) throw InputError("ILP initial plan: one strategy per op expected");
+        std::vector<int> cols;
+        std::vector<double> ones;
+        for (size_t op = 0; op < p.firstColumn.size(); ++op) {
+            if (p.firstColumn[op] < 0) continue;
+            const auto& al = r.allowed[op];
+            const auto it = std::find(al.begin(), al.end(), options.initialStrategyOfOp[op]);
+            if (it == al.end()) continue; // not allowed (locked otherwise): let CBC complete it
+            cols.push_back(p.firstColumn[op] + static_cast<int>(it - al.begin()));
+            ones.push_back(1.0);
+        }
+        Cbc_setMIPStartI(cbc.get(), static_cast<int>(cols.size()), cols.data(), ones.data());
+    }
+    return cbc;
+}
+
+} // namespace
+
 IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
 {
     const auto buildStart = std::chrono::steady_clock::now();
-    const Graph& g = model.graph();
-    const size_t n = g.ops.size();
+    const size_t n = model.graph().ops.size();
     IlpResult result;
     Reduced r = reduce(model, options);
 
@@ -226,102 +369,14 @@ IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
     if (memoryLimit == 0) memoryLimit = model.hardware().hbmBytes;
     const bool limitMemory = memoryLimit > 0;
 
-    ProgramBuilder pb;
-    std::vector<int> firstColumn(n, -1); // x[op][k] = firstColumn[op] + k, for ops with a choice
-    double constantMemory = 0;
-    bool constantInfeasible = false;
-    for (size_t op = 0; op < n; ++op) {
-        if (r.allowed[op].size() == 1) {
-            constantMemory += r.memory[op][0];
-            if (!std::isfinite(r.unary[op][0])) constantInfeasible = true;
-            continue;
-        }
-        const int row = pb.addRow(1, 1); // exactly one strategy
-        for (size_t k = 0; k < r.allowed[op].size(); ++k) {
-            const double u = r.unary[op][k];
-            const int col = std::isfinite(u) ? pb.addColumn(0, 1, u * scale, true) : pb.addColumn(0, 0, 0, true);
-            if (k == 0) firstColumn[op] = col;
-            pb.set(row, col, 1);
-        }
-    }
-    for (const PairFactor& f : r.pairs) {
-        const int xp = firstColumn[static_cast<size_t>(f.producer)];
-        const int xc = firstColumn[static_cast<size_t>(f.consumer)];
-        if (options.formulation == IlpFormulation::Marginal) {
-            std::vector<int> rowOf(static_cast<size_t>(f.rows)), colOf(static_cast<size_t>(f.cols));
-            for (int a = 0; a < f.rows; ++a) {
-                rowOf[static_cast<size_t>(a)] = pb.addRow(0, 0);
-                pb.set(rowOf[static_cast<size_t>(a)], xp + a, -1);
-            }
-            for (int b = 0; b < f.cols; ++b) {
-                colOf[static_cast<size_t>(b)] = pb.addRow(0, 0);
-                pb.set(colOf[static_cast<size_t>(b)], xc + b, -1);
-            }
-            for (int a = 0; a < f.rows; ++a)
-                for (int b = 0; b < f.cols; ++b) {
-                    const double v = f.cost[static_cast<size_t>(a * f.cols + b)];
-                    const int e = std::isfinite(v) ? pb.addColumn(0, kUnbounded, v * scale, false) : pb.addColumn(0, 0, 0, false);
-                    pb.set(rowOf[static_cast<size_t>(a)], e, 1);
-                    pb.set(colOf[static_cast<size_t>(b)], e, 1);
-                }
-        } else {
-            for (int a = 0; a < f.rows; ++a)
-                for (int b = 0; b < f.cols; ++b) {
-                    const double v = f.cost[static_cast<size_t>(a * f.cols + b)];
-                    if (v == 0) continue;
-                    if (!std::isfinite(v)) { // forbidden pair: x_p + x_q <= 1
-                        const int row = pb.addRow(-kUnbounded, 1);
-                        pb.set(row, xp + a, 1);
-                        pb.set(row, xc + b, 1);
-                        continue;
-                    }
-                    const int e = pb.addColumn(0, kUnbounded, v * scale, false);
-                    const int row = pb.addRow(-1, kUnbounded); // e - x_p - x_q >= -1
-                    pb.set(row, e, 1);
-                    pb.set(row, xp + a, -1);
-                    pb.set(row, xc + b, -1);
-                }
-        }
-    }
-    if (limitMemory) {
-        const int row = pb.addRow(-kUnbounded, (memoryLimit - constantMemory) / kBytesPerMemoryUnit);
-        for (size_t op = 0; op < n; ++op)
-            if (firstColumn[op] >= 0)
-                for (size_t k = 0; k < r.allowed[op].size(); ++k)
-                    if (r.memory[op][k] != 0) pb.set(row, firstColumn[op] + static_cast<int>(k), r.memory[op][k] / kBytesPerMemoryUnit);
-    }
-
-    // Compressed sparse columns for CBC.
-    std::vector<CoinBigIndex> starts{0};
-    std::vector<int> indices;
-    std::vector<double> values;
-    for (const auto& col : pb.columns) {
-        for (const auto& [row, value] : col) {
-            indices.push_back(row);
-            values.push_back(value);
-        }
-        starts.push_back(static_cast<CoinBigIndex>(indices.size()));
-    }
+    const Program program = buildProgram(r, n, scale, limitMemory ? memoryLimit : 0, options.formulation);
+    const ProgramBuilder& pb = program.pb;
     result.variables = static_cast<int>(pb.columns.size());
     result.integerVariables = static_cast<int>(std::count(pb.integer.begin(), pb.integer.end(), true));
     result.constraints = static_cast<int>(pb.rowLower.size());
-    result.nonzeros = static_cast<long long>(indices.size());
     result.pairFactors = static_cast<int>(r.pairs.size());
+    for (const auto& col : pb.columns) result.nonzeros += static_cast<long long>(col.size());
 
-    auto decode = [&](const double* solution) {
-        std::vector<int> strategyOfOp(n, 0);
-        for (size_t op = 0; op < n; ++op) {
-            if (firstColumn[op] < 0) {
-                strategyOfOp[op] = r.allowed[op][0];
-                continue;
-            }
-            size_t best = 0;
-            for (size_t k = 1; k < r.allowed[op].size(); ++k)
-                if (solution[firstColumn[op] + static_cast<int>(k)] > solution[firstColumn[op] + static_cast<int>(best)]) best = k;
-            strategyOfOp[op] = r.allowed[op][best];
-        }
-        return strategyOfOp;
-    };
     auto finish = [&](std::vector<int> strategyOfOp) {
         result.strategyOfOp = std::move(strategyOfOp);
         // Re-costed exactly by the one evaluation (the ILP chooses no recomputation).
@@ -330,45 +385,19 @@ IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
         result.memoryBytes = b.perDeviceBytes;
     };
 
-    if (constantInfeasible || (limitMemory && constantMemory > memoryLimit)) {
+    if (program.constantInfeasible || (limitMemory && program.constantMemory > memoryLimit)) {
         result.buildMs = elapsedMs(buildStart);
         result.status = IlpStatus::Infeasible;
         return result;
     }
     if (pb.columns.empty()) { // every op fixed: nothing to solve
         result.buildMs = elapsedMs(buildStart);
-        finish(decode(nullptr));
+        finish(decodeSolution(r, program.firstColumn, nullptr));
         result.status = IlpStatus::Optimal;
         result.bestBound = result.objective;
         return result;
     }
-
-    std::unique_ptr<Cbc_Model, CbcModelDeleter> cbc(Cbc_newModel());
-    Cbc_loadProblem(cbc.get(), static_cast<int>(pb.columns.size()), static_cast<int>(pb.rowLower.size()), starts.data(),
-                    indices.data(), values.data(), pb.colLower.data(), pb.colUpper.data(), pb.objective.data(),
-                    pb.rowLower.data(), pb.rowUpper.data());
-    for (size_t c = 0; c < pb.integer.size(); ++c)
-        if (pb.integer[c]) Cbc_setInteger(cbc.get(), static_cast<int>(c));
-    Cbc_setObjSense(cbc.get(), 1);
-    Cbc_setLogLevel(cbc.get(), options.logLevel);
-    Cbc_setMaximumSeconds(cbc.get(), options.timeLimitSeconds);
-    Cbc_setParameter(cbc.get(), "timeMode", "elapsed"); // the limit is wall clock, as the benchmark measures
-    Cbc_setAllowableGap(cbc.get(), 1e-7);
-    Cbc_setAllowableFractionGap(cbc.get(), 1e-12);
-    if (!options.initialStrategyOfOp.empty()) {
-        if (options.initialStrategyOfOp.size() != n) throw InputError("ILP initial plan: one strategy per op expected");
-        std::vector<int> cols;
-        std::vector<double> ones;
-        for (size_t op = 0; op < n; ++op) {
-            if (firstColumn[op] < 0) continue;
-            const auto& al = r.allowed[op];
-            const auto it = std::find(al.begin(), al.end(), options.initialStrategyOfOp[op]);
-            if (it == al.end()) continue; // not allowed (locked otherwise): let CBC complete it
-            cols.push_back(firstColumn[op] + static_cast<int>(it - al.begin()));
-            ones.push_back(1.0);
-        }
-        Cbc_setMIPStartI(cbc.get(), static_cast<int>(cols.size()), cols.data(), ones.data());
-    }
+    const auto cbc = loadCbc(program, r, options);
     result.buildMs = elapsedMs(buildStart);
 
     const auto solveStart = std::chrono::steady_clock::now();
@@ -394,7 +423,7 @@ IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
         result.status = IlpStatus::Failed;
         return result;
     }
-    finish(decode(best));
+    finish(decodeSolution(r, program.firstColumn, best));
     if (Cbc_isProvenOptimal(cbc.get())) {
         result.status = IlpStatus::Optimal;
         result.gap = 0;
