@@ -1,4 +1,4 @@
-// tpplan end to end: exit codes, JSON keys of the DESIGN.md contract, one-line errors.
+// tpplan end to end: exit codes, JSON keys of docs/formats.md, one-line errors.
 #include <QtTest>
 
 class TestCli : public QObject {

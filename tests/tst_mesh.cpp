@@ -1,5 +1,5 @@
 // Meshes and hardware presets: parsing, the hierarchical link assignment (ATP), and the preset
-// figures against ../shared/reference.md.
+// figures against the published ones each preset cites (resources/hardware/*.json, "sources").
 #include <QtTest>
 
 #include "mesh/mesh.h"
@@ -85,10 +85,10 @@ private slots:
         }
     }
 
-    // reference.md figures. HBM capacity: NVIDIA's marketed "GB" for HBM is the binary unit
+    // Published figures (each preset's "sources"). HBM capacity: NVIDIA's marketed "GB" for HBM is the binary unit
     // (nvidia-smi shows an A100 80GB as 81920 MiB = 80 GiB; an H200 "141GB" as 143771 MiB =
     // 140.4 GiB), so capacities are compared in GiB. Link bandwidths are bus bandwidths:
-    // the measured nccl busbw where reference.md has one (DGX A100 235 GB/s; NVLink4 ring
+    // the measured nccl busbw where one is published (DGX A100 235 GB/s; NVLink4 ring
     // 367 GB/s), else ~80% of the unidirectional link (stas00's rule): V100 NVLink2 150 -> 120;
     // per-GPU IB: A100 200 GB/s per node / 8 = 25 -> 20; H100/H200 400 / 8 = 50 -> 40;
     // DGX-2H 100 GB/s per 16-GPU server -> 6.25 -> 5; PCIe Gen4 31 -> 25.

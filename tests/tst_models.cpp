@@ -85,7 +85,7 @@ private slots:
         QTest::addColumn<double>("expected");
         QTest::addColumn<double>("tolerance"); // relative
         // GPT-2 small, exact: wte 50257*768 + wpe 1024*768 + 12*(12*768^2 + 13*768) + 2*768
-        // = 38,597,376 + 786,432 + 85,054,464 + 1,536 = 124,439,808 (reference.md).
+        // = 38,597,376 + 786,432 + 85,054,464 + 1,536 = 124,439,808 (Hugging Face's count for gpt2).
         QTest::newRow("gpt2") << "gpt2" << 124439808.0 << 0.0;
         // GPT-3 (Brown et al. 2020, Table 2.1). 175B: 12*l*h^2 + 13*l*h + V*h + 2048*h + 2h ~ 174.6B
         // (the figure); the others as published, rounded to their printed digits.
@@ -98,17 +98,17 @@ private slots:
         QTest::newRow("gpt3-350m") << "gpt3-350m" << 350e6 << 0.02;
         QTest::newRow("gpt3-125m") << "gpt3-125m" << 125e6 << 0.01;
         // LLaMA-2 7B exact: 2*32000*4096 (embed + untied head) + 32*(4*4096^2 + 3*4096*11008 + 2*4096)
-        // + 4096 = 262,144,000 + 6,476,267,520 + 4,096 = 6,738,415,616 (reference.md 6.738B).
+        // + 4096 = 262,144,000 + 6,476,267,520 + 4,096 = 6,738,415,616 (Meta's 6.738B).
         QTest::newRow("llama2-7b") << "llama2-7b" << 6738415616.0 << 0.0;
         // LLaMA-2 13B: 2*32000*5120 + 40*(4*5120^2 + 3*5120*13824 + 2*5120) + 5120 = 13,015,864,320 (13.016B).
         QTest::newRow("llama2-13b") << "llama2-13b" << 13015864320.0 << 0.0;
         // LLaMA-2 70B (GQA, 8 kv heads of 128): 2*32000*8192 + 80*(2*8192^2 + 2*8192*1024
         // + 3*8192*28672 + 2*8192) + 8192 = 68,976,648,192 (68.977B; the 68.98B).
         QTest::newRow("llama2-70b") << "llama2-70b" << 68976648192.0 << 0.0;
-        // LLaMA-3 (reference.md, exact HF counts).
+        // LLaMA-3 (exact Hugging Face counts).
         QTest::newRow("llama3-8b") << "llama3-8b" << 8030261248.0 << 0.0;
         QTest::newRow("llama3-70b") << "llama3-70b" << 70553706496.0 << 0.0;
-        // BERT with pre-training heads: BertModel (reference.md 109,482,240) + MLM transform
+        // BERT with pre-training heads: BertModel (Hugging Face: 109,482,240) + MLM transform
         // 768^2+768 + LN 2*768 + decoder bias 30522 + NSP 768*2+2 = 110,106,428; within 1% of the
         // published BertModel figure (the BertModel part is checked exactly in bertModelPartIsExact).
         QTest::newRow("bert-base") << "bert-base" << 109482240.0 << 0.01;
@@ -120,13 +120,13 @@ private slots:
         // T5-3B (inner 32*128 = 4096): 32128*1024 + 24*(4*1024*4096 + 2*1024*16384 + 2*1024)
         // + 24*(8*1024*4096 + 2*1024*16384 + 3*1024) + 2*32*32 + 2*1024 = 2,851,598,336 (~2.85B).
         QTest::newRow("t5-3b") << "t5-3b" << 2.85e9 << 0.01;
-        QTest::newRow("t5-11b") << "t5-11b" << 11.0e9 << 0.03; // reference.md ~11B (11.3B exact by the same sum)
-        // ViT (reference.md exact torchvision counts). B/16: conv 768*3*256 + 768, class 768,
+        QTest::newRow("t5-11b") << "t5-11b" << 11.0e9 << 0.03; // published ~11B (11.3B exact by the same sum)
+        // ViT (exact torchvision counts). B/16: conv 768*3*256 + 768, class 768,
         // position 197*768, 12*(4*(768^2+768) + 2*768*3072 + 3072 + 768 + 4*768), LN 2*768,
         // head 768*1000 + 1000 = 86,567,656.
         QTest::newRow("vit-b16") << "vit-b16" << 86567656.0 << 0.0;
         QTest::newRow("vit-h14") << "vit-h14" << 632045800.0 << 0.0;
-        // ResNets: torchvision parameter counts (reference.md), exact.
+        // ResNets: torchvision parameter counts, exact.
         QTest::newRow("resnet50") << "resnet50" << 25557032.0 << 0.0;
         QTest::newRow("resnet101") << "resnet101" << 44549160.0 << 0.0;
         QTest::newRow("resnet152") << "resnet152" << 60192808.0 << 0.0;
@@ -134,7 +134,7 @@ private slots:
         QTest::newRow("wide-resnet101-2") << "wide-resnet101-2" << 126886696.0 << 0.0;
         // Switch-Base-8: T5-Base (222,903,552) + 12 sparse FFNs, each 7 extra experts of
         // 2*768*3072 and a router 768*8: 12*(7*4,718,592 + 6,144) = 396,435,456; total
-        // 619,339,008, "about 620M" (reference.md) within 2%.
+        // 619,339,008, "about 620M" (as published) within 2%.
         QTest::newRow("switch-base-8") << "switch-base-8" << 620e6 << 0.02;
     }
 
@@ -153,7 +153,7 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<qint64>("expected");
-        // reference.md: BertModel (embeddings, encoder, pooler) without the pre-training heads.
+        // Hugging Face's BertModel (embeddings, encoder, pooler) without the pre-training heads.
         QTest::newRow("bert-base") << "bert-base" << qint64(109482240);
         QTest::newRow("bert-large") << "bert-large" << qint64(335141888);
     }
@@ -218,7 +218,7 @@ private slots:
         QTest::addColumn<QString>("model");
         QTest::addColumn<double>("gmacs");
         QTest::addColumn<double>("tolerance");
-        // torchvision docs / weight cards (reference.md): multiply-adds of conv and fc layers per
+        // torchvision docs / weight cards: multiply-adds of conv and fc layers per
         // 224x224 image. R50 and WRN-50-2 are [S]; R101, R152, WRN-101-2 [M], hence looser.
         QTest::newRow("resnet50") << "resnet50" << 4.09 << 0.02;
         QTest::newRow("wide-resnet50-2") << "wide-resnet50-2" << 11.40 << 0.02;
@@ -264,7 +264,7 @@ private slots:
 
     void builtinNamesFromDesign()
     {
-        // DESIGN.md's list of built-in names.
+        // The built-in names `tpplan models` lists.
         for (const char* name : {"gpt2", "gpt3-1.3b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
                                  "llama3-70b", "bert-base", "bert-large", "t5-base", "t5-3b", "t5-11b", "vit-b16",
                                  "vit-h14", "resnet50", "wide-resnet101-2", "switch-base-8"})
@@ -466,7 +466,7 @@ private slots:
     void resnetShapes()
     {
         const auto m = load("wide-resnet50-2");
-        // Stage 4 of WRN-50-2: 2048 -> 1024 -> 1024 -> 2048 at 7x7 (reference.md).
+        // Stage 4 of WRN-50-2: 2048 -> 1024 -> 1024 -> 2048 at 7x7 (torchvision).
         const Op* conv2 = findOp(m.graph, "layer4.2/conv2");
         QCOMPARE(m.graph.tensor(conv2->inputs[1]).shape, (std::vector<std::int64_t>{1024, 1024, 3, 3}));
         QCOMPARE(m.graph.tensor(conv2->outputs[0]).shape, (std::vector<std::int64_t>{2, 1024, 7, 7}));
@@ -485,13 +485,13 @@ private slots:
         QTest::addColumn<QString>("file");
         QTest::addColumn<QString>("family");
         QTest::addColumn<qint64>("params");
-        // GPT-2 small: reference.md.
+        // GPT-2 small: Hugging Face's count.
         QTest::newRow("gpt2") << "gpt2.json" << "gpt" << qint64(124439808);
         // OPT-125m: embed 50272*768 + positions (2048+2)*768 + 12*(4*(768^2+768) + 2*768*3072 + 3072
         // + 768 + 4*768) + final LN 2*768 = 38,608,896 + 1,574,400 + 85,054,464 + 1,536 = 125,239,296.
         QTest::newRow("opt-125m") << "opt-125m.json" << "gpt" << qint64(125239296);
-        QTest::newRow("llama-2-7b") << "llama-2-7b.json" << "llama" << qint64(6738415616); // reference.md 6.738B
-        QTest::newRow("llama-3-8b") << "llama-3-8b.json" << "llama" << qint64(8030261248); // reference.md
+        QTest::newRow("llama-2-7b") << "llama-2-7b.json" << "llama" << qint64(6738415616); // Meta's 6.738B
+        QTest::newRow("llama-3-8b") << "llama-3-8b.json" << "llama" << qint64(8030261248); // Hugging Face's count
         // Mistral 7B: 2*32000*4096 + 32*(2*4096^2 + 2*4096*1024 + 3*4096*14336 + 2*4096) + 4096
         // = 262,144,000 + 6,979,584,000 + 4,096 = 7,241,732,096.
         QTest::newRow("mistral-7b") << "mistral-7b.json" << "llama" << qint64(7241732096);

@@ -78,6 +78,8 @@ private slots:
     void deletedAllReduceFails();
     void brokenFixtureFails();
     void shrinkKeepsDivisibility();
+    void malformedPlanNamesTheField_data();
+    void malformedPlanNamesTheField();
 };
 
 void TestVerify::executorByHand_data()
@@ -573,6 +575,46 @@ void TestVerify::shrinkKeepsDivisibility()
     const auto report = verify::verifyPlan(doc);
     QVERIFY2(report.passed, report.message.c_str());
     QCOMPARE(report.devices, 8);
+}
+
+// verify reads plans with the shared JSON reader (core/util/json_reader.h): each fault is one
+// line naming the JSON pointer of the field, never a library exception. Each row edits the
+// committed fixture by one field.
+void TestVerify::malformedPlanNamesTheField_data()
+{
+    QTest::addColumn<QString>("pointer");
+    QTest::addColumn<QString>("value"); // JSON text; empty: remove the field
+    QTest::addColumn<QString>("message");
+    QTest::newRow("format") << "/format" << "\"tpstudio.graph\"" << "plan: /format: is 'tpstudio.graph', expected 'tpstudio.plan'";
+    QTest::newRow("no config") << "/model/config" << "" << "plan: /model/config: is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in or config.json model";
+    QTest::newRow("axis size 0") << "/mesh/axes/0/size" << "0" << "plan: /mesh/axes/0/size: is 0, must be at least 1";
+    QTest::newRow("axis name") << "/mesh/axes/0/name" << "7" << "plan: /mesh/axes/0/name: must be a string, not number";
+    QTest::newRow("no strategy") << "/ops/2/strategy" << "" << "plan: /ops/2/strategy: is missing";
+    QTest::newRow("class not int") << "/ops/2/block_class" << "\"a\"" << "plan: /ops/2/block_class: must be an integer, not \"a\"";
+    QTest::newRow("collectives") << "/collectives" << "{}" << "plan: /collectives: must be an array, not object";
+    QTest::newRow("count") << "/collectives/0/count" << "1.5" << "plan: /collectives/0/count: must be an integer, not 1.5";
+}
+
+void TestVerify::malformedPlanNamesTheField()
+{
+    QFETCH(QString, pointer);
+    QFETCH(QString, value);
+    QFETCH(QString, message);
+    std::ifstream in(TP_TEST_DATA "/verify/gpt2-megatron-missing-allreduce.tpplan.json");
+    QVERIFY(in.good());
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json doc = nlohmann::json::parse(text.str());
+    const nlohmann::json::json_pointer at(pointer.toStdString());
+    QVERIFY2(doc.contains(at), "the fixture has the field");
+    if (value.isEmpty()) doc[at.parent_pointer()].erase(at.back());
+    else doc[at] = nlohmann::json::parse(value.toStdString());
+    try {
+        verify::verifyPlan(doc);
+        QFAIL("the edited plan was accepted");
+    } catch (const InputError& e) {
+        QCOMPARE(QString::fromStdString(e.what()), message);
+    }
 }
 
 QTEST_APPLESS_MAIN(TestVerify)

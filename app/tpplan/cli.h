@@ -1,5 +1,5 @@
 #pragma once
-// tpplan: the command-line twin of the GUI (see DESIGN.md, "Command-line contract").
+// tpplan: the command-line twin of the GUI (docs/ARCHITECTURE.md, "app/"; what it writes: docs/formats.md).
 #include <cstdint>
 #include <iosfwd>
 #include <optional>

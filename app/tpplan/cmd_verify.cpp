@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "util/error.h"
+#include "util/json_reader.h"
 #include "verify/verify.h"
 
 namespace tp::cli {
@@ -31,12 +32,7 @@ int runVerify(const Options& o, std::ostream& out)
     if (o.positional.size() != 1)
         throw UsageError("usage: tpplan verify PLAN.tpplan.json [--devices-as-threads] [--set k=v (after the shrink)] [--json]");
     const std::string& path = o.positional[0];
-    nlohmann::json plan;
-    try {
-        plan = nlohmann::json::parse(readTextFile(path));
-    } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(path + ": not JSON (" + e.what() + ")");
-    }
+    const nlohmann::json plan = parseJsonText(readTextFile(path), path);
     verify::VerifyOptions options;
     options.devicesAsThreads = o.devicesAsThreads;
     options.overrides = o.sets;

@@ -1,5 +1,5 @@
 #pragma once
-// The TP Studio main window (DESIGN.md "App"): toolbar combos for model, mesh and hardware; the
+// The TP Studio main window (docs/ARCHITECTURE.md, "app/"): toolbar combos for model, mesh and hardware; the
 // Blocks outline, the graph view, the Inspector, Mesh & Hardware, Breakdown and Explain docks; a status
 // bar with the search time, step time, memory, locks and undo depth.
 #include <functional>

@@ -1,4 +1,4 @@
-// Folding pipeline (see fold.h and DESIGN.md, "Folding"):
+// Folding pipeline (see fold.h and docs/ARCHITECTURE.md, "core/fold"):
 //  1. structural labels per op: an exact one (kind, equation, attrs, operand shapes, dtypes and
 //     weight pattern), a coarse one (the same without sizes), and a refined one (the exact label
 //     refined with neighbours' labels, Weisfeiler-Lehman style);

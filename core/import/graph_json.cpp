@@ -5,7 +5,7 @@
 #include "../graph/opkinds.h"
 #include "../graph/validate.h"
 #include "../util/error.h"
-#include "../util/json_limits.h"
+#include "../util/json_reader.h"
 
 namespace tp {
 
@@ -52,67 +52,18 @@ std::string writeGraphJson(const Graph& graph) { return graphToJson(graph).dump(
 
 namespace {
 
-class Reader {
-public:
-    explicit Reader(std::string origin) : origin_(std::move(origin)) {}
-
-    [[noreturn]] void fail(const std::string& path, const std::string& reason) const
-    {
-        throw InputError(origin_ + ": " + path + ": " + reason);
-    }
-
-    const json& field(const json& object, const std::string& path, const char* key) const
-    {
-        if (!object.is_object()) fail(path, "must be an object, not " + std::string(object.type_name()));
-        auto it = object.find(key);
-        if (it == object.end()) fail(path + "/" + key, "is missing");
-        return *it;
-    }
-
-    std::string string(const json& object, const std::string& path, const char* key) const
-    {
-        const json& v = field(object, path, key);
-        if (!v.is_string()) fail(path + "/" + key, "must be a string, not " + std::string(v.type_name()));
-        return v.get<std::string>();
-    }
-
-    std::int64_t integer(const json& v, const std::string& path) const
-    {
-        if (!v.is_number_integer()) fail(path, "must be an integer, not " + v.dump());
-        // nlohmann keeps integers above INT64_MAX as unsigned; get<int64_t> would wrap them.
-        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-            fail(path, "is " + v.dump() + ", too large for a 64-bit integer");
-        return v.get<std::int64_t>();
-    }
-
-    std::vector<std::int64_t> intList(const json& object, const std::string& path, const char* key) const
-    {
-        const json& v = field(object, path, key);
-        const std::string p = path + "/" + key;
-        if (!v.is_array()) fail(p, "must be an array, not " + std::string(v.type_name()));
+AttrValue attrValue(const JsonReader& r, const json& v, const std::string& path)
+{
+    if (v.is_number_integer()) return r.integer(v, path);
+    if (v.is_number_float()) return v.get<double>();
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) {
         std::vector<std::int64_t> out;
-        for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], p + "/" + std::to_string(i)));
+        for (size_t i = 0; i < v.size(); ++i) out.push_back(r.integer(v[i], path + "/" + std::to_string(i)));
         return out;
     }
-
-    AttrValue attr(const json& v, const std::string& path) const
-    {
-        if (v.is_number_integer()) return integer(v, path);
-        if (v.is_number_float()) return v.get<double>();
-        if (v.is_string()) return v.get<std::string>();
-        if (v.is_array()) {
-            std::vector<std::int64_t> out;
-            for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], path + "/" + std::to_string(i)));
-            return out;
-        }
-        fail(path, "must be an integer, number, string or list of integers, not " + std::string(v.type_name()));
-    }
-
-    const std::string& origin() const { return origin_; }
-
-private:
-    std::string origin_;
-};
+    r.fail(path, "must be an integer, number, string or list of integers, not " + std::string(v.type_name()));
+}
 
 constexpr size_t kMaxElements = 10'000'000; // tensors or ops in one graph
 constexpr size_t kMaxRank = 16;
@@ -121,16 +72,8 @@ constexpr size_t kMaxRank = 16;
 
 Graph graphFromJson(const json& doc, const std::string& origin)
 {
-    Reader r(origin);
-    if (!doc.is_object()) r.fail("/", "a graph file must hold a JSON object, not " + std::string(doc.type_name()));
-    const std::string format = r.string(doc, "", "format");
-    if (format != "tpstudio.graph")
-        r.fail("/format", "is '" + format + "', expected 'tpstudio.graph'");
-    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version");
-    if (version > kGraphFormatVersion)
-        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
-                               std::to_string(kGraphFormatVersion) + "); update TP Studio");
-    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
+    const JsonReader r(origin);
+    r.envelope(doc, "graph", "tpstudio.graph", kGraphFormatVersion);
 
     Graph g;
     g.name = doc.contains("name") ? r.string(doc, "", "name") : origin;
@@ -196,7 +139,7 @@ Graph graphFromJson(const json& doc, const std::string& origin)
             const json& attrs = o["attrs"];
             if (!attrs.is_object()) r.fail(p + "/attrs", "must be an object, not " + std::string(attrs.type_name()));
             for (auto it = attrs.begin(); it != attrs.end(); ++it)
-                op.attrs[it.key()] = r.attr(it.value(), p + "/attrs/" + it.key());
+                op.attrs[it.key()] = attrValue(r, it.value(), p + "/attrs/" + it.key());
         }
         g.ops.push_back(std::move(op));
     }
@@ -211,30 +154,7 @@ Graph graphFromJson(const json& doc, const std::string& origin)
 
 Graph readGraphJson(const std::string& text, const std::string& origin)
 {
-    checkJsonLimits(text, origin);
-    json doc = json::parse(text, nullptr, false);
-    if (doc.is_discarded()) {
-        // Parse again with exceptions to get the position of the error.
-        try {
-            const json unused = json::parse(text);
-            (void)unused;
-        } catch (const json::parse_error& e) {
-            // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: reason";
-            // keep the position and the reason, drop the library's prefix.
-            std::string detail = e.what();
-            const auto at = detail.find(" at line ");
-            detail = at == std::string::npos ? "byte " + std::to_string(e.byte) : detail.substr(at + 4);
-            throw InputError(origin + ": not valid JSON: " + detail);
-        } catch (const json::exception& e) {
-            // Not a syntax error but, e.g., a number beyond double ("1e309", out_of_range.406):
-            // keep the reason, drop the library's prefix.
-            std::string detail = e.what();
-            const auto prefixEnd = detail.find("] ");
-            throw InputError(origin + ": not valid JSON: " +
-                             (prefixEnd == std::string::npos ? detail : detail.substr(prefixEnd + 2)));
-        }
-        throw InputError(origin + ": not valid JSON");
-    }
+    const json doc = parseJsonText(text, origin);
     return graphFromJson(doc, origin);
 }
 

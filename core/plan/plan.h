@@ -1,5 +1,5 @@
 #pragma once
-// The plan document (DESIGN.md "Command-line contract", key list): what `tpplan plan --json`
+// The plan document (docs/formats.md, "Plan file v1", key list): what `tpplan plan --json`
 // prints and what a .tpplan.json file holds.
 #include <cstdint>
 #include <string>

@@ -10,7 +10,7 @@
 #include "../search/evaluate.h"
 #include "../import/graph_json.h"
 #include "../util/error.h"
-#include "../util/json_limits.h"
+#include "../util/json_reader.h"
 #include "../util/units.h"
 
 namespace tp {
@@ -63,93 +63,6 @@ std::string writePlanFile(const json& document) { return document.dump(2) + "\n"
 // Reading
 
 namespace {
-
-class Reader {
-public:
-    explicit Reader(std::string origin) : origin_(std::move(origin)) {}
-
-    [[noreturn]] void fail(const std::string& path, const std::string& reason) const
-    {
-        throw InputError(origin_ + ": " + path + ": " + reason);
-    }
-
-    const json& field(const json& object, const std::string& path, const char* key) const
-    {
-        if (!object.is_object()) fail(path.empty() ? "/" : path, "must be an object, not " + std::string(object.type_name()));
-        auto it = object.find(key);
-        if (it == object.end()) fail(path + "/" + key, "is missing");
-        return *it;
-    }
-
-    const json* optional(const json& object, const char* key) const
-    {
-        auto it = object.find(key);
-        return it == object.end() ? nullptr : &*it;
-    }
-
-    std::string string(const json& object, const std::string& path, const char* key) const
-    {
-        const json& v = field(object, path, key);
-        if (!v.is_string()) fail(path + "/" + key, "must be a string, not " + std::string(v.type_name()));
-        return v.get<std::string>();
-    }
-
-    const json& object(const json& parent, const std::string& path, const char* key) const
-    {
-        const json& v = field(parent, path, key);
-        if (!v.is_object()) fail(path + "/" + key, "must be an object, not " + std::string(v.type_name()));
-        return v;
-    }
-
-    std::int64_t integer(const json& v, const std::string& path, std::int64_t min) const
-    {
-        if (!v.is_number_integer()) fail(path, "must be an integer, not " + v.dump());
-        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-            fail(path, "is " + v.dump() + ", too large for a 64-bit integer");
-        const auto value = v.get<std::int64_t>();
-        if (value < min) fail(path, "is " + v.dump() + ", must be at least " + std::to_string(min));
-        return value;
-    }
-
-    double number(const json& v, const std::string& path) const
-    {
-        if (!v.is_number()) fail(path, "must be a number, not " + v.dump());
-        return v.get<double>();
-    }
-
-    bool boolean(const json& v, const std::string& path) const
-    {
-        if (!v.is_boolean()) fail(path, "must be true or false, not " + v.dump());
-        return v.get<bool>();
-    }
-
-    // Runs a core call whose InputError lacks the file context and adds it.
-    template <typename F>
-    auto within(const std::string& path, const std::string& context, F&& f) const
-    {
-        try {
-            return f();
-        } catch (const InputError& e) {
-            fail(path, context + e.what());
-        }
-    }
-
-    const std::string& origin() const { return origin_; }
-
-private:
-    std::string origin_;
-};
-
-std::string pointerEscape(const std::string& key)
-{
-    std::string out;
-    for (char c : key) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
-    }
-    return out;
-}
 
 // Figures are formatted by their key's unit suffix, with as many digits as it takes to tell the
 // stored from the recomputed value apart.
@@ -228,7 +141,7 @@ public:
                 for (const auto& k : keys) {
                     auto s = stored->find(k);
                     auto r = recomputed->find(k);
-                    compare(path + "/" + pointerEscape(k), k, s == stored->end() ? nullptr : &*s,
+                    compare(path + "/" + jsonPointerEscape(k), k, s == stored->end() ? nullptr : &*s,
                             r == recomputed->end() ? nullptr : &*r);
                 }
                 return;
@@ -274,50 +187,15 @@ private:
     std::vector<PlanDifference>& out_;
 };
 
-/// The JSON of a plan or project file, within the size and nesting limits; every parse
-/// failure becomes one InputError naming the file.
-json parseFileText(const std::string& text, const std::string& origin)
-{
-    checkJsonLimits(text, origin);
-    try {
-        return json::parse(text);
-    } catch (const json::parse_error& e) {
-        throw InputError(origin + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-    } catch (const json::exception& e) { // a number beyond double ("1e309") is out_of_range.406
-        throw InputError(origin + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find("] ") + 2) + ")");
-    }
-}
-
 } // namespace
 
-LoadedPlan readPlanFile(const std::string& text, const std::string& origin) { return readPlanJson(parseFileText(text, origin), origin); }
+LoadedPlan readPlanFile(const std::string& text, const std::string& origin) { return readPlanJson(parseJsonText(text, origin), origin); }
 
-/// The versioned envelope shared by plan and project files: an object with the right format
-/// string and a version this build reads (newer ones are refused, older ones migrate).
-void checkEnvelope(const Reader& r, const json& doc, const std::string& kind, const std::string& format,
-                   std::int64_t current)
+namespace {
+
+// The model of a plan document: the effective builder config, or the embedded graph.
+void readPlanModel(const JsonReader& r, const json& doc, PlanWorkspace& ws)
 {
-    if (!doc.is_object()) r.fail("/", "a " + kind + " file must hold a JSON object, not " + std::string(doc.type_name()));
-    const std::string found = r.string(doc, "", "format");
-    if (found != format) r.fail("/format", "is '" + found + "', expected '" + format + "'");
-    const std::int64_t version = r.integer(r.field(doc, "", "version"), "/version", INT64_MIN);
-    if (version > current)
-        r.fail("/version", "is " + std::to_string(version) + ", newer than this TP Studio reads (" +
-                               std::to_string(current) + "); update TP Studio");
-    if (version < 1) r.fail("/version", "is " + std::to_string(version) + "; versions start at 1");
-}
-
-LoadedPlan readPlanJson(const json& doc, const std::string& origin)
-{
-    Reader r(origin);
-    checkEnvelope(r, doc, "plan", "tpstudio.plan", kPlanFormatVersion);
-
-    LoadedPlan plan;
-    plan.stored = doc;
-    plan.workspace = std::make_unique<PlanWorkspace>();
-    PlanWorkspace& ws = *plan.workspace;
-
-    // Model: the effective builder config, or the embedded graph.
     const json& model = r.object(doc, "", "model");
     ws.model.name = r.string(model, "/model", "name");
     ws.model.source = r.string(model, "/model", "source");
@@ -331,8 +209,11 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
         r.fail("/model", "holds neither 'config' nor 'graph', so the model cannot be rebuilt");
     }
     r.within("/model", "", [&] { validateGraph(ws.model.graph); });
+}
 
-    // Hardware: a preset by name, or the embedded spec.
+// The hardware of a plan document: a preset by name, or the embedded spec. Returns the name.
+std::string readPlanHardware(const JsonReader& r, const json& doc, PlanWorkspace& ws)
+{
     const json& hardware = r.object(doc, "", "hardware");
     const std::string hardwareName = r.string(hardware, "/hardware", "name");
     if (const json* spec = r.optional(hardware, "spec")) {
@@ -347,6 +228,113 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
         }
         ws.hardware = loadHardware(hardwareName);
     }
+    return hardwareName;
+}
+
+// Op entry i of a plan document (the op `id`, i-th in topological order): its name, strategy
+// (valid and a candidate), recompute mode, lock and output specs (valid).
+void readPlanOp(const JsonReader& r, const json& ops, size_t i, OpId id, const PlanWorkspace& ws, SearchResult& result)
+{
+    const CostModel& cm = *ws.costModel;
+    const Graph& g = ws.model.graph;
+    const std::string p = "/ops/" + std::to_string(i);
+    const json& entry = ops[i];
+    if (!entry.is_object()) r.fail(p, "must be an object, not " + std::string(entry.type_name()));
+    const Op& op = g.op(id);
+    const std::string name = r.string(entry, p, "name");
+    if (name != op.name)
+        r.fail(p + "/name", "is '" + name + "', but op " + std::to_string(i) + " of the model (topological order) is '" +
+                                op.name + "'");
+    const std::string opLabel = "op '" + op.name + "': ";
+    const json& strategyField = r.field(entry, p, "strategy");
+    if (!strategyField.is_string())
+        r.fail(p + "/strategy", opLabel + "must be a string such as \"b=x,f=y\" or \"-\", not " + strategyField.dump());
+    const std::string text = strategyField.get<std::string>();
+    const Signature& sig = cm.signature(id);
+    const OpStrategy st = r.within(p + "/strategy", opLabel, [&] { return parseStrategy(text, sig, ws.mesh); });
+    const int index = cm.findStrategy(id, st);
+    if (index < 0)
+        r.fail(p + "/strategy", opLabel + "strategy '" + text +
+                                    "' is not a candidate (axes on one dim go in mesh order; size-1 axes split nothing)");
+    result.strategyOfOp[static_cast<size_t>(id)] = index;
+    if (const json* rc = r.optional(entry, "recompute")) {
+        if (!rc->is_string()) r.fail(p + "/recompute", opLabel + "must be a string, not " + rc->dump());
+        const std::string v = rc->get<std::string>();
+        bool known = false;
+        for (Recompute m : {Recompute::None, Recompute::Selective, Recompute::Full})
+            if (recomputeName(m) == v) {
+                result.recomputeOfOp[static_cast<size_t>(id)] = m;
+                known = true;
+            }
+        if (!known) r.fail(p + "/recompute", opLabel + "is '" + v + "', expected none, selective or full");
+    }
+    if (const json* locked = r.optional(entry, "locked"))
+        result.lockedOp[static_cast<size_t>(id)] = r.boolean(*locked, p + "/locked");
+    const json& outputs = r.field(entry, p, "outputs");
+    if (!outputs.is_array()) r.fail(p + "/outputs", opLabel + "must be an array, not " + std::string(outputs.type_name()));
+    if (outputs.size() != op.outputs.size())
+        r.fail(p + "/outputs", opLabel + "has " + std::to_string(outputs.size()) + " specs, the op has " +
+                                   std::to_string(op.outputs.size()) + " outputs");
+    for (size_t k = 0; k < outputs.size(); ++k) {
+        const std::string q = p + "/outputs/" + std::to_string(k);
+        if (!outputs[k].is_string()) r.fail(q, opLabel + "must be a string, not " + outputs[k].dump());
+        const auto& shapeOf = g.tensor(op.outputs[k]).shape;
+        r.within(q, opLabel, [&] { return parseSpec(outputs[k].get<std::string>(), shapeOf, ws.mesh); });
+    }
+}
+
+// Ops: names in topological order, each strategy valid and a candidate, output specs valid.
+void readPlanOps(const JsonReader& r, const json& doc, const PlanWorkspace& ws, SearchResult& result)
+{
+    const Graph& g = ws.model.graph;
+    const json& ops = r.field(doc, "", "ops");
+    if (!ops.is_array()) r.fail("/ops", "must be an array, not " + std::string(ops.type_name()));
+    const auto order = g.topologicalOrder();
+    if (ops.size() != order.size())
+        r.fail("/ops", "has " + std::to_string(ops.size()) + " entries, the model has " + std::to_string(order.size()) + " ops");
+    result.strategyOfOp.assign(g.ops.size(), 0);
+    result.recomputeOfOp.assign(g.ops.size(), Recompute::None);
+    result.lockedOp.assign(g.ops.size(), false);
+    for (size_t i = 0; i < order.size(); ++i) readPlanOp(r, ops, i, order[i], ws, result);
+}
+
+// What only the search knew (method, timings, table counts, its memory limit), carried over.
+void readSearchMetadata(const JsonReader& r, const json& doc, SearchResult& result)
+{
+    if (const json* search = r.optional(doc, "search"); search && search->is_object()) {
+        if (const json* v = r.optional(*search, "method")) {
+            if (!v->is_string()) r.fail("/search/method", "must be a string, not " + v->dump());
+            result.method = v->get<std::string>();
+        }
+        if (const json* v = r.optional(*search, "time_ms")) result.searchMs = r.number(*v, "/search/time_ms");
+        if (const json* v = r.optional(*search, "block_classes"))
+            result.blockClasses = static_cast<int>(r.integer(*v, "/search/block_classes", 0));
+        if (const json* v = r.optional(*search, "ops_searched"))
+            result.opsSearched = static_cast<int>(r.integer(*v, "/search/ops_searched", 0));
+        if (const json* v = r.optional(*search, "tables_solved"))
+            result.tablesSolved = static_cast<int>(r.integer(*v, "/search/tables_solved", 0));
+        if (const json* v = r.optional(*search, "prices_tried"))
+            result.pricesTried = static_cast<int>(r.integer(*v, "/search/prices_tried", 0));
+        if (const json* v = r.optional(*search, "lambda")) result.lambda = r.number(*v, "/search/lambda");
+    }
+    if (const json* memory = r.optional(doc, "memory"); memory && memory->is_object())
+        if (const json* v = r.optional(*memory, "limit_bytes")) result.memoryLimitBytes = r.number(*v, "/memory/limit_bytes");
+    result.fits = result.memoryLimitBytes <= 0 || result.breakdown.perDeviceBytes <= result.memoryLimitBytes;
+}
+
+} // namespace
+
+LoadedPlan readPlanJson(const json& doc, const std::string& origin)
+{
+    const JsonReader r(origin);
+    r.envelope(doc, "plan", "tpstudio.plan", kPlanFormatVersion);
+
+    LoadedPlan plan;
+    plan.stored = doc;
+    plan.workspace = std::make_unique<PlanWorkspace>();
+    PlanWorkspace& ws = *plan.workspace;
+    readPlanModel(r, doc, ws);
+    const std::string hardwareName = readPlanHardware(r, doc, ws);
 
     const json& mesh = r.object(doc, "", "mesh");
     const std::string shape = r.string(mesh, "/mesh", "shape");
@@ -367,7 +355,6 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     settings.readerGroupOfOp = readerGroupsOf(ws.folded);
     ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
     const CostModel& cm = *ws.costModel;
-    const Graph& g = ws.model.graph;
 
     PlanContext& c = ws.context;
     c.modelName = ws.model.name;
@@ -380,63 +367,8 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
                 ? ws.model.config["seq"].get<std::int64_t>()
                 : 0;
 
-    // Ops: names in topological order, each strategy valid and a candidate, output specs valid.
-    const json& ops = r.field(doc, "", "ops");
-    if (!ops.is_array()) r.fail("/ops", "must be an array, not " + std::string(ops.type_name()));
-    const auto order = g.topologicalOrder();
-    if (ops.size() != order.size())
-        r.fail("/ops", "has " + std::to_string(ops.size()) + " entries, the model has " + std::to_string(order.size()) + " ops");
+    readPlanOps(r, doc, ws, plan.result);
     SearchResult& result = plan.result;
-    result.strategyOfOp.assign(g.ops.size(), 0);
-    result.recomputeOfOp.assign(g.ops.size(), Recompute::None);
-    result.lockedOp.assign(g.ops.size(), false);
-    for (size_t i = 0; i < order.size(); ++i) {
-        const std::string p = "/ops/" + std::to_string(i);
-        const json& entry = ops[i];
-        if (!entry.is_object()) r.fail(p, "must be an object, not " + std::string(entry.type_name()));
-        const OpId id = order[i];
-        const Op& op = g.op(id);
-        const std::string name = r.string(entry, p, "name");
-        if (name != op.name)
-            r.fail(p + "/name", "is '" + name + "', but op " + std::to_string(i) + " of the model (topological order) is '" +
-                                    op.name + "'");
-        const std::string opLabel = "op '" + op.name + "': ";
-        const json& strategyField = r.field(entry, p, "strategy");
-        if (!strategyField.is_string())
-            r.fail(p + "/strategy", opLabel + "must be a string such as \"b=x,f=y\" or \"-\", not " + strategyField.dump());
-        const std::string text = strategyField.get<std::string>();
-        const Signature& sig = cm.signature(id);
-        const OpStrategy st = r.within(p + "/strategy", opLabel, [&] { return parseStrategy(text, sig, ws.mesh); });
-        const int index = cm.findStrategy(id, st);
-        if (index < 0)
-            r.fail(p + "/strategy", opLabel + "strategy '" + text +
-                                        "' is not a candidate (axes on one dim go in mesh order; size-1 axes split nothing)");
-        result.strategyOfOp[static_cast<size_t>(id)] = index;
-        if (const json* rc = r.optional(entry, "recompute")) {
-            if (!rc->is_string()) r.fail(p + "/recompute", opLabel + "must be a string, not " + rc->dump());
-            const std::string v = rc->get<std::string>();
-            bool known = false;
-            for (Recompute m : {Recompute::None, Recompute::Selective, Recompute::Full})
-                if (recomputeName(m) == v) {
-                    result.recomputeOfOp[static_cast<size_t>(id)] = m;
-                    known = true;
-                }
-            if (!known) r.fail(p + "/recompute", opLabel + "is '" + v + "', expected none, selective or full");
-        }
-        if (const json* locked = r.optional(entry, "locked"))
-            result.lockedOp[static_cast<size_t>(id)] = r.boolean(*locked, p + "/locked");
-        const json& outputs = r.field(entry, p, "outputs");
-        if (!outputs.is_array()) r.fail(p + "/outputs", opLabel + "must be an array, not " + std::string(outputs.type_name()));
-        if (outputs.size() != op.outputs.size())
-            r.fail(p + "/outputs", opLabel + "has " + std::to_string(outputs.size()) + " specs, the op has " +
-                                       std::to_string(op.outputs.size()) + " outputs");
-        for (size_t k = 0; k < outputs.size(); ++k) {
-            const std::string q = p + "/outputs/" + std::to_string(k);
-            if (!outputs[k].is_string()) r.fail(q, opLabel + "must be a string, not " + outputs[k].dump());
-            const auto& shapeOf = g.tensor(op.outputs[k]).shape;
-            r.within(q, opLabel, [&] { return parseSpec(outputs[k].get<std::string>(), shapeOf, ws.mesh); });
-        }
-    }
 
     // Re-cost without searching; carry over what only the search knew.
     const std::vector<bool> locked = result.lockedOp;
@@ -444,25 +376,7 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     result = evaluatePlan(cm, &ws.folded, result.strategyOfOp, recompute, "evaluated");
     result.lockedOp = locked;
     result.blockClasses = static_cast<int>(ws.folded.classes.size());
-    if (const json* search = r.optional(doc, "search"); search && search->is_object()) {
-        if (const json* v = r.optional(*search, "method")) {
-            if (!v->is_string()) r.fail("/search/method", "must be a string, not " + v->dump());
-            result.method = v->get<std::string>();
-        }
-        if (const json* v = r.optional(*search, "time_ms")) result.searchMs = r.number(*v, "/search/time_ms");
-        if (const json* v = r.optional(*search, "block_classes"))
-            result.blockClasses = static_cast<int>(r.integer(*v, "/search/block_classes", 0));
-        if (const json* v = r.optional(*search, "ops_searched"))
-            result.opsSearched = static_cast<int>(r.integer(*v, "/search/ops_searched", 0));
-        if (const json* v = r.optional(*search, "tables_solved"))
-            result.tablesSolved = static_cast<int>(r.integer(*v, "/search/tables_solved", 0));
-        if (const json* v = r.optional(*search, "prices_tried"))
-            result.pricesTried = static_cast<int>(r.integer(*v, "/search/prices_tried", 0));
-        if (const json* v = r.optional(*search, "lambda")) result.lambda = r.number(*v, "/search/lambda");
-    }
-    if (const json* memory = r.optional(doc, "memory"); memory && memory->is_object())
-        if (const json* v = r.optional(*memory, "limit_bytes")) result.memoryLimitBytes = r.number(*v, "/memory/limit_bytes");
-    result.fits = result.memoryLimitBytes <= 0 || result.breakdown.perDeviceBytes <= result.memoryLimitBytes;
+    readSearchMetadata(r, doc, result);
 
     const json recomputed = planDocument(plan);
     Differ(plan.stored, plan.differences).compare("", "", &plan.stored, &recomputed);
@@ -522,9 +436,9 @@ std::string writeProjectJson(const ProjectFile& project) { return projectToJson(
 
 ProjectFile readProjectJson(const std::string& text, const std::string& origin)
 {
-    Reader r(origin);
-    const json doc = parseFileText(text, origin);
-    checkEnvelope(r, doc, "project", "tpstudio.project", kProjectFileVersion);
+    const JsonReader r(origin);
+    const json doc = parseJsonText(text, origin);
+    r.envelope(doc, "project", "tpstudio.project", kProjectFileVersion);
 
     ProjectFile p;
     const json& s = r.object(doc, "", "settings");

@@ -1,7 +1,7 @@
 #pragma once
 // How a tensor lies on a mesh: per tensor dim the mesh axes that split it (major first), and
-// the axes over which each device holds a partial sum. Text form (DESIGN.md): "[-,-,y]",
-// "[x,-,-]", "[-,-,x*y]", "[-,-,-]+x", "[-,-]+x+y".
+// the axes over which each device holds a partial sum. Text form (docs/ARCHITECTURE.md, "core/mesh,
+// core/sharding"): "[-,-,y]", "[x,-,-]", "[-,-,x*y]", "[-,-,-]+x", "[-,-]+x+y".
 #include <compare>
 #include <cstdint>
 #include <string>

@@ -14,7 +14,9 @@
 #include "../mesh/mesh.h"
 #include "../models/models.h"
 #include "../sharding/strategy.h"
+#include "../plan/plan.h"
 #include "../util/error.h"
+#include "../util/json_reader.h"
 #include "executor.h"
 
 namespace tp::verify {
@@ -42,12 +44,6 @@ struct ListedKey {
     std::string at, kind, axis, phase;
     auto operator<=>(const ListedKey&) const = default;
 };
-
-std::string field(const json& j, const char* key, const std::string& where)
-{
-    if (!j.contains(key) || !j[key].is_string()) throw InputError(where + ": field '" + key + "' is missing or not a string");
-    return j[key].get<std::string>();
-}
 
 // Device coordinates on the mesh, axis 0 outermost.
 std::vector<int> coordsOf(int device, const Mesh& mesh)
@@ -488,424 +484,591 @@ void forDevices(int devices, bool threads, F&& f)
 
 } // namespace
 
-VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
-{
-    VerifyReport report;
-    if (!plan.is_object() || plan.value("format", std::string()) != "tpstudio.plan")
-        throw InputError("plan: not a tpstudio.plan document (field 'format')");
-    if (!plan.contains("model") || !plan["model"].contains("config") || !plan["model"]["config"].is_object())
-        throw InputError("plan: field 'model.config' is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in or config.json model");
-    report.mode = plan.value("mode", std::string("train"));
+namespace {
 
-    // The mesh, by axis names and sizes (links do not matter here).
+// ---- Small steps shared by the runs ---------------------------------------------------------
+
+void addNote(std::string& notes, const std::string& note) { notes += (notes.empty() ? "" : "; ") + note; }
+
+// Widens `scale` to the largest magnitude in `b`.
+void widen(double& scale, const Block& b)
+{
+    for (float v : b.data) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+}
+
+// ---- The plan and the shrunk model ----------------------------------------------------------
+
+// The plan as verify reads it: the mesh by axis names and sizes (links do not matter here),
+// each op's strategy, einsum and representative, and the listed collectives of every phase.
+struct PlanView {
     Mesh mesh;
-    if (!plan.contains("mesh") || !plan["mesh"].contains("axes") || !plan["mesh"]["axes"].is_array())
-        throw InputError("plan: field 'mesh.axes' is missing");
-    for (const auto& a : plan["mesh"]["axes"]) {
+    std::map<std::string, PlannedOp> planned;
+    std::map<ListedKey, int> listed;
+};
+
+PlanView readPlanView(const json& plan, VerifyReport& report)
+{
+    PlanView view;
+    const JsonReader r("plan");
+    r.envelope(plan, "plan", "tpstudio.plan", kPlanFormatVersion);
+    const json& model = r.object(plan, "", "model");
+    if (!r.optional(model, "config") || !model["config"].is_object())
+        r.fail("/model/config", "is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in or config.json model");
+    report.mode = r.optional(plan, "mode") ? r.string(plan, "", "mode") : std::string("train");
+
+    const json& mesh = r.object(plan, "", "mesh");
+    const json& axes = r.array(mesh, "/mesh", "axes");
+    for (size_t i = 0; i < axes.size(); ++i) {
+        const std::string p = "/mesh/axes/" + std::to_string(i);
         MeshAxis axis;
-        axis.name = field(a, "name", "plan: mesh axis");
-        axis.size = a.value("size", 1);
-        if (axis.size < 1) throw InputError("plan: mesh axis '" + axis.name + "' has size < 1");
-        mesh.axes.push_back(axis);
+        axis.name = r.string(axes[i], p, "name");
+        const json* size = r.optional(axes[i], "size");
+        axis.size = size ? static_cast<int>(r.integer(*size, p + "/size", 1)) : 1;
+        view.mesh.axes.push_back(axis);
     }
-    report.mesh = plan["mesh"].value("shape", std::string());
-    report.devices = mesh.devices();
+    if (r.optional(mesh, "shape")) report.mesh = r.string(mesh, "/mesh", "shape");
+    report.devices = view.mesh.devices();
 
     // Ops: strategy, einsum and representative (the op at the same position of its class's
     // first instance; ops are listed in topological order, instances in matching order).
-    if (!plan.contains("ops") || !plan["ops"].is_array()) throw InputError("plan: field 'ops' is missing");
-    std::map<std::string, PlannedOp> planned;
-    std::map<std::pair<int, int>, std::vector<std::string>> instanceOps;
-    for (const auto& o : plan["ops"]) {
-        const std::string name = field(o, "name", "plan: ops[]");
-        PlannedOp p{field(o, "strategy", "plan: op '" + name + "'"), o.value("einsum", std::string()), name};
-        if (o.contains("block_class") && o.contains("instance"))
-            instanceOps[{o["block_class"].get<int>(), o["instance"].get<int>()}].push_back(name);
-        planned[name] = p;
+    const json& ops = r.array(plan, "", "ops");
+    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::string>> instanceOps;
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const std::string p = "/ops/" + std::to_string(i);
+        const json& o = ops[i];
+        const std::string name = r.string(o, p, "name");
+        PlannedOp planned{r.string(o, p, "strategy"), r.optional(o, "einsum") ? r.string(o, p, "einsum") : std::string(), name};
+        const json *blockClass = r.optional(o, "block_class"), *instance = r.optional(o, "instance");
+        if (blockClass && instance)
+            instanceOps[{r.integer(*blockClass, p + "/block_class"), r.integer(*instance, p + "/instance")}].push_back(name);
+        view.planned[name] = planned;
     }
     for (const auto& [key, names] : instanceOps) {
         auto first = instanceOps.find({key.first, 0});
         if (first == instanceOps.end() || first->second.size() != names.size()) continue;
-        for (size_t k = 0; k < names.size(); ++k) planned[names[k]].representative = first->second[k];
+        for (size_t k = 0; k < names.size(); ++k) view.planned[names[k]].representative = first->second[k];
     }
     // The listed collectives of every phase: forward (after the producer, before its
     // consumers), backward (the gradient of the producer's output, from its consumers' layout
     // to its own) and gradient (a weight's gradient, at an op that reads it).
-    std::map<ListedKey, int> listed;
-    for (const auto& c : plan.value("collectives", json::array())) {
-        const std::string phase = c.value("phase", std::string("forward"));
+    const json none = json::array();
+    const json& collectives = r.optional(plan, "collectives") ? r.array(plan, "", "collectives") : none;
+    for (size_t i = 0; i < collectives.size(); ++i) {
+        const std::string p = "/collectives/" + std::to_string(i);
+        const json& c = collectives[i];
+        const std::string phase = r.optional(c, "phase") ? r.string(c, p, "phase") : std::string("forward");
         if (phase != "forward" && phase != "backward" && phase != "gradient") continue;
-        ListedKey key{field(c, "at", "plan: collectives[]"), field(c, "kind", "plan: collectives[]"), field(c, "axis", "plan: collectives[]"), phase};
-        if (!listed.count(key)) report.collectives.push_back({key.at, key.kind, key.axis, phase, 0});
-        listed[key] += c.value("count", 1);
+        ListedKey key{r.string(c, p, "at"), r.string(c, p, "kind"), r.string(c, p, "axis"), phase};
+        if (!view.listed.count(key)) report.collectives.push_back({key.at, key.kind, key.axis, phase, 0});
+        const json* count = r.optional(c, "count");
+        view.listed[key] += count ? static_cast<int>(r.integer(*count, p + "/count", 0)) : 1;
     }
+    return view;
+}
 
-    // The shrunk model: same ops (by name), same einsums, small sizes.
+// The shrunk model: same ops (by name), same einsums, small sizes; each op's signature, its
+// strategy on the plan's mesh and the semantics verify executes it with.
+struct ShrunkModel {
+    Graph g;
+    std::vector<Signature> sigs;
+    std::vector<OpStrategy> strategies;
+    std::vector<OpSemantics> semantics;
+};
+
+ShrunkModel shrinkModel(const json& plan, const VerifyOptions& options, const PlanView& view, bool train,
+                        VerifyReport& report)
+{
+    ShrunkModel m;
     json config = plan["model"]["config"];
     report.shrunk = shrinkOverrides(config, report.devices);
     for (const auto& o : options.overrides) report.shrunk.push_back(o);
     applyOverrides(config, report.shrunk);
-    const Graph g = buildModel(config);
-    std::vector<Signature> sigs;
-    std::vector<OpStrategy> strategies;
-    std::vector<OpSemantics> semantics;
+    m.g = buildModel(config);
+    const Graph& g = m.g;
     for (const auto& op : g.ops) {
-        auto it = planned.find(op.name);
-        if (it == planned.end()) throw InputError("plan: the shrunk model has op '" + op.name + "', which the plan does not list");
-        sigs.push_back(opSignature(op, g));
-        if (!it->second.einsum.empty() && it->second.einsum != sigs.back().equation)
-            throw InputError("plan: op '" + op.name + "': einsum '" + it->second.einsum + "' in the plan, '" + sigs.back().equation + "' in the shrunk model");
+        auto it = view.planned.find(op.name);
+        if (it == view.planned.end()) throw InputError("plan: the shrunk model has op '" + op.name + "', which the plan does not list");
+        m.sigs.push_back(opSignature(op, g));
+        if (!it->second.einsum.empty() && it->second.einsum != m.sigs.back().equation)
+            throw InputError("plan: op '" + op.name + "': einsum '" + it->second.einsum + "' in the plan, '" + m.sigs.back().equation + "' in the shrunk model");
         try {
-            strategies.push_back(parseStrategy(it->second.strategy, sigs.back(), mesh));
+            m.strategies.push_back(parseStrategy(it->second.strategy, m.sigs.back(), view.mesh));
         } catch (const InputError& e) {
             throw InputError("plan: op '" + op.name + "' on the shrunk model (" + std::string(e.what()) + ")");
         }
         auto sem = opSemantics(op.kind);
         if (!sem) throw InputError("plan: op '" + op.name + "': verify cannot execute " + std::string(opKindName(op.kind)) + " ops");
-        semantics.push_back(*sem);
+        m.semantics.push_back(*sem);
     }
-    const bool train = report.mode == "train" && !options.forwardOnly;
     if (train)
         for (const auto& op : g.ops)
-            if (!semantics[static_cast<size_t>(op.id)].differentiable())
+            if (!m.semantics[static_cast<size_t>(op.id)].differentiable())
                 throw InputError("plan: op '" + op.name + "': verify has no derivative for " + std::string(opKindName(op.kind)) + " ops, so it cannot run the backward pass of this train-mode plan");
-
     for (auto& c : report.collectives)
         c.inShrunkModel = std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) { return op.name == c.at; });
-    const auto producers = g.producers();
-    const auto consumers = g.consumers();
-    auto floating = [&](TensorId t) { return !isInteger(g.tensor(t).dtype); };
+    return m;
+}
 
-    // Reference: every tensor whole.
-    std::vector<Block> reference(g.tensors.size());
-    for (const auto& t : g.tensors)
-        if (producers[static_cast<size_t>(t.id)] < 0) reference[static_cast<size_t>(t.id)] = randomTensor(g, t.id, sigs, consumers, options.seed);
-    const auto order = g.topologicalOrder();
-    auto fullLoops = [&](OpId id) {
+// ---- The runs -------------------------------------------------------------------------------
+
+// The single-device reference and the sharded run of one shrunk model, forward then backward.
+// Each step fills the report; a step that stops the verification returns false.
+class Verifier {
+public:
+    Verifier(const VerifyOptions& options, PlanView& view, const ShrunkModel& model, bool train, VerifyReport& report)
+        : options_(options), mesh_(view.mesh), planned_(view.planned), g_(model.g), sigs_(model.sigs),
+          strategies_(model.strategies), semantics_(model.semantics), train_(train), report_(report),
+          producers_(g_.producers()), consumers_(g_.consumers()), order_(g_.topologicalOrder()),
+          run_(mesh_, view.listed, report), D_(run_.devices())
+    {
+    }
+
+    void referenceForward();
+    bool shardedForward();
+    void referenceBackward();
+    bool shardedBackward();
+    int devices() const { return D_; }
+
+private:
+    bool floating(TensorId t) const { return !isInteger(g_.tensor(t).dtype); }
+    std::vector<Range> fullLoops(OpId id) const
+    {
         std::vector<Range> loops;
-        for (const auto& l : sigs[static_cast<size_t>(id)].loops) loops.push_back({0, l.size});
+        for (const auto& l : sigs_[static_cast<size_t>(id)].loops) loops.push_back({0, l.size});
         return loops;
-    };
-    for (OpId id : order) {
-        const Op& op = g.op(id);
-        std::vector<const Block*> in;
-        for (auto t : op.inputs) in.push_back(&reference[static_cast<size_t>(t)]);
-        auto outs = evaluateOp(op, sigs[static_cast<size_t>(id)], semantics[static_cast<size_t>(id)], g, fullLoops(id), in);
-        for (size_t k = 0; k < outs.size(); ++k) reference[static_cast<size_t>(op.outputs[k])] = std::move(outs[k]);
     }
+    void fail(const std::string& op, const std::string& phase, const std::string& message)
+    {
+        report_.failedOp = op;
+        report_.failedPhase = phase;
+        report_.message = message;
+        report_.passed = false;
+    }
+    // Records a backward comparison of the op being differentiated.
+    void record(OpCheck& check, double error, const std::string& what)
+    {
+        check.backwardError = std::max(check.backwardError, error);
+        if (error > options_.tolerance && firstBad_.empty())
+            firstBad_ = what + " differs from the single-device backward (max relative error " + errorText(error) + ")";
+    }
+    bool forwardOp(OpId id);
+    bool differentiateOp(OpId id);
+    bool gradientsOfOutputs(OpId id, std::vector<std::vector<Block>>& dOut);
+    void gradientsToInputs(OpId id, const std::vector<std::vector<Block>>& dOut);
+    bool weightGradient(OpId id, size_t i);
+    void reduceWeightGradient(OpId id, const std::string& name, TensorId w, std::vector<Contribution>& groups);
+    OpId firstReader(TensorId t) const;
 
-    // Sharded: each device holds its blocks; graph inputs and weights are loaded whole (each
-    // device reads the slice its strategy needs).
-    ShardedRun run(mesh, listed, report);
-    const int D = run.devices();
-    std::vector<std::vector<Block>> held(g.tensors.size());
-    for (const auto& t : g.tensors)
-        if (producers[static_cast<size_t>(t.id)] < 0) held[static_cast<size_t>(t.id)].assign(static_cast<size_t>(D), reference[static_cast<size_t>(t.id)]);
+    const VerifyOptions& options_;
+    const Mesh& mesh_;
+    std::map<std::string, PlannedOp>& planned_;
+    const Graph& g_;
+    const std::vector<Signature>& sigs_;
+    const std::vector<OpStrategy>& strategies_;
+    const std::vector<OpSemantics>& semantics_;
+    const bool train_;
+    VerifyReport& report_;
+    const std::vector<OpId> producers_;
+    const std::vector<std::vector<OpId>> consumers_;
+    const std::vector<OpId> order_;
+    ShardedRun run_;
+    const int D_;
+
+    std::vector<Block> reference_;                          ///< every tensor whole
+    std::vector<std::vector<Block>> held_;                  ///< per tensor, per device
     // What the backward needs from the forward: each op's loop boxes and the inputs it read.
-    std::vector<std::vector<std::vector<Range>>> opLoops(g.ops.size());
-    std::vector<std::vector<std::vector<Block>>> saved(g.ops.size());
-    std::vector<size_t> checkOf(g.ops.size(), 0);
-    auto fail = [&](const std::string& op, const std::string& phase, const std::string& message) {
-        report.failedOp = op;
-        report.failedPhase = phase;
-        report.message = message;
-        report.passed = false;
-        return report;
-    };
-    for (OpId id : order) {
-        const Op& op = g.op(id);
-        const auto& sig = sigs[static_cast<size_t>(id)];
-        const auto& st = strategies[static_cast<size_t>(id)];
-        OpCheck check;
-        check.name = op.name;
-        check.kind = std::string(opKindName(op.kind));
-        check.strategy = planned[op.name].strategy;
-        std::vector<std::vector<Range>> loops(static_cast<size_t>(D));
-        for (int d = 0; d < D; ++d) loops[static_cast<size_t>(d)] = deviceLoops(sig, st, run.coords(d), mesh);
-        std::vector<std::vector<Block>> inputs(op.inputs.size());
-        try {
-            for (size_t i = 0; i < op.inputs.size(); ++i) {
-                const TensorId t = op.inputs[i];
-                inputs[i] = held[static_cast<size_t>(t)];
-                const OpId p = producers[static_cast<size_t>(t)];
-                std::vector<std::vector<Range>> need(static_cast<size_t>(D));
-                for (int d = 0; d < D; ++d)
-                    need[static_cast<size_t>(d)] = operandRanges(sig.inputs[i], sig, loops[static_cast<size_t>(d)], g.tensor(t).shape);
-                if (p < 0) continue;
-                const std::string& producer = g.op(p).name;
-                auto notes = run.reshard(inputs[i], need, g.tensor(t).name, producer, planned[producer].representative, op.name);
-                for (const auto& n : notes) check.note += (check.note.empty() ? "" : "; ") + n;
-            }
-        } catch (const Failure& f) {
-            check.ok = false;
-            check.maxError = INFINITY;
-            check.note = f.message;
-            report.ops.push_back(check);
-            return fail(f.op, "forward", "op '" + f.op + "' cannot run as planned: " + f.message);
+    std::vector<std::vector<std::vector<Range>>> opLoops_;
+    std::vector<std::vector<std::vector<Block>>> saved_;
+    std::vector<size_t> checkOf_;                           ///< op -> index in report_.ops
+    // The reference backward: the seeded output gradients, every floating tensor's total
+    // gradient, and what each op sends to each of its inputs.
+    std::vector<Block> refGrad_, seed_;
+    std::vector<std::vector<Block>> refIn_;
+    std::vector<size_t> position_;                          ///< op -> position in order_
+    std::vector<std::vector<Contribution>> pending_;        ///< per tensor, gradients not yet summed
+    // The op being differentiated: the scale its gradients are compared at, the first mismatch.
+    double opScale_ = 1e-6;
+    std::string firstBad_;
+};
+
+// Reference: every tensor whole.
+void Verifier::referenceForward()
+{
+    reference_.assign(g_.tensors.size(), Block{});
+    for (const auto& t : g_.tensors)
+        if (producers_[static_cast<size_t>(t.id)] < 0) reference_[static_cast<size_t>(t.id)] = randomTensor(g_, t.id, sigs_, consumers_, options_.seed);
+    for (OpId id : order_) {
+        const Op& op = g_.op(id);
+        std::vector<const Block*> in;
+        for (auto t : op.inputs) in.push_back(&reference_[static_cast<size_t>(t)]);
+        auto outs = evaluateOp(op, sigs_[static_cast<size_t>(id)], semantics_[static_cast<size_t>(id)], g_, fullLoops(id), in);
+        for (size_t k = 0; k < outs.size(); ++k) reference_[static_cast<size_t>(op.outputs[k])] = std::move(outs[k]);
+    }
+}
+
+// Sharded: each device holds its blocks; graph inputs and weights are loaded whole (each
+// device reads the slice its strategy needs).
+bool Verifier::shardedForward()
+{
+    held_.assign(g_.tensors.size(), {});
+    for (const auto& t : g_.tensors)
+        if (producers_[static_cast<size_t>(t.id)] < 0) held_[static_cast<size_t>(t.id)].assign(static_cast<size_t>(D_), reference_[static_cast<size_t>(t.id)]);
+    opLoops_.assign(g_.ops.size(), {});
+    saved_.assign(g_.ops.size(), {});
+    checkOf_.assign(g_.ops.size(), 0);
+    for (OpId id : order_)
+        if (!forwardOp(id)) return false;
+    return true;
+}
+
+bool Verifier::forwardOp(OpId id)
+{
+    const Op& op = g_.op(id);
+    const auto& sig = sigs_[static_cast<size_t>(id)];
+    const auto& st = strategies_[static_cast<size_t>(id)];
+    OpCheck check;
+    check.name = op.name;
+    check.kind = std::string(opKindName(op.kind));
+    check.strategy = planned_[op.name].strategy;
+    std::vector<std::vector<Range>> loops(static_cast<size_t>(D_));
+    for (int d = 0; d < D_; ++d) loops[static_cast<size_t>(d)] = deviceLoops(sig, st, run_.coords(d), mesh_);
+    std::vector<std::vector<Block>> inputs(op.inputs.size());
+    try {
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+            const TensorId t = op.inputs[i];
+            inputs[i] = held_[static_cast<size_t>(t)];
+            const OpId p = producers_[static_cast<size_t>(t)];
+            std::vector<std::vector<Range>> need(static_cast<size_t>(D_));
+            for (int d = 0; d < D_; ++d)
+                need[static_cast<size_t>(d)] = operandRanges(sig.inputs[i], sig, loops[static_cast<size_t>(d)], g_.tensor(t).shape);
+            if (p < 0) continue;
+            const std::string& producer = g_.op(p).name;
+            auto notes = run_.reshard(inputs[i], need, g_.tensor(t).name, producer, planned_[producer].representative, op.name);
+            for (const auto& n : notes) addNote(check.note, n);
         }
-        std::vector<std::vector<Block>> outs(static_cast<size_t>(D));
-        forDevices(D, options.devicesAsThreads, [&](int d) {
-            std::vector<const Block*> in;
-            for (auto& per : inputs) in.push_back(&per[static_cast<size_t>(d)]);
-            outs[static_cast<size_t>(d)] = evaluateOp(op, sig, semantics[static_cast<size_t>(id)], g, loops[static_cast<size_t>(d)], in);
-        });
-        for (size_t k = 0; k < op.outputs.size(); ++k) {
-            // Partial over the axes that split loops the output is not indexed by: those
-            // devices summed only their slice of the loop.
-            AxisMask partial = 0;
-            for (size_t l = 0; l < sig.loops.size(); ++l) {
-                bool indexed = false;
-                for (const auto& grp : sig.outputs[k].dims) indexed = indexed || std::find(grp.begin(), grp.end(), static_cast<int>(l)) != grp.end();
-                if (!indexed)
-                    for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
-            }
-            auto& h = held[static_cast<size_t>(op.outputs[k])];
-            h.clear();
-            for (int d = 0; d < D; ++d) {
-                h.push_back(std::move(outs[static_cast<size_t>(d)][k]));
-                h.back().partial = partial;
-            }
-            check.maxError = std::max(check.maxError, compareOutput(h, reference[static_cast<size_t>(op.outputs[k])], run, mesh));
+    } catch (const Failure& f) {
+        check.ok = false;
+        check.maxError = INFINITY;
+        check.note = f.message;
+        report_.ops.push_back(check);
+        fail(f.op, "forward", "op '" + f.op + "' cannot run as planned: " + f.message);
+        return false;
+    }
+    std::vector<std::vector<Block>> outs(static_cast<size_t>(D_));
+    forDevices(D_, options_.devicesAsThreads, [&](int d) {
+        std::vector<const Block*> in;
+        for (auto& per : inputs) in.push_back(&per[static_cast<size_t>(d)]);
+        outs[static_cast<size_t>(d)] = evaluateOp(op, sig, semantics_[static_cast<size_t>(id)], g_, loops[static_cast<size_t>(d)], in);
+    });
+    for (size_t k = 0; k < op.outputs.size(); ++k) {
+        // Partial over the axes that split loops the output is not indexed by: those
+        // devices summed only their slice of the loop.
+        AxisMask partial = 0;
+        for (size_t l = 0; l < sig.loops.size(); ++l) {
+            bool indexed = false;
+            for (const auto& grp : sig.outputs[k].dims) indexed = indexed || std::find(grp.begin(), grp.end(), static_cast<int>(l)) != grp.end();
+            if (!indexed)
+                for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
         }
-        check.ok = check.maxError <= options.tolerance;
-        report.forwardError = std::max(report.forwardError, check.maxError);
-        checkOf[static_cast<size_t>(id)] = report.ops.size();
-        // The forward goes on past a mismatch (every op's error is reported); the first one
-        // names the failure and the backward is not run.
-        if (!check.ok && report.failedOp.empty())
-            fail(op.name, "forward", "op '" + op.name + "' differs from the single-device result (max relative error " +
-                                         errorText(check.maxError) + ")" + (check.note.empty() ? std::string() : ": " + check.note));
-        report.ops.push_back(std::move(check));
-        if (train) {
-            opLoops[static_cast<size_t>(id)] = std::move(loops);
-            saved[static_cast<size_t>(id)] = std::move(inputs);
+        auto& h = held_[static_cast<size_t>(op.outputs[k])];
+        h.clear();
+        for (int d = 0; d < D_; ++d) {
+            h.push_back(std::move(outs[static_cast<size_t>(d)][k]));
+            h.back().partial = partial;
+        }
+        check.maxError = std::max(check.maxError, compareOutput(h, reference_[static_cast<size_t>(op.outputs[k])], run_, mesh_));
+    }
+    check.ok = check.maxError <= options_.tolerance;
+    report_.forwardError = std::max(report_.forwardError, check.maxError);
+    checkOf_[static_cast<size_t>(id)] = report_.ops.size();
+    // The forward goes on past a mismatch (every op's error is reported); the first one
+    // names the failure and the backward is not run.
+    if (!check.ok && report_.failedOp.empty())
+        fail(op.name, "forward", "op '" + op.name + "' differs from the single-device result (max relative error " +
+                                     errorText(check.maxError) + ")" + (check.note.empty() ? std::string() : ": " + check.note));
+    report_.ops.push_back(std::move(check));
+    if (train_) {
+        opLoops_[static_cast<size_t>(id)] = std::move(loops);
+        saved_[static_cast<size_t>(id)] = std::move(inputs);
+    }
+    return true;
+}
+
+// Reference backward: a random gradient seeded at every output (a tensor no op reads, or one
+// marked as an output), propagated in reverse topological order; refIn keeps what each op
+// sends to each input, refGrad the total gradient of every floating tensor.
+void Verifier::referenceBackward()
+{
+    refGrad_.assign(g_.tensors.size(), Block{});
+    seed_.assign(g_.tensors.size(), Block{});
+    for (const auto& t : g_.tensors) {
+        if (!floating(t.id)) continue;
+        std::vector<Range> full;
+        for (auto d : t.shape) full.push_back({0, d});
+        refGrad_[static_cast<size_t>(t.id)] = Block::zeros(full);
+        if (producers_[static_cast<size_t>(t.id)] >= 0 && (consumers_[static_cast<size_t>(t.id)].empty() || t.role == TensorRole::Output)) {
+            auto& s = seed_[static_cast<size_t>(t.id)];
+            s = Block::zeros(full);
+            std::mt19937_64 rng(fnv1a(t.name + "#gradient", options_.seed));
+            std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+            for (auto& v : s.data) v = dist(rng);
+            refGrad_[static_cast<size_t>(t.id)] = s;
         }
     }
+    refIn_.assign(g_.ops.size(), {});
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+        const Op& op = g_.op(*it);
+        std::vector<Block> zeros;
+        std::vector<const Block*> dOut, in;
+        zeros.reserve(op.outputs.size());
+        for (auto t : op.outputs) {
+            if (floating(t)) {
+                dOut.push_back(&refGrad_[static_cast<size_t>(t)]);
+                continue;
+            }
+            std::vector<Range> full;
+            for (auto d : g_.tensor(t).shape) full.push_back({0, d});
+            zeros.push_back(Block::zeros(full));
+            dOut.push_back(&zeros.back());
+        }
+        for (auto t : op.inputs) in.push_back(&reference_[static_cast<size_t>(t)]);
+        refIn_[static_cast<size_t>(*it)] = backwardOp(op, sigs_[static_cast<size_t>(*it)], semantics_[static_cast<size_t>(*it)], g_, fullLoops(*it), in, dOut);
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+            if (floating(op.inputs[i])) addInto(refGrad_[static_cast<size_t>(op.inputs[i])], refIn_[static_cast<size_t>(*it)][i]);
+    }
+}
 
-    if (!report.failedOp.empty()) return report;
+// A weight's gradient is complete at the first op that reads it, which the reverse sweep
+// reaches last.
+OpId Verifier::firstReader(TensorId t) const
+{
+    OpId best = -1;
+    for (OpId c : consumers_[static_cast<size_t>(t)])
+        if (best < 0 || position_[static_cast<size_t>(c)] < position_[static_cast<size_t>(best)]) best = c;
+    return best;
+}
+
+// Sharded backward, in reverse topological order.
+bool Verifier::shardedBackward()
+{
+    position_.assign(g_.ops.size(), 0);
+    for (size_t k = 0; k < order_.size(); ++k) position_[static_cast<size_t>(order_[k])] = k;
+    pending_.assign(g_.tensors.size(), {});
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+        if (!differentiateOp(*it)) return false;
+    return true;
+}
+
+bool Verifier::differentiateOp(OpId id)
+{
+    const Op& op = g_.op(id);
+    OpCheck& check = report_.ops[checkOf_[static_cast<size_t>(id)]];
+    check.backwardRun = true;
+    firstBad_.clear();
+    // Gradients are compared relative to the largest single-device gradient this op
+    // handles: a gradient that is zero in exact arithmetic (a key bias under softmax)
+    // is float noise relative to its own tiny maximum.
+    opScale_ = 1e-6;
+    for (auto t : op.outputs)
+        if (floating(t)) widen(opScale_, refGrad_[static_cast<size_t>(t)]);
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (floating(op.inputs[i])) widen(opScale_, refIn_[static_cast<size_t>(id)][i]);
+
+    std::vector<std::vector<Block>> dOut(op.outputs.size());
+    if (!gradientsOfOutputs(id, dOut)) return false;
+    gradientsToInputs(id, dOut);
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (!weightGradient(id, i)) return false;
+    check.backwardOk = firstBad_.empty();
+    report_.backwardError = std::max(report_.backwardError, check.backwardError);
+    if (!check.backwardOk) {
+        fail(op.name, "backward", "backward: op '" + op.name + "': " + firstBad_ + (check.backwardNote.empty() ? std::string() : ": " + check.backwardNote));
+        return false;
+    }
+    return true;
+}
+
+// 1. The gradient of each output, brought to this op's layout by the listed backward
+// collectives after its representative.
+bool Verifier::gradientsOfOutputs(OpId id, std::vector<std::vector<Block>>& dOut)
+{
+    const Op& op = g_.op(id);
+    const auto& sig = sigs_[static_cast<size_t>(id)];
+    const auto& loops = opLoops_[static_cast<size_t>(id)];
+    OpCheck& check = report_.ops[checkOf_[static_cast<size_t>(id)]];
+    try {
+        for (size_t k = 0; k < op.outputs.size(); ++k) {
+            const TensorId t = op.outputs[k];
+            std::vector<std::vector<Range>> need(static_cast<size_t>(D_));
+            for (int d = 0; d < D_; ++d) {
+                need[static_cast<size_t>(d)] = operandRanges(sig.outputs[k], sig, loops[static_cast<size_t>(d)], g_.tensor(t).shape);
+                dOut[k].push_back(Block::zeros(need[static_cast<size_t>(d)]));
+                if (floating(t) && !seed_[static_cast<size_t>(t)].data.empty()) addInto(dOut[k].back(), seed_[static_cast<size_t>(t)]);
+            }
+            if (!floating(t)) continue;
+            for (auto& group : accumulate(std::move(pending_[static_cast<size_t>(t)]))) {
+                for (const auto& n : run_.reshard(group.blocks, need, g_.tensor(t).name, op.name, planned_[op.name].representative, op.name, "backward"))
+                    addNote(check.backwardNote, n);
+                for (int d = 0; d < D_; ++d) addInto(dOut[k][static_cast<size_t>(d)], group.blocks[static_cast<size_t>(d)]);
+            }
+            pending_[static_cast<size_t>(t)].clear();
+            record(check, compareOutput(dOut[k], refGrad_[static_cast<size_t>(t)], run_, mesh_, opScale_),
+                   "the gradient of its output '" + g_.tensor(t).name + "'");
+        }
+    } catch (const Failure& f) {
+        check.backwardOk = false;
+        check.backwardError = INFINITY;
+        check.backwardNote = f.message;
+        fail(op.name, "backward", "backward: op '" + op.name + "' cannot run as planned: " + f.message);
+        return false;
+    }
+    return true;
+}
+
+// 2. Each device differentiates over its own loop box; what it sends to each floating input
+// waits in pending_ until that input's producer (or, for weights, their first reader) sums it.
+void Verifier::gradientsToInputs(OpId id, const std::vector<std::vector<Block>>& dOut)
+{
+    const Op& op = g_.op(id);
+    const auto& sig = sigs_[static_cast<size_t>(id)];
+    const auto& st = strategies_[static_cast<size_t>(id)];
+    const auto& sem = semantics_[static_cast<size_t>(id)];
+    const auto& loops = opLoops_[static_cast<size_t>(id)];
+    OpCheck& check = report_.ops[checkOf_[static_cast<size_t>(id)]];
+    std::vector<std::vector<Block>> dIn(static_cast<size_t>(D_));
+    forDevices(D_, options_.devicesAsThreads, [&](int d) {
+        std::vector<const Block*> in, dy;
+        for (auto& per : saved_[static_cast<size_t>(id)]) in.push_back(&per[static_cast<size_t>(d)]);
+        for (auto& per : dOut) dy.push_back(&per[static_cast<size_t>(d)]);
+        dIn[static_cast<size_t>(d)] = backwardOp(op, sig, sem, g_, loops[static_cast<size_t>(d)], in, dy);
+    });
+    saved_[static_cast<size_t>(id)].clear();
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const TensorId t = op.inputs[i];
+        if (!floating(t)) continue;
+        // A device that summed over its slice of a loop holds partial sums over the axes
+        // splitting that loop: what the device computed, not a derivation of the plan.
+        const auto summed = gradientSummedLoops(sig, sem, op, i);
+        AxisMask partial = 0;
+        for (size_t l = 0; l < sig.loops.size(); ++l)
+            if (summed[l])
+                for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
+        Contribution c{{}, id};
+        for (int d = 0; d < D_; ++d) {
+            c.blocks.push_back(std::move(dIn[static_cast<size_t>(d)][i]));
+            c.blocks.back().partial = partial;
+        }
+        record(check, compareOutput(c.blocks, refIn_[static_cast<size_t>(id)][i], run_, mesh_, opScale_),
+               "the gradient it sends to its input '" + g_.tensor(t).name + "'");
+        pending_[static_cast<size_t>(t)].push_back(std::move(c));
+    }
+}
+
+// 3. A weight first read here (input i): its gradient is complete. False when it cannot be
+// assembled as the plan lists it.
+bool Verifier::weightGradient(OpId id, size_t i)
+{
+    const Op& op = g_.op(id);
+    OpCheck& check = report_.ops[checkOf_[static_cast<size_t>(id)]];
+    const TensorId w = op.inputs[i];
+    if (producers_[static_cast<size_t>(w)] >= 0 || g_.tensor(w).role != TensorRole::Weight || !floating(w) ||
+        firstReader(w) != id || pending_[static_cast<size_t>(w)].empty())
+        return true;
+    if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), w) != op.inputs.begin() + static_cast<std::ptrdiff_t>(i)) return true;
+    const std::string& name = g_.tensor(w).name;
+    // The owner (this op) contributed last; its layout is where the gradient lives.
+    auto list = std::move(pending_[static_cast<size_t>(w)]);
+    pending_[static_cast<size_t>(w)].clear();
+    std::stable_partition(list.begin(), list.end(), [&](const Contribution& c) { return c.consumer == id; });
+    auto groups = accumulate(std::move(list));
+    reduceWeightGradient(id, name, w, groups);
+    std::vector<Block> total = groups[0].blocks;
+    std::string moved;
+    for (size_t k = 1; k < groups.size() && moved.empty(); ++k)
+        for (int d = 0; d < D_ && moved.empty(); ++d) {
+            if (groups[k].blocks[static_cast<size_t>(d)].covers(boxOf(total[static_cast<size_t>(d)]))) {
+                addInto(total[static_cast<size_t>(d)], groups[k].blocks[static_cast<size_t>(d)]);
+                continue;
+            }
+            moved = "device " + coordsText(run_.coords(d), mesh_) + " holds " + rangesText(boxOf(total[static_cast<size_t>(d)])) + " of weight '" + name +
+                    "' but '" + g_.op(groups[k].consumer).name + "' computed its gradient over " + rangesText(boxOf(groups[k].blocks[static_cast<size_t>(d)])) +
+                    "; the plan lists no collective to bring it";
+        }
+    if (!moved.empty()) {
+        check.backwardOk = false;
+        check.backwardError = INFINITY;
+        check.backwardNote = moved;
+        fail(op.name, "backward", "backward: op '" + op.name + "': weight gradient of '" + name + "': " + moved);
+        return false;
+    }
+    check.weightGradients.push_back(name);
+    ++report_.weightGradients;
+    widen(opScale_, refGrad_[static_cast<size_t>(w)]);
+    record(check, compareOutput(total, refGrad_[static_cast<size_t>(w)], run_, mesh_, opScale_), "the weight gradient of '" + name + "'");
+    return true;
+}
+
+// The data-parallel gradient all-reduce over an axis is performed where the plan lists a
+// "gradient" all-reduce over it at an op that reads the weight; any other partial axis stays
+// unreduced (each device keeps its own partial sum) and is reported.
+void Verifier::reduceWeightGradient(OpId id, const std::string& name, TensorId w, std::vector<Contribution>& groups)
+{
+    const Op& op = g_.op(id);
+    OpCheck& check = report_.ops[checkOf_[static_cast<size_t>(id)]];
+    for (auto& group : groups)
+        for (int a = 0; a < static_cast<int>(mesh_.axes.size()); ++a) {
+            const AxisMask bit = AxisMask{1} << a;
+            if (!(group.blocks[0].partial & bit)) continue;
+            const std::string axis = mesh_.axes[static_cast<size_t>(a)].name;
+            std::string at;
+            for (OpId c : consumers_[static_cast<size_t>(w)])
+                if (at.empty() && run_.listed(planned_[g_.op(c).name].representative, "all-reduce", axis, "gradient"))
+                    at = planned_[g_.op(c).name].representative;
+            if (!at.empty()) {
+                run_.allReduce(group.blocks, a);
+                run_.perform(at, "all-reduce", axis, "gradient");
+                continue;
+            }
+            if (group.consumer != id) {
+                // A later reader of a weight read by several ops (a tied embedding) whose box is
+                // partial over an axis the plan lists no gradient all-reduce for: the plan format
+                // states a weight's gradient collectives at one op only. The reduction is runtime
+                // knowledge, not a derivation of the plan: each device knows it summed over its
+                // own slice of the loops the weight lacks, and a replicated weight's gradient is
+                // complete only after summing those partial sums over the axis (as DDP does for
+                // every parameter). It is performed and reported as unlisted: the plan's cost
+                // does not include it.
+                run_.allReduce(group.blocks, a);
+                report_.unlisted.push_back("weight '" + name + "': the gradient from '" + g_.op(group.consumer).name + "' is partial over " + axis +
+                                           "; all-reduced over " + axis + " although the plan lists no gradient all-reduce over " + axis +
+                                           " at an op that reads it (its first reader '" + op.name + "' needs none)");
+                continue;
+            }
+            for (auto& b : group.blocks) b.partial &= ~bit;
+            const std::string line = "the gradient of weight '" + name + "' is partial over " + axis +
+                                     " but the plan lists no gradient all-reduce over " + axis + " at an op that reads it";
+            addNote(check.backwardNote, line);
+            report_.missing.push_back("backward, at '" + op.name + "': " + line);
+        }
+}
+
+} // namespace
+
+VerifyReport verifyPlan(const json& plan, const VerifyOptions& options)
+{
+    VerifyReport report;
+    PlanView view = readPlanView(plan, report);
+    const bool train = report.mode == "train" && !options.forwardOnly;
+    const ShrunkModel model = shrinkModel(plan, options, view, train, report);
+    Verifier verifier(options, view, model, train, report);
+    verifier.referenceForward();
+    if (!verifier.shardedForward() || !report.failedOp.empty()) return report;
     if (train) {
         report.backward = true;
-        // Reference backward: a random gradient seeded at every output (a tensor no op reads, or
-        // one marked as an output), propagated in reverse topological order; refIn keeps what
-        // each op sends to each input, refGrad the total gradient of every floating tensor.
-        std::vector<Block> refGrad(g.tensors.size()), seed(g.tensors.size());
-        for (const auto& t : g.tensors) {
-            if (!floating(t.id)) continue;
-            std::vector<Range> full;
-            for (auto d : t.shape) full.push_back({0, d});
-            refGrad[static_cast<size_t>(t.id)] = Block::zeros(full);
-            if (producers[static_cast<size_t>(t.id)] >= 0 && (consumers[static_cast<size_t>(t.id)].empty() || t.role == TensorRole::Output)) {
-                auto& s = seed[static_cast<size_t>(t.id)];
-                s = Block::zeros(full);
-                std::mt19937_64 rng(fnv1a(t.name + "#gradient", options.seed));
-                std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-                for (auto& v : s.data) v = dist(rng);
-                refGrad[static_cast<size_t>(t.id)] = s;
-            }
-        }
-        std::vector<std::vector<Block>> refIn(g.ops.size());
-        for (auto it = order.rbegin(); it != order.rend(); ++it) {
-            const Op& op = g.op(*it);
-            std::vector<Block> zeros;
-            std::vector<const Block*> dOut, in;
-            zeros.reserve(op.outputs.size());
-            for (auto t : op.outputs) {
-                if (floating(t)) {
-                    dOut.push_back(&refGrad[static_cast<size_t>(t)]);
-                    continue;
-                }
-                std::vector<Range> full;
-                for (auto d : g.tensor(t).shape) full.push_back({0, d});
-                zeros.push_back(Block::zeros(full));
-                dOut.push_back(&zeros.back());
-            }
-            for (auto t : op.inputs) in.push_back(&reference[static_cast<size_t>(t)]);
-            refIn[static_cast<size_t>(*it)] = backwardOp(op, sigs[static_cast<size_t>(*it)], semantics[static_cast<size_t>(*it)], g, fullLoops(*it), in, dOut);
-            for (size_t i = 0; i < op.inputs.size(); ++i)
-                if (floating(op.inputs[i])) addInto(refGrad[static_cast<size_t>(op.inputs[i])], refIn[static_cast<size_t>(*it)][i]);
-        }
-
-        // Position of each op in the topological order: a weight's gradient is complete at the
-        // first op that reads it, which the reverse sweep reaches last.
-        std::vector<size_t> position(g.ops.size());
-        for (size_t k = 0; k < order.size(); ++k) position[static_cast<size_t>(order[k])] = k;
-        auto firstReader = [&](TensorId t) {
-            OpId best = -1;
-            for (OpId c : consumers[static_cast<size_t>(t)])
-                if (best < 0 || position[static_cast<size_t>(c)] < position[static_cast<size_t>(best)]) best = c;
-            return best;
-        };
-
-        // Sharded backward, in reverse topological order.
-        std::vector<std::vector<Contribution>> pending(g.tensors.size());
-        for (auto it = order.rbegin(); it != order.rend(); ++it) {
-            const OpId id = *it;
-            const Op& op = g.op(id);
-            const auto& sig = sigs[static_cast<size_t>(id)];
-            const auto& st = strategies[static_cast<size_t>(id)];
-            const auto& sem = semantics[static_cast<size_t>(id)];
-            const auto& loops = opLoops[static_cast<size_t>(id)];
-            OpCheck& check = report.ops[checkOf[static_cast<size_t>(id)]];
-            check.backwardRun = true;
-            std::string firstBad;
-            // Gradients are compared relative to the largest single-device gradient this op
-            // handles: a gradient that is zero in exact arithmetic (a key bias under softmax)
-            // is float noise relative to its own tiny maximum.
-            double opScale = 1e-6;
-            auto widen = [&](const Block& b) {
-                for (float v : b.data) opScale = std::max(opScale, static_cast<double>(std::fabs(v)));
-            };
-            for (auto t : op.outputs)
-                if (floating(t)) widen(refGrad[static_cast<size_t>(t)]);
-            for (size_t i = 0; i < op.inputs.size(); ++i)
-                if (floating(op.inputs[i])) widen(refIn[static_cast<size_t>(id)][i]);
-            auto note = [&](const std::string& n) { check.backwardNote += (check.backwardNote.empty() ? "" : "; ") + n; };
-            auto record = [&](double error, const std::string& what) {
-                check.backwardError = std::max(check.backwardError, error);
-                if (error > options.tolerance && firstBad.empty()) firstBad = what + " differs from the single-device backward (max relative error " + errorText(error) + ")";
-            };
-
-            // 1. The gradient of each output, brought to this op's layout by the listed
-            // backward collectives after its representative.
-            std::vector<std::vector<Block>> dOut(op.outputs.size());
-            try {
-                for (size_t k = 0; k < op.outputs.size(); ++k) {
-                    const TensorId t = op.outputs[k];
-                    std::vector<std::vector<Range>> need(static_cast<size_t>(D));
-                    for (int d = 0; d < D; ++d) {
-                        need[static_cast<size_t>(d)] = operandRanges(sig.outputs[k], sig, loops[static_cast<size_t>(d)], g.tensor(t).shape);
-                        dOut[k].push_back(Block::zeros(need[static_cast<size_t>(d)]));
-                        if (floating(t) && !seed[static_cast<size_t>(t)].data.empty()) addInto(dOut[k].back(), seed[static_cast<size_t>(t)]);
-                    }
-                    if (!floating(t)) continue;
-                    for (auto& group : accumulate(std::move(pending[static_cast<size_t>(t)]))) {
-                        for (const auto& n : run.reshard(group.blocks, need, g.tensor(t).name, op.name, planned[op.name].representative, op.name, "backward"))
-                            note(n);
-                        for (int d = 0; d < D; ++d) addInto(dOut[k][static_cast<size_t>(d)], group.blocks[static_cast<size_t>(d)]);
-                    }
-                    pending[static_cast<size_t>(t)].clear();
-                    record(compareOutput(dOut[k], refGrad[static_cast<size_t>(t)], run, mesh, opScale),
-                           "the gradient of its output '" + g.tensor(t).name + "'");
-                }
-            } catch (const Failure& f) {
-                check.backwardOk = false;
-                check.backwardError = INFINITY;
-                check.backwardNote = f.message;
-                return fail(op.name, "backward", "backward: op '" + op.name + "' cannot run as planned: " + f.message);
-            }
-
-            // 2. Each device differentiates over its own loop box.
-            std::vector<std::vector<Block>> dIn(static_cast<size_t>(D));
-            forDevices(D, options.devicesAsThreads, [&](int d) {
-                std::vector<const Block*> in, dy;
-                for (auto& per : saved[static_cast<size_t>(id)]) in.push_back(&per[static_cast<size_t>(d)]);
-                for (auto& per : dOut) dy.push_back(&per[static_cast<size_t>(d)]);
-                dIn[static_cast<size_t>(d)] = backwardOp(op, sig, sem, g, loops[static_cast<size_t>(d)], in, dy);
-            });
-            saved[static_cast<size_t>(id)].clear();
-            for (size_t i = 0; i < op.inputs.size(); ++i) {
-                const TensorId t = op.inputs[i];
-                if (!floating(t)) continue;
-                // A device that summed over its slice of a loop holds partial sums over the axes
-                // splitting that loop: what the device computed, not a derivation of the plan.
-                const auto summed = gradientSummedLoops(sig, sem, op, i);
-                AxisMask partial = 0;
-                for (size_t l = 0; l < sig.loops.size(); ++l)
-                    if (summed[l])
-                        for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
-                Contribution c{{}, id};
-                for (int d = 0; d < D; ++d) {
-                    c.blocks.push_back(std::move(dIn[static_cast<size_t>(d)][i]));
-                    c.blocks.back().partial = partial;
-                }
-                record(compareOutput(c.blocks, refIn[static_cast<size_t>(id)][i], run, mesh, opScale),
-                       "the gradient it sends to its input '" + g.tensor(t).name + "'");
-                pending[static_cast<size_t>(t)].push_back(std::move(c));
-            }
-
-            // 3. Weights first read here: their gradient is complete. The data-parallel
-            // gradient all-reduce over an axis is performed where the plan lists a "gradient"
-            // all-reduce over it at an op that reads the weight; any other partial axis stays
-            // unreduced (each device keeps its own partial sum) and is reported.
-            for (size_t i = 0; i < op.inputs.size(); ++i) {
-                const TensorId w = op.inputs[i];
-                if (producers[static_cast<size_t>(w)] >= 0 || g.tensor(w).role != TensorRole::Weight || !floating(w) ||
-                    firstReader(w) != id || pending[static_cast<size_t>(w)].empty())
-                    continue;
-                if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), w) != op.inputs.begin() + static_cast<std::ptrdiff_t>(i)) continue;
-                const std::string& name = g.tensor(w).name;
-                // The owner (this op) contributed last; its layout is where the gradient lives.
-                auto list = std::move(pending[static_cast<size_t>(w)]);
-                pending[static_cast<size_t>(w)].clear();
-                std::stable_partition(list.begin(), list.end(), [&](const Contribution& c) { return c.consumer == id; });
-                auto groups = accumulate(std::move(list));
-                for (auto& group : groups)
-                    for (int a = 0; a < static_cast<int>(mesh.axes.size()); ++a) {
-                        const AxisMask bit = AxisMask{1} << a;
-                        if (!(group.blocks[0].partial & bit)) continue;
-                        const std::string axis = mesh.axes[static_cast<size_t>(a)].name;
-                        std::string at;
-                        for (OpId c : consumers[static_cast<size_t>(w)])
-                            if (at.empty() && run.listed(planned[g.op(c).name].representative, "all-reduce", axis, "gradient"))
-                                at = planned[g.op(c).name].representative;
-                        if (!at.empty()) {
-                            run.allReduce(group.blocks, a);
-                            run.perform(at, "all-reduce", axis, "gradient");
-                            continue;
-                        }
-                        if (group.consumer != id) {
-                            // A later reader of a weight read by several ops (a tied
-                            // embedding) whose box is partial over an axis the plan lists no
-                            // gradient all-reduce for: the plan format states a weight's
-                            // gradient collectives at one op only. The reduction is runtime
-                            // knowledge, not a derivation of the plan: each device knows it
-                            // summed over its own slice of the loops the weight lacks, and a
-                            // replicated weight's gradient is complete only after summing
-                            // those partial sums over the axis (as DDP does for every
-                            // parameter). It is performed and reported as unlisted: the plan's
-                            // cost does not include it.
-                            run.allReduce(group.blocks, a);
-                            report.unlisted.push_back("weight '" + name + "': the gradient from '" + g.op(group.consumer).name + "' is partial over " + axis +
-                                                      "; all-reduced over " + axis + " although the plan lists no gradient all-reduce over " + axis +
-                                                      " at an op that reads it (its first reader '" + op.name + "' needs none)");
-                            continue;
-                        }
-                        for (auto& b : group.blocks) b.partial &= ~bit;
-                        const std::string line = "the gradient of weight '" + name + "' is partial over " + axis +
-                                                 " but the plan lists no gradient all-reduce over " + axis + " at an op that reads it";
-                        note(line);
-                        report.missing.push_back("backward, at '" + op.name + "': " + line);
-                    }
-                std::vector<Block> total = groups[0].blocks;
-                std::string moved;
-                for (size_t k = 1; k < groups.size() && moved.empty(); ++k)
-                    for (int d = 0; d < D && moved.empty(); ++d) {
-                        if (groups[k].blocks[static_cast<size_t>(d)].covers(boxOf(total[static_cast<size_t>(d)]))) {
-                            addInto(total[static_cast<size_t>(d)], groups[k].blocks[static_cast<size_t>(d)]);
-                            continue;
-                        }
-                        moved = "device " + coordsText(run.coords(d), mesh) + " holds " + rangesText(boxOf(total[static_cast<size_t>(d)])) + " of weight '" + name +
-                                "' but '" + g.op(groups[k].consumer).name + "' computed its gradient over " + rangesText(boxOf(groups[k].blocks[static_cast<size_t>(d)])) +
-                                "; the plan lists no collective to bring it";
-                    }
-                if (!moved.empty()) {
-                    check.backwardOk = false;
-                    check.backwardError = INFINITY;
-                    check.backwardNote = moved;
-                    return fail(op.name, "backward", "backward: op '" + op.name + "': weight gradient of '" + name + "': " + moved);
-                }
-                check.weightGradients.push_back(name);
-                ++report.weightGradients;
-                widen(refGrad[static_cast<size_t>(w)]);
-                record(compareOutput(total, refGrad[static_cast<size_t>(w)], run, mesh, opScale), "the weight gradient of '" + name + "'");
-            }
-            check.backwardOk = firstBad.empty();
-            report.backwardError = std::max(report.backwardError, check.backwardError);
-            if (!check.backwardOk)
-                return fail(op.name, "backward", "backward: op '" + op.name + "': " + firstBad + (check.backwardNote.empty() ? std::string() : ": " + check.backwardNote));
-        }
+        verifier.referenceBackward();
+        if (!verifier.shardedBackward()) return report;
     }
-
+    const int D = verifier.devices();
     report.passed = true;
     report.message = std::to_string(report.ops.size()) + " ops match the single-device result on " + std::to_string(D) +
                      " simulated devices (forward max relative error " + errorText(report.forwardError) +
