@@ -578,8 +578,8 @@ void TestGui::explainDockShowsCoreNumbers()
     QCOMPARE(panel.collectivesTable()->rowCount(), static_cast<int>(steps.size()));
     for (int r = 0; r < static_cast<int>(steps.size()); ++r) {
         QCOMPARE(panel.collectivesTable()->item(r, 1)->text(), QString::fromStdString(steps[static_cast<size_t>(r)].kind));
-        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(), QString::fromStdString(QString::fromStdString(formatBytes(steps[static_cast<size_t>(r)].bytes))));
-        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(), QString::fromStdString(QString::fromStdString(formatSeconds(steps[static_cast<size_t>(r)].seconds))));
+        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(), QString::fromStdString(formatBytes(steps[static_cast<size_t>(r)].bytes)));
+        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(), QString::fromStdString(formatSeconds(steps[static_cast<size_t>(r)].seconds)));
     }
 
     // Compare with data parallel: core's per-block sums.
@@ -593,7 +593,7 @@ void TestGui::explainDockShowsCoreNumbers()
     for (int r = 0; r < static_cast<int>(diff.blocks.size()); ++r) {
         const auto& b = diff.blocks[static_cast<size_t>(r)];
         QCOMPARE(panel.comparisonTable()->item(r, 0)->text(), QString::fromStdString(b.block));
-        QCOMPARE(panel.comparisonTable()->item(r, 4)->text(), QString::fromStdString(QString::fromStdString(formatSeconds(b.other.stepSeconds))));
+        QCOMPARE(panel.comparisonTable()->item(r, 4)->text(), QString::fromStdString(formatSeconds(b.other.stepSeconds)));
     }
 }
 

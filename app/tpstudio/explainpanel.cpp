@@ -317,8 +317,8 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
             collectives_->setItem(row, 1, cell(QString::fromStdString(c.kind), detail));
             collectives_->setItem(row, 2, cell(QString::fromStdString(c.axis)));
             collectives_->setItem(row, 3, cell(QString::fromStdString(c.phase)));
-            collectives_->setItem(row, 4, cell(QString::fromStdString(QString::fromStdString(formatBytes(c.bytes))), QString::fromStdString(c.formula)));
-            collectives_->setItem(row, 5, cell(QString::fromStdString(QString::fromStdString(formatSeconds(c.seconds))), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 4, cell(QString::fromStdString(formatBytes(c.bytes)), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 5, cell(QString::fromStdString(formatSeconds(c.seconds)), QString::fromStdString(c.formula)));
             collectives_->setItem(row, 6, cell(QString::fromStdString(c.why), detail));
         }
     };
@@ -339,7 +339,7 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
     whyNot_->horizontalHeaderItem(WhyObjective)
         ->setToolTip(tr("Δ step + memory price × Δ memory, the price being the search's λ = %1 per GiB (0 when memory did not "
                         "constrain the plan). The search minimises this, so a faster candidate can lose for its memory.")
-                         .arg(QString::fromStdString(QString::fromStdString(formatSeconds(x.lambda * 1024.0 * 1024 * 1024)))));
+                         .arg(QString::fromStdString(formatSeconds(x.lambda * 1024.0 * 1024 * 1024))));
     whyNot_->setRowCount(static_cast<int>(x.whyNot.size()));
     for (size_t r = 0; r < x.whyNot.size(); ++r) {
         const auto& w = x.whyNot[r];
@@ -410,9 +410,9 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
 {
     comparison_ = d;
     compareTotals_->setText(tr("This plan (%1): step %2, memory %3 per device. Other (%4): step %5, memory %6.")
-                                .arg(QString::fromStdString(d.baseMethod), QString::fromStdString(QString::fromStdString(formatSeconds(d.base.stepSeconds))), QString::fromStdString(QString::fromStdString(formatBytes(d.base.memoryBytes))),
-                                     QString::fromStdString(d.otherMethod), QString::fromStdString(QString::fromStdString(formatSeconds(d.other.stepSeconds))),
-                                     QString::fromStdString(QString::fromStdString(formatBytes(d.other.memoryBytes)))));
+                                .arg(QString::fromStdString(d.baseMethod), QString::fromStdString(formatSeconds(d.base.stepSeconds)), QString::fromStdString(formatBytes(d.base.memoryBytes)),
+                                     QString::fromStdString(d.otherMethod), QString::fromStdString(formatSeconds(d.other.stepSeconds)),
+                                     QString::fromStdString(formatBytes(d.other.memoryBytes))));
     compare_->setRowCount(static_cast<int>(d.blocks.size()));
     for (size_t b = 0; b < d.blocks.size(); ++b) {
         const auto& blk = d.blocks[b];
@@ -420,8 +420,8 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
         compare_->setItem(row, 0, cell(QString::fromStdString(blk.block)));
         compare_->setItem(row, 1, cell(QString::number(blk.instances)));
         compare_->setItem(row, 2, cell(QString::number(blk.opsChanged)));
-        compare_->setItem(row, 3, cell(QString::fromStdString(QString::fromStdString(formatSeconds(blk.base.stepSeconds)))));
-        compare_->setItem(row, 4, cell(QString::fromStdString(QString::fromStdString(formatSeconds(blk.other.stepSeconds)))));
+        compare_->setItem(row, 3, cell(QString::fromStdString(formatSeconds(blk.base.stepSeconds))));
+        compare_->setItem(row, 4, cell(QString::fromStdString(formatSeconds(blk.other.stepSeconds))));
         compare_->setItem(row, 5, cell(QString::fromStdString(formatSecondsDelta(blk.other.stepSeconds - blk.base.stepSeconds))));
         compare_->setItem(row, 6, cell(QString::fromStdString(formatSecondsDelta(blk.other.computeSeconds - blk.base.computeSeconds))));
         compare_->setItem(row, 7, cell(QString::fromStdString(formatSecondsDelta(blk.other.commSeconds - blk.base.commSeconds))));
