@@ -70,6 +70,33 @@ private slots:
         QVERIFY(std::abs(opsMemory - classMemory) <= 1e-6 * opsMemory);
     }
 
+    // The CSV's sharding column is the one classifier's answer (core/sharding/classify.h via
+    // classifyOp) for every op; the GUI colours the same call (tst_gui
+    // candidateColoursAreTheExportClass). Plain data parallelism on the loss reads as such.
+    void csvShardingColumnIsTheClassifier()
+    {
+        const LoadedPlan plan = planned("gpt2", "2x4", "megatron");
+        const PlanWorkspace& ws = *plan.workspace;
+        const CostModel& model = *ws.costModel;
+        const Graph& g = model.graph();
+        const QStringList lines = QString::fromStdString(exportCsv(ws, plan.result)).split('\n');
+        auto quoted = [](const std::string& t) {
+            return t.find(',') == std::string::npos ? QString::fromStdString(t) : "\"" + QString::fromStdString(t) + "\"";
+        };
+        for (OpId op = 0; op < static_cast<OpId>(g.ops.size()); ++op) {
+            const int s = plan.result.strategyOfOp[static_cast<size_t>(op)];
+            const std::string strategy = strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), model.mesh());
+            const QString expected = "," + quoted(strategy) + "," + QString::fromStdString(std::string(shardClassName(classifyOp(model, op, s).kind))) + ",";
+            const int row = lines.indexOf(QRegularExpression("^" + QRegularExpression::escape(QString::fromStdString(g.op(op).name)) + ",.*"));
+            QVERIFY(row > 0);
+            QVERIFY2(lines[row].contains(expected), qPrintable(lines[row] + " lacks " + expected));
+        }
+        // Megatron puts the batch on x everywhere: the loss "b=x" is data parallel, not row-parallel.
+        const int loss = lines.indexOf(QRegularExpression("^head/loss,.*"));
+        QVERIFY(loss > 0);
+        QVERIFY2(lines[loss].contains(",b=x,data-parallel,"), qPrintable(lines[loss]));
+    }
+
     // The folded graph: one cluster per block class labelled with its repeat count, every
     // representative op once, sharding colours, collectives on edges.
     void foldedGraphDescription()
@@ -84,16 +111,15 @@ private slots:
         size_t opNodes = 0;
         for (const auto& n : in.nodes) opNodes += n.id.starts_with("op");
         QCOMPARE(opNodes, size_t(folded.searchedOps()));
-        const auto& colors = shardKindColors();
         auto node = [&](const std::string& label) -> const LayoutNode* {
             for (const auto& n : in.nodes)
                 if (n.label.starts_with(label + "\n")) return &n;
             return nullptr;
         };
         QVERIFY(node("mlp.fc1") && node("mlp.fc2") && node("ln1"));
-        QCOMPARE(node("mlp.fc1")->fillColor, colors[size_t(ShardKind::Column)]);
-        QCOMPARE(node("mlp.fc2")->fillColor, colors[size_t(ShardKind::Row)]);
-        QCOMPARE(node("ln1")->fillColor, colors[size_t(ShardKind::DataParallel)]);
+        QCOMPARE(node("mlp.fc1")->fillColor, std::string(shardClassColor(ShardClass::Column)));
+        QCOMPARE(node("mlp.fc2")->fillColor, std::string(shardClassColor(ShardClass::Row)));
+        QCOMPARE(node("ln1")->fillColor, std::string(shardClassColor(ShardClass::Data)));
         // Row-parallel fc2 is followed by an all-reduce over y on its outgoing edge.
         bool allReduceAfterFc2 = false;
         for (const auto& e : in.edges)
@@ -219,7 +245,7 @@ private slots:
             readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4_fc1_row.tpplan.json"), "e");
         const std::string other = exportMegatron(*edited.workspace, edited.result);
         QVERIFY(other.find("NOT Megatron-shaped") != std::string::npos);
-        QVERIFY2(other.find("layers.*.mlp.fc1: the plan is row over y, Megatron-LM column") != std::string::npos, other.c_str());
+        QVERIFY2(other.find("layers.*.mlp.fc1: the plan is row-parallel over y, Megatron-LM column-parallel") != std::string::npos, other.c_str());
     }
 
     void hfTpPlan()

@@ -49,19 +49,6 @@ using test::opNamed;
 
 bool waitForPlan(Document& doc) { return test::waitForPlan(doc, kPlanTimeoutMs); }
 
-/// How the Explain dock writes a difference: "+1.2 ms", "−3 µs", "0".
-QString signedSecondsText(double s)
-{
-    if (s == 0) return QStringLiteral("0");
-    return (s > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatSeconds(std::abs(s));
-}
-
-QString signedBytesText(double b)
-{
-    if (b == 0) return QStringLiteral("0");
-    return (b > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatBytes(std::abs(b));
-}
-
 } // namespace
 
 class TestGui : public QObject {
@@ -72,6 +59,7 @@ private slots:
     void lockThisInstanceOnly();
     void saveCloseReopenRestoresLocksAndMesh();
     void itemModelsPassTester();
+    void candidateColoursAreTheExportClass();
     void staleJobIsDropped();
     void documentAppliesOnlyTheLastOfQuickEdits();
     void badInputIsReportedNotFatal();
@@ -277,6 +265,35 @@ void TestGui::saveCloseReopenRestoresLocksAndMesh()
     QCOMPARE(reopened.plan()->result.strategyOfOp, strategies);
     QCOMPARE(reopened.selectedOp(), opNamed(reopened, "layers.0/attn/q"));
     QVERIFY(reopened.undoStack()->count() == 0); // opening is not an edit
+}
+
+// The inspector's colour and class name of every candidate are the exports' class: both call
+// classifyOp (core/export/export_styles.h), so plain data parallelism on the loss is no longer
+// coloured row-parallel (before, 320 of GPT-2's 515 representative candidates on 2x4 differed).
+void TestGui::candidateColoursAreTheExportClass()
+{
+    Document doc;
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    const CostModel& model = *doc.workspace()->costModel;
+    CandidateModel candidates;
+    int checked = 0;
+    for (const char* name : {"layers.0/mlp/fc1", "layers.0/mlp/fc2", "layers.0/ln1", "head/loss"}) {
+        const OpId op = opNamed(doc, name);
+        candidates.setOp(doc.plan(), op);
+        for (int r = 0; r < candidates.rowCount(); ++r) {
+            const QModelIndex cell = candidates.index(r, CandidateModel::StrategyColumn);
+            const int s = cell.data(CandidateModel::StrategyIndexRole).toInt();
+            const ShardClass exported = classifyOp(model, op, s).kind;
+            QCOMPARE(cell.data(Qt::DecorationRole).value<QColor>(), QColor(QString::fromLatin1(shardClassColor(exported).data())));
+            QVERIFY2(cell.data(Qt::ToolTipRole).toString().endsWith(shardingClassName(exported) + QStringLiteral("; double-click to lock")),
+                     qPrintable(cell.data(Qt::ToolTipRole).toString()));
+            if (std::string_view(name) == "head/loss" && cell.data().toString() == QStringLiteral("b=x"))
+                QCOMPARE(exported, ShardClass::Data);
+            ++checked;
+        }
+    }
+    QVERIFY(checked > 20);
 }
 
 void TestGui::itemModelsPassTester()
@@ -544,14 +561,14 @@ void TestGui::explainDockShowsCoreNumbers()
     for (int r = 0; r < whyNot->rowCount(); ++r) {
         const auto& w = core.whyNot[static_cast<size_t>(r)];
         QVERIFY(whyNot->item(r, ExplainPanel::WhyStrategy)->text().endsWith(QString::fromStdString(w.strategy)));
-        QCOMPARE(whyNot->item(r, ExplainPanel::WhyObjective)->text(), signedSecondsText(w.objectiveDelta));
-        QCOMPARE(whyNot->item(r, ExplainPanel::WhyStep)->text(), signedSecondsText(w.delta.stepSeconds));
-        QCOMPARE(whyNot->item(r, ExplainPanel::WhyCompute)->text(), signedSecondsText(w.delta.computeSeconds));
-        QCOMPARE(whyNot->item(r, ExplainPanel::WhyMemory)->text(), signedBytesText(w.delta.memoryBytes));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyObjective)->text(), QString::fromStdString(formatSecondsDelta(w.objectiveDelta)));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyStep)->text(), QString::fromStdString(formatSecondsDelta(w.delta.stepSeconds)));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyCompute)->text(), QString::fromStdString(formatSecondsDelta(w.delta.computeSeconds)));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyMemory)->text(), QString::fromStdString(formatBytesDelta(w.delta.memoryBytes)));
         for (int c = ExplainPanel::WhyFirstCollective; c < whyNot->columnCount(); ++c) {
             const QString kind = whyNot->horizontalHeaderItem(c)->text().mid(2); // "Δ all-reduce"
             const auto it = w.delta.commByKind.find(kind.toStdString());
-            QCOMPARE(whyNot->item(r, c)->text(), signedSecondsText(it == w.delta.commByKind.end() ? 0.0 : it->second));
+            QCOMPARE(whyNot->item(r, c)->text(), QString::fromStdString(formatSecondsDelta(it == w.delta.commByKind.end() ? 0.0 : it->second)));
         }
     }
     // Collectives: into, own, out of, with core's bytes and times.
@@ -561,8 +578,8 @@ void TestGui::explainDockShowsCoreNumbers()
     QCOMPARE(panel.collectivesTable()->rowCount(), static_cast<int>(steps.size()));
     for (int r = 0; r < static_cast<int>(steps.size()); ++r) {
         QCOMPARE(panel.collectivesTable()->item(r, 1)->text(), QString::fromStdString(steps[static_cast<size_t>(r)].kind));
-        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(), formatBytes(steps[static_cast<size_t>(r)].bytes));
-        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(), formatSeconds(steps[static_cast<size_t>(r)].seconds));
+        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(), QString::fromStdString(formatBytes(steps[static_cast<size_t>(r)].bytes)));
+        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(), QString::fromStdString(formatSeconds(steps[static_cast<size_t>(r)].seconds)));
     }
 
     // Compare with data parallel: core's per-block sums.
@@ -576,7 +593,7 @@ void TestGui::explainDockShowsCoreNumbers()
     for (int r = 0; r < static_cast<int>(diff.blocks.size()); ++r) {
         const auto& b = diff.blocks[static_cast<size_t>(r)];
         QCOMPARE(panel.comparisonTable()->item(r, 0)->text(), QString::fromStdString(b.block));
-        QCOMPARE(panel.comparisonTable()->item(r, 4)->text(), formatSeconds(b.other.stepSeconds));
+        QCOMPARE(panel.comparisonTable()->item(r, 4)->text(), QString::fromStdString(formatSeconds(b.other.stepSeconds)));
     }
 }
 

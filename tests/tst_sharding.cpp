@@ -1,9 +1,18 @@
-// Tensor specs (text form round trip and errors) and op strategies (enumeration counts,
-// operand specs, gradient partial axes), on small hand-checkable signatures.
+// Tensor specs (text form round trip and errors), op strategies (enumeration counts, operand
+// specs, gradient partial axes), on small hand-checkable signatures; and the sharding classifier
+// (core/sharding/classify.h) on hand-checked candidates and on every candidate of every built-in.
 #include <QtTest>
 
+#include <algorithm>
+#include <array>
+#include <memory>
+
+#include "export/export_styles.h"
 #include "graph/signature.h"
+#include "import/catalog.h"
 #include "mesh/mesh.h"
+#include "plan/planner.h"
+#include "sharding/classify.h"
 #include "sharding/spec.h"
 #include "sharding/strategy.h"
 #include "util/error.h"
@@ -14,7 +23,31 @@ namespace {
 Mesh mesh(const char* text) { return parseMesh(text, loadHardware("a100-80g-dgx")); }
 // Linear x[b,s,h] @ w[h,f] with b=2, s=4, h=8, f=4.
 Signature linearSig() { return parseSignature("bsh,hf->bsf", {{2, 4, 8}, {8, 4}}, {{2, 4, 4}}); }
+
+// A small built-in workspace: two layers (or encoder/decoder layers) where the config has them.
+std::unique_ptr<PlanWorkspace> workspace(const std::string& model, const std::string& mesh,
+                                         const std::vector<std::string>& overrides = {})
+{
+    PlanRequest request;
+    request.modelOptions.overrides = overrides;
+    request.model = model;
+    request.mesh = mesh;
+    request.modelOptions.batch = 8;
+    const ModelConfig config = builtinModelConfig(model);
+    for (const char* key : {"layers", "decoder_layers"})
+        if (config.contains(key)) request.modelOptions.overrides.push_back(std::string(key) + "=2");
+    return preparePlan(request);
+}
+
+bool indexesLoop(const OperandIndexing& operand, int loop)
+{
+    for (const auto& group : operand.dims)
+        if (std::find(group.begin(), group.end(), loop) != group.end()) return true;
+    return false;
+}
 } // namespace
+
+Q_DECLARE_METATYPE(tp::ShardClass)
 
 class TestSharding : public QObject {
     Q_OBJECT
@@ -73,6 +106,148 @@ private slots:
         } catch (const InputError& e) {
             QVERIFY2(QString(e.what()).contains(says), e.what());
         }
+    }
+
+    // Hand-checked candidates of GPT-2 (two layers) on 2x4. Every linear layer is written
+    // "bsh,hf,f->bsf" (h contracted, f its output; in fc2 h is the ffn dim), gelu "bst->bst" (t
+    // the ffn features), wte "bs,vh->bsh" (v gathered), wpe "s,vh->sh", the embedding add
+    // "bsh,sh->bsh", ln "bsh,h,h->bsh", the loss "bsv,bs->" (b and s summed over).
+    void handClasses_data()
+    {
+        QTest::addColumn<QString>("op");
+        QTest::addColumn<QString>("strategy");
+        QTest::addColumn<ShardClass>("expected");
+        QTest::newRow("fc1 -") << "layers.0/mlp/fc1" << "-" << ShardClass::Replicated;
+        QTest::newRow("fc1 f=y") << "layers.0/mlp/fc1" << "f=y" << ShardClass::Column;
+        QTest::newRow("fc1 b=x,f=y") << "layers.0/mlp/fc1" << "b=x,f=y" << ShardClass::Column; // data + column
+        QTest::newRow("fc1 h=y") << "layers.0/mlp/fc1" << "h=y" << ShardClass::Row;
+        QTest::newRow("fc1 h=x,f=y") << "layers.0/mlp/fc1" << "h=x,f=y" << ShardClass::Mixed;
+        QTest::newRow("fc1 b=x") << "layers.0/mlp/fc1" << "b=x" << ShardClass::Data;
+        QTest::newRow("fc1 b=x*y") << "layers.0/mlp/fc1" << "b=x*y" << ShardClass::Data;
+        QTest::newRow("fc1 s=y") << "layers.0/mlp/fc1" << "s=y" << ShardClass::Sequence;
+        QTest::newRow("fc1 b=x,s=y") << "layers.0/mlp/fc1" << "b=x,s=y" << ShardClass::Sequence;
+        QTest::newRow("fc1 s=x,f=y") << "layers.0/mlp/fc1" << "s=x,f=y" << ShardClass::Mixed;
+        QTest::newRow("fc2 h=y") << "layers.0/mlp/fc2" << "h=y" << ShardClass::Row; // the ffn dim, contracted
+        QTest::newRow("fc2 f=y") << "layers.0/mlp/fc2" << "f=y" << ShardClass::Column;
+        QTest::newRow("gelu t=y") << "layers.0/mlp/gelu" << "t=y" << ShardClass::Feature;
+        QTest::newRow("gelu b=x,t=y") << "layers.0/mlp/gelu" << "b=x,t=y" << ShardClass::Feature;
+        QTest::newRow("gelu s=y") << "layers.0/mlp/gelu" << "s=y" << ShardClass::Sequence;
+        QTest::newRow("heads n=y") << "layers.0/attn/scores" << "n=y" << ShardClass::Feature; // "bnsd,bntd->bnst"
+        QTest::newRow("scores s=y") << "layers.0/attn/scores" << "s=y" << ShardClass::Sequence;
+        QTest::newRow("context t=y") << "layers.0/attn/context" << "t=y" << ShardClass::Sequence; // contracted, no weight
+        QTest::newRow("ln1 s=y") << "layers.0/ln1" << "s=y" << ShardClass::Sequence;
+        QTest::newRow("ln1 b=x") << "layers.0/ln1" << "b=x" << ShardClass::Data;
+        QTest::newRow("wte v=y") << "embed/wte" << "v=y" << ShardClass::Row; // vocab-parallel embedding
+        QTest::newRow("wte h=y") << "embed/wte" << "h=y" << ShardClass::Column;
+        QTest::newRow("wpe s=y") << "embed/wpe" << "s=y" << ShardClass::Sequence; // [s, h]: no batch dim
+        QTest::newRow("add s=y") << "embed/add" << "s=y" << ShardClass::Sequence; // "bsh,sh->bsh"
+        QTest::newRow("loss b=x") << "head/loss" << "b=x" << ShardClass::Data; // summed over, still the batch
+        QTest::newRow("lm_head v=y") << "head/lm_head" << "v=y" << ShardClass::Column; // "bsh,vh->bsv"
+        QTest::newRow("loss -") << "head/loss" << "-" << ShardClass::Replicated;
+    }
+    void handClasses()
+    {
+        QFETCH(QString, op);
+        QFETCH(QString, strategy);
+        QFETCH(ShardClass, expected);
+        static const auto ws = workspace("gpt2", "2x4", {"vocab=50304"}); // GPT-2's 50257 divides by nothing
+        const CostModel& model = *ws->costModel;
+        const Graph& g = model.graph();
+        OpId id = -1;
+        for (const Op& o : g.ops)
+            if (o.name == op.toStdString()) id = o.id;
+        QVERIFY2(id >= 0, qPrintable(op));
+        const OpStrategy st = parseStrategy(strategy.toStdString(), model.signature(id), model.mesh());
+        const auto& candidates = model.strategies(id);
+        const auto it = std::find(candidates.begin(), candidates.end(), st);
+        QVERIFY(it != candidates.end());
+        const ShardClass got = classifyOp(model, id, static_cast<int>(it - candidates.begin())).kind;
+        QVERIFY2(got == expected, qPrintable(QString::fromStdString(std::string(shardClassName(got)))));
+    }
+
+    // A batched matmul over stacked expert weights "ech,ehf->ecf" (experts, capacity, hidden,
+    // ffn), input 1 the weight: e indexes the weight and the activation and is not contracted.
+    void expertClasses_data()
+    {
+        QTest::addColumn<QString>("strategy");
+        QTest::addColumn<ShardClass>("expected");
+        QTest::newRow("e") << "e=x" << ShardClass::Expert;
+        QTest::newRow("f") << "f=y" << ShardClass::Column;
+        QTest::newRow("h") << "h=y" << ShardClass::Row;
+        QTest::newRow("c") << "c=y" << ShardClass::Sequence; // the token (capacity) axis of [e, c, h]
+        QTest::newRow("e and f") << "e=x,f=y" << ShardClass::Mixed;
+    }
+    void expertClasses()
+    {
+        QFETCH(QString, strategy);
+        QFETCH(ShardClass, expected);
+        const Mesh m = mesh("2x4");
+        const Signature sig = parseSignature("ech,ehf->ecf", {{4, 8, 16}, {4, 16, 32}}, {{4, 8, 32}});
+        OperandFacts facts;
+        facts.weightInput = {false, true};
+        const StrategyClass c = classifyStrategy(sig, facts, parseStrategy(strategy.toStdString(), sig, m), m.rank());
+        QVERIFY2(c.kind == expected, qPrintable(QString::fromStdString(std::string(shardClassName(c.kind)))));
+    }
+
+    // Every candidate of every op of every built-in model, on a 2-D and a 3-D mesh, gets one
+    // class that agrees with its loops: replicated exactly when nothing is split; a strategy
+    // that splits only loops indexing no weight is never column-, row- or expert-parallel; data
+    // exactly when every split loop is a data loop; per axis the class of the loop it splits.
+    void everyCandidateHasOneClass_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        for (const std::string& name : builtinModelNames())
+            for (const char* m : {"2x4", "2x2x2"})
+                QTest::newRow((name + " " + m).c_str()) << QString::fromStdString(name) << QString(m);
+    }
+    void everyCandidateHasOneClass()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        const auto ws = workspace(model.toStdString(), mesh.toStdString());
+        const CostModel& cm = *ws->costModel;
+        const Graph& g = cm.graph();
+        std::array<int, kShardClassCount> seen{};
+        for (const Op& op : g.ops) {
+            const Signature& sig = cm.signature(op.id);
+            for (size_t s = 0; s < cm.strategies(op.id).size(); ++s) {
+                const OpStrategy& st = cm.strategies(op.id)[s];
+                const StrategyClass c = classifyOp(cm, op.id, static_cast<int>(s));
+                QVERIFY(static_cast<int>(c.kind) < kShardClassCount);
+                ++seen[static_cast<size_t>(c.kind)];
+                bool anySplit = false, weightSplit = false, allData = true;
+                for (size_t l = 0; l < st.loopAxes.size(); ++l) {
+                    if (st.loopAxes[l].empty()) {
+                        QCOMPARE(c.loopClass[l], ShardClass::Replicated);
+                        continue;
+                    }
+                    anySplit = true;
+                    allData = allData && c.loopClass[l] == ShardClass::Data;
+                    for (size_t k = 0; k < op.inputs.size(); ++k)
+                        weightSplit = weightSplit || (g.tensor(op.inputs[k]).role == TensorRole::Weight &&
+                                                      indexesLoop(sig.inputs[k], static_cast<int>(l)));
+                    for (int a : st.loopAxes[l]) {
+                        QCOMPARE(c.axisLoop[static_cast<size_t>(a)], static_cast<int>(l));
+                        QCOMPARE(c.axisClass[static_cast<size_t>(a)], c.loopClass[l]);
+                    }
+                }
+                const QString what = QString::fromStdString(op.name + " " + strategyToString(st, sig, cm.mesh()) + ": " +
+                                                            std::string(shardClassName(c.kind)));
+                QVERIFY2((c.kind == ShardClass::Replicated) == !anySplit, qPrintable(what));
+                QVERIFY2((c.kind == ShardClass::Data) == (anySplit && allData), qPrintable(what));
+                auto isWeightKind = [](ShardClass k) { return k == ShardClass::Column || k == ShardClass::Row || k == ShardClass::Expert; };
+                if (!weightSplit) {
+                    QVERIFY2(!isWeightKind(c.kind), qPrintable(what));
+                    QVERIFY2(std::none_of(c.loopClass.begin(), c.loopClass.end(), isWeightKind), qPrintable(what));
+                }
+            }
+        }
+        // Transformers show every kind but expert (their experts are separate branches, so
+        // expert placement is no op's strategy); convolutions have no sequence loop to split.
+        QVERIFY(seen[size_t(ShardClass::Replicated)] > 0 && seen[size_t(ShardClass::Data)] > 0);
+        QVERIFY(seen[size_t(ShardClass::Column)] > 0 && seen[size_t(ShardClass::Row)] > 0);
+        if (!model.contains("resnet")) QVERIFY(seen[size_t(ShardClass::Sequence)] > 0 && seen[size_t(ShardClass::Mixed)] > 0);
     }
 
     // Hand count for x[2,4,8] @ w[8,4]: loops b=2, s=4, f=4 (parallel), h=8 (contracted).

@@ -78,39 +78,6 @@ void emitJson(const Options& options, const nlohmann::json& document, std::ostre
     }
 }
 
-std::string formatCount(double v)
-{
-    char buf[64];
-    const double a = std::fabs(v);
-    if (a >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", v / 1e12);
-    else if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
-    else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-    else if (a >= 1e3) std::snprintf(buf, sizeof buf, "%.2fK", v / 1e3);
-    else std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-}
-
-std::string formatBytes(double b)
-{
-    char buf[64];
-    const double a = std::fabs(b);
-    if (a >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    else if (a >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
-    else if (a >= 1024.0) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
-    else std::snprintf(buf, sizeof buf, "%.0f B", b);
-    return buf;
-}
-
-std::string formatSeconds(double s)
-{
-    char buf[64];
-    const double a = std::fabs(s);
-    if (a >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
-    else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-    else std::snprintf(buf, sizeof buf, "%.3f us", s * 1e6);
-    return buf;
-}
-
 const std::vector<Command>& commands()
 {
     static const std::vector<Command> table = {

@@ -10,6 +10,7 @@
 
 #include "import/catalog.h"
 #include "plan/planner.h"
+#include "util/format.h"
 
 namespace tp::cli {
 
@@ -71,9 +72,5 @@ int runVerify(const Options& options, std::ostream& out);
 std::string readTextFile(const std::string& path);
 int runBench(const Options& options, std::ostream& out);
 
-/// Human-readable numbers: 174.6B, 1.23 GiB, 3.1 ms.
-std::string formatCount(double value);
-std::string formatBytes(double bytes);
-std::string formatSeconds(double seconds);
 
 } // namespace tp::cli

@@ -127,15 +127,12 @@ json explanationJson(const explain::OpExplanation& x)
             {"memory_bytes", x.memoryBytes}, {"why_not", whyNot}, {"summary", x.summary}};
 }
 
-std::string signedSeconds(double s) { return (s >= 0 ? "+" : "-") + formatSeconds(std::fabs(s)); }
-std::string signedBytes(double b) { return (b >= 0 ? "+" : "-") + formatBytes(std::fabs(b)); }
-
 void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::ostream& out)
 {
     out << x.op << "  " << x.kind << "  " << x.einsum << "  strategy " << x.strategy;
     if (!x.block.empty()) out << "  (block '" << x.block << "')";
     out << "\n  mesh " << mesh.shapeText() << ":";
-    for (const auto& a : mesh.axes) out << " " << a.name << "=" << a.size << " (" << a.link.bandwidth / 1e9 << " GB/s)";
+    for (const auto& a : mesh.axes) out << " " << a.name << "=" << a.size << " (" << formatBandwidth(a.link.bandwidth) << ")";
     out << "\n  loops:";
     for (const auto& l : x.loops) out << " " << l.label << "=" << l.size << " " << l.role << (l.axes == "-" ? "" : " split over " + l.axes) << ";";
     out << "\n\n";
@@ -176,13 +173,13 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
             out << "chosen\n";
             continue;
         }
-        out << std::setw(14) << signedSeconds(w.delta.stepSeconds) << std::setw(14) << signedSeconds(w.delta.computeSeconds)
-            << std::setw(14) << signedSeconds(w.delta.commSeconds) << std::setw(14) << signedBytes(w.delta.memoryBytes)
-            << std::setw(14) << signedSeconds(w.objectiveDelta);
+        out << std::setw(14) << formatSecondsDelta(w.delta.stepSeconds) << std::setw(14) << formatSecondsDelta(w.delta.computeSeconds)
+            << std::setw(14) << formatSecondsDelta(w.delta.commSeconds) << std::setw(14) << formatBytesDelta(w.delta.memoryBytes)
+            << std::setw(14) << formatSecondsDelta(w.objectiveDelta);
         bool any = false;
         for (const auto& [k, v] : w.delta.commByKind)
             if (v != 0) {
-                out << (any ? ", " : "") << k << " " << signedSeconds(v);
+                out << (any ? ", " : "") << k << " " << formatSecondsDelta(v);
                 any = true;
             }
         out << "\n";
@@ -206,13 +203,13 @@ void printDiff(const explain::PlanDiff& d, std::ostream& out)
     out << "plan '" << d.baseMethod << "' versus '" << d.otherMethod << "' (other minus this):\n";
     auto row = [&](const std::string& name, const explain::Components& a, const explain::Components& b) {
         out << "  " << std::left << std::setw(26) << name << std::setw(12) << formatSeconds(a.stepSeconds) << std::setw(12)
-            << formatSeconds(b.stepSeconds) << std::setw(14) << signedSeconds(b.stepSeconds - a.stepSeconds) << "compute "
-            << signedSeconds(b.computeSeconds - a.computeSeconds);
+            << formatSeconds(b.stepSeconds) << std::setw(14) << formatSecondsDelta(b.stepSeconds - a.stepSeconds) << "compute "
+            << formatSecondsDelta(b.computeSeconds - a.computeSeconds);
         std::map<std::string, double> kinds = b.commByKind;
         for (const auto& [k, v] : a.commByKind) kinds[k] -= v;
         for (const auto& [k, v] : kinds)
-            if (std::fabs(v) > 0) out << ", " << k << " " << signedSeconds(v);
-        out << ", memory " << signedBytes(b.memoryBytes - a.memoryBytes) << "\n";
+            if (std::fabs(v) > 0) out << ", " << k << " " << formatSecondsDelta(v);
+        out << ", memory " << formatBytesDelta(b.memoryBytes - a.memoryBytes) << "\n";
     };
     out << "  " << std::left << std::setw(26) << "block" << std::setw(12) << "this" << std::setw(12) << "other" << "change\n";
     row("whole plan", d.base, d.other);

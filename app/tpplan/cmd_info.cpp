@@ -64,9 +64,8 @@ int runInfo(const Options& o, std::ostream& out)
         << "  ops             " << s.ops << "\n"
         << "  tensors         " << s.tensors << "\n"
         << "  parameters      " << s.params << " (" << formatCount(static_cast<double>(s.params)) << ")\n"
-        << "  FLOPs per step  " << std::scientific << std::setprecision(4) << s.trainStepFlops
-        << " (training: forward + backward)\n"
-        << "  forward FLOPs   " << s.forwardFlops << std::defaultfloat << "\n"
+        << "  FLOPs per step  " << formatFlops(s.trainStepFlops) << " (training: forward + backward)\n"
+        << "  forward FLOPs   " << formatFlops(s.forwardFlops) << "\n"
         << "  ops by kind    ";
     for (const auto& [kind, count] : s.opsByKind) out << " " << kind << " " << count;
     out << "\n";

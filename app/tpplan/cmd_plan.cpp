@@ -58,7 +58,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     out << ws.context.modelName << " on mesh " << mesh.shapeText() << " (";
     for (size_t i = 0; i < mesh.axes.size(); ++i)
         out << (i ? ", " : "") << mesh.axes[i].name << "=" << mesh.axes[i].size << " "
-            << (mesh.axes[i].crossesNodes ? "inter-node" : "intra-node") << " " << mesh.axes[i].link.bandwidth / 1e9 << " GB/s";
+            << (mesh.axes[i].crossesNodes ? "inter-node" : "intra-node") << " " << formatBandwidth(mesh.axes[i].link.bandwidth);
     out << "), " << ws.hardware.name << ", " << ws.context.mode << ", batch " << ws.context.batch << "\n";
     out << "  method          " << r.method;
     if (r.method == "folded" || r.method == "flat")

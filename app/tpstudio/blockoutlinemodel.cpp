@@ -180,7 +180,7 @@ QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
                                                : QString::fromStdString(bc.label);
             if (index.column() == CountColumn) return countOf(bc.opsPerInstance(), "op", "ops");
             if (index.column() == TimeColumn && static_cast<size_t>(n.cls) < classSeconds_.size())
-                return formatSeconds(classSeconds_[static_cast<size_t>(n.cls)]);
+                return QString::fromStdString(formatSeconds(classSeconds_[static_cast<size_t>(n.cls)]));
             return {};
         case Qt::FontRole: {
             QFont font;
@@ -212,7 +212,7 @@ QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
                     const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
                     s += ob.computeSeconds + ob.commSeconds;
                 }
-                return formatSeconds(s);
+                return QString::fromStdString(formatSeconds(s));
             }
             return {};
         case OpIdRole: return -1;
@@ -236,15 +236,15 @@ QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
                    (r.lockedOp[static_cast<size_t>(op)] ? tr("  (locked)") : QString());
         case TimeColumn: {
             const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
-            return formatSeconds(ob.computeSeconds + ob.commSeconds);
+            return QString::fromStdString(formatSeconds(ob.computeSeconds + ob.commSeconds));
         }
         }
         return {};
     case Qt::DecorationRole:
-        if (index.column() == NameColumn) return shardingColor(classifyStrategy(model, op, s));
+        if (index.column() == NameColumn) return shardingColor(classifyOp(model, op, s).kind);
         return {};
     case Qt::ToolTipRole:
-        return tr("%1 (%2)").arg(QString::fromStdString(g.op(op).name), shardingClassName(classifyStrategy(model, op, s)));
+        return tr("%1 (%2)").arg(QString::fromStdString(g.op(op).name), shardingClassName(classifyOp(model, op, s).kind));
     case OpIdRole: return op;
     }
     return {};

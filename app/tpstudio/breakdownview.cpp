@@ -126,7 +126,7 @@ void BreakdownView::refresh()
         // the axis stops at 2.5x the limit and the labels carry the totals.
         QStringList labels;
         for (size_t i = 0; i < results.size(); ++i)
-            labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], formatBytes(results[i]->breakdown.perDeviceBytes));
+            labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], QString::fromStdString(formatBytes(results[i]->breakdown.perDeviceBytes)));
         if (capacity > 0) top = std::min(top, 2.5 * capacity / kGiB);
         auto* categories = new QBarCategoryAxis;
         categories->append(labels);
@@ -141,7 +141,7 @@ void BreakdownView::refresh()
         if (capacity > 0 && !results.empty()) {
             // The capacity line spans the categories on a hidden x axis of the same extent.
             auto* line = new QLineSeries;
-            line->setName(tr("Limit %1").arg(formatBytes(capacity)));
+            line->setName(tr("Limit %1").arg(QString::fromStdString(formatBytes(capacity))));
             line->append(-0.5, capacity / kGiB);
             line->append(double(results.size()) - 0.5, capacity / kGiB);
             QPen pen(QColor(0xc0, 0x20, 0x20), 2, Qt::DashLine);
@@ -187,7 +187,7 @@ void BreakdownView::refresh()
         chart->addSeries(series);
         QStringList labels;
         for (size_t i = 0; i < results.size(); ++i)
-            labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], formatSeconds(results[i]->breakdown.stepSeconds));
+            labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], QString::fromStdString(formatSeconds(results[i]->breakdown.stepSeconds)));
         auto* categories = new QBarCategoryAxis;
         categories->append(labels);
         chart->addAxis(categories, Qt::AlignBottom);

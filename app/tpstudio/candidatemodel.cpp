@@ -11,7 +11,7 @@ QString describe(const CollectiveCall& c, const Mesh& mesh)
 {
     static const char* phases[] = {"fwd", "bwd", "grad"};
     return QStringLiteral("%1 %2 %3 %4")
-        .arg(collectiveAbbrev(c.kind), QString::fromStdString(mesh.axes[static_cast<size_t>(c.axis)].name), formatBytes(c.bytes),
+        .arg(collectiveAbbrev(c.kind), QString::fromStdString(mesh.axes[static_cast<size_t>(c.axis)].name), QString::fromStdString(formatBytes(c.bytes)),
              QLatin1String(phases[static_cast<int>(c.phase)]));
 }
 
@@ -36,7 +36,7 @@ std::vector<CandidateCost> costCandidates(const PlanOutcome& plan, OpId op)
         CandidateCost c;
         c.strategy = s;
         c.text = QString::fromStdString(strategyToString(strategies[static_cast<size_t>(s)], model.signature(op), model.mesh()));
-        c.sharding = classifyStrategy(model, op, s);
+        c.sharding = classifyOp(model, op, s).kind;
         const OpCost& node = model.opCost(op, s, recompute);
         c.computeSeconds = node.computeSeconds;
         c.commSeconds = node.commSeconds;
@@ -106,7 +106,7 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
         return tr("What the search minimises: time + memory price × memory. The price (λ = %1 per GiB) is the search's "
                   "Lagrange multiplier for the memory limit, 0 when memory does not bind; a candidate faster than the chosen "
                   "one but with a higher objective was rejected for its memory.")
-            .arg(formatSeconds(lambda_ * 1024.0 * 1024 * 1024));
+            .arg(QString::fromStdString(formatSeconds(lambda_ * 1024.0 * 1024 * 1024)));
     if (role != Qt::DisplayRole) return {};
     switch (section) {
     case StrategyColumn: return tr("Strategy");
@@ -130,11 +130,11 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         switch (index.column()) {
         case StrategyColumn:
             return chosen ? QStringLiteral("✔ %1%2").arg(c.text, locked_ ? tr(" (locked)") : QString()) : c.text;
-        case ObjectiveColumn: return formatSeconds(c.objective);
-        case TimeColumn: return formatSeconds(c.seconds());
-        case ComputeColumn: return formatSeconds(c.computeSeconds);
-        case CommColumn: return formatSeconds(c.commSeconds);
-        case MemoryColumn: return formatBytes(c.memoryBytes);
+        case ObjectiveColumn: return QString::fromStdString(formatSeconds(c.objective));
+        case TimeColumn: return QString::fromStdString(formatSeconds(c.seconds()));
+        case ComputeColumn: return QString::fromStdString(formatSeconds(c.computeSeconds));
+        case CommColumn: return QString::fromStdString(formatSeconds(c.commSeconds));
+        case MemoryColumn: return QString::fromStdString(formatBytes(c.memoryBytes));
         case CollectivesColumn: return c.collectives.isEmpty() ? QStringLiteral("—") : c.collectives;
         }
         return {};
@@ -164,8 +164,8 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         return {};
     case Qt::ToolTipRole:
         if (index.column() == ObjectiveColumn)
-            return tr("%1 + %2 per GiB × %3 = %4").arg(formatSeconds(c.seconds()), formatSeconds(lambda_ * 1024.0 * 1024 * 1024),
-                                                     formatBytes(c.memoryBytes), formatSeconds(c.objective));
+            return tr("%1 + %2 per GiB × %3 = %4").arg(QString::fromStdString(formatSeconds(c.seconds())), QString::fromStdString(formatSeconds(lambda_ * 1024.0 * 1024 * 1024)),
+                                                     QString::fromStdString(formatBytes(c.memoryBytes)), QString::fromStdString(formatSeconds(c.objective)));
         return tr("%1: %2; double-click to lock").arg(c.text, shardingClassName(c.sharding));
     case StrategyIndexRole: return c.strategy;
     }

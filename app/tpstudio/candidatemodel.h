@@ -16,7 +16,7 @@ struct CandidateCost {
     double commSeconds = 0;  ///< the op's own collectives (weight gradients) + its edges in and out
     double memoryBytes = 0;
     QString collectives;     ///< "AG y 72 GiB fwd; RS y ..."
-    ShardingClass sharding = ShardingClass::Replicated;
+    ShardClass sharding = ShardClass::Replicated;
     /// The search's objective for this candidate: time + lambda x memory, lambda being the plan's
     /// memory price (SearchResult::lambda, 0 when memory did not bind). What the search minimises,
     /// so a slower but smaller candidate can be the chosen one.

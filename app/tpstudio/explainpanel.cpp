@@ -22,19 +22,6 @@ namespace tp {
 
 namespace {
 
-/// A signed difference: "+1.2 ms", "−40 MiB", "0".
-QString signedSeconds(double s)
-{
-    if (s == 0) return QStringLiteral("0");
-    return (s > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatSeconds(std::abs(s));
-}
-
-QString signedBytes(double b)
-{
-    if (b == 0) return QStringLiteral("0");
-    return (b > 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatBytes(std::abs(b));
-}
-
 QTableWidget* makeTable(QWidget* parent)
 {
     auto* t = new QTableWidget(parent);
@@ -330,8 +317,8 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
             collectives_->setItem(row, 1, cell(QString::fromStdString(c.kind), detail));
             collectives_->setItem(row, 2, cell(QString::fromStdString(c.axis)));
             collectives_->setItem(row, 3, cell(QString::fromStdString(c.phase)));
-            collectives_->setItem(row, 4, cell(formatBytes(c.bytes), QString::fromStdString(c.formula)));
-            collectives_->setItem(row, 5, cell(formatSeconds(c.seconds), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 4, cell(QString::fromStdString(formatBytes(c.bytes)), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 5, cell(QString::fromStdString(formatSeconds(c.seconds)), QString::fromStdString(c.formula)));
             collectives_->setItem(row, 6, cell(QString::fromStdString(c.why), detail));
         }
     };
@@ -352,21 +339,21 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
     whyNot_->horizontalHeaderItem(WhyObjective)
         ->setToolTip(tr("Δ step + memory price × Δ memory, the price being the search's λ = %1 per GiB (0 when memory did not "
                         "constrain the plan). The search minimises this, so a faster candidate can lose for its memory.")
-                         .arg(formatSeconds(x.lambda * 1024.0 * 1024 * 1024)));
+                         .arg(QString::fromStdString(formatSeconds(x.lambda * 1024.0 * 1024 * 1024))));
     whyNot_->setRowCount(static_cast<int>(x.whyNot.size()));
     for (size_t r = 0; r < x.whyNot.size(); ++r) {
         const auto& w = x.whyNot[r];
         const int row = static_cast<int>(r);
         whyNot_->setItem(row, WhyStrategy, cell(w.chosen ? QStringLiteral("✔ %1").arg(QString::fromStdString(w.strategy))
                                                          : QString::fromStdString(w.strategy)));
-        whyNot_->setItem(row, WhyObjective, cell(signedSeconds(w.objectiveDelta)));
-        whyNot_->setItem(row, WhyStep, cell(signedSeconds(w.delta.stepSeconds)));
-        whyNot_->setItem(row, WhyCompute, cell(signedSeconds(w.delta.computeSeconds)));
-        whyNot_->setItem(row, WhyMemory, cell(signedBytes(w.delta.memoryBytes)));
+        whyNot_->setItem(row, WhyObjective, cell(QString::fromStdString(formatSecondsDelta(w.objectiveDelta))));
+        whyNot_->setItem(row, WhyStep, cell(QString::fromStdString(formatSecondsDelta(w.delta.stepSeconds))));
+        whyNot_->setItem(row, WhyCompute, cell(QString::fromStdString(formatSecondsDelta(w.delta.computeSeconds))));
+        whyNot_->setItem(row, WhyMemory, cell(QString::fromStdString(formatBytesDelta(w.delta.memoryBytes))));
         int column = WhyFirstCollective;
         for (const auto& kind : kinds) {
             const auto it = w.delta.commByKind.find(kind);
-            whyNot_->setItem(row, column++, cell(signedSeconds(it == w.delta.commByKind.end() ? 0.0 : it->second)));
+            whyNot_->setItem(row, column++, cell(QString::fromStdString(formatSecondsDelta(it == w.delta.commByKind.end() ? 0.0 : it->second))));
         }
         if (w.chosen)
             for (int c = 0; c < whyNot_->columnCount(); ++c) {
@@ -423,9 +410,9 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
 {
     comparison_ = d;
     compareTotals_->setText(tr("This plan (%1): step %2, memory %3 per device. Other (%4): step %5, memory %6.")
-                                .arg(QString::fromStdString(d.baseMethod), formatSeconds(d.base.stepSeconds), formatBytes(d.base.memoryBytes),
-                                     QString::fromStdString(d.otherMethod), formatSeconds(d.other.stepSeconds),
-                                     formatBytes(d.other.memoryBytes)));
+                                .arg(QString::fromStdString(d.baseMethod), QString::fromStdString(formatSeconds(d.base.stepSeconds)), QString::fromStdString(formatBytes(d.base.memoryBytes)),
+                                     QString::fromStdString(d.otherMethod), QString::fromStdString(formatSeconds(d.other.stepSeconds)),
+                                     QString::fromStdString(formatBytes(d.other.memoryBytes))));
     compare_->setRowCount(static_cast<int>(d.blocks.size()));
     for (size_t b = 0; b < d.blocks.size(); ++b) {
         const auto& blk = d.blocks[b];
@@ -433,12 +420,12 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
         compare_->setItem(row, 0, cell(QString::fromStdString(blk.block)));
         compare_->setItem(row, 1, cell(QString::number(blk.instances)));
         compare_->setItem(row, 2, cell(QString::number(blk.opsChanged)));
-        compare_->setItem(row, 3, cell(formatSeconds(blk.base.stepSeconds)));
-        compare_->setItem(row, 4, cell(formatSeconds(blk.other.stepSeconds)));
-        compare_->setItem(row, 5, cell(signedSeconds(blk.other.stepSeconds - blk.base.stepSeconds)));
-        compare_->setItem(row, 6, cell(signedSeconds(blk.other.computeSeconds - blk.base.computeSeconds)));
-        compare_->setItem(row, 7, cell(signedSeconds(blk.other.commSeconds - blk.base.commSeconds)));
-        compare_->setItem(row, 8, cell(signedBytes(blk.other.memoryBytes - blk.base.memoryBytes)));
+        compare_->setItem(row, 3, cell(QString::fromStdString(formatSeconds(blk.base.stepSeconds))));
+        compare_->setItem(row, 4, cell(QString::fromStdString(formatSeconds(blk.other.stepSeconds))));
+        compare_->setItem(row, 5, cell(QString::fromStdString(formatSecondsDelta(blk.other.stepSeconds - blk.base.stepSeconds))));
+        compare_->setItem(row, 6, cell(QString::fromStdString(formatSecondsDelta(blk.other.computeSeconds - blk.base.computeSeconds))));
+        compare_->setItem(row, 7, cell(QString::fromStdString(formatSecondsDelta(blk.other.commSeconds - blk.base.commSeconds))));
+        compare_->setItem(row, 8, cell(QString::fromStdString(formatBytesDelta(blk.other.memoryBytes - blk.base.memoryBytes))));
     }
     QStringList changes;
     for (const auto& c : d.changes)

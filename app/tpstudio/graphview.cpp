@@ -420,8 +420,8 @@ void GraphView::rebuild()
     for (const auto& c : r.breakdown.collectives)
         collectivesAt[c.at][c.kind] << QStringLiteral("%1 %2 over %3: %4, %5")
                                            .arg(QLatin1String(phaseName(c.phase).data()), QLatin1String(collectiveName(c.kind).data()),
-                                                QString::fromStdString(model.mesh().axes[static_cast<size_t>(c.axis)].name), formatBytes(c.bytes),
-                                                formatSeconds(c.seconds));
+                                                QString::fromStdString(model.mesh().axes[static_cast<size_t>(c.axis)].name), QString::fromStdString(formatBytes(c.bytes)),
+                                                QString::fromStdString(formatSeconds(c.seconds)));
 
     if (layoutWorkspace_ != plan->workspace.get()) {
         cardLayouts_.clear();
@@ -515,7 +515,7 @@ void GraphView::rebuild()
         for (OpId op : inst.ops) {
             const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
             sum.seconds += ob.computeSeconds + ob.commSeconds;
-            sum.strip.push_back(shardingColor(classifyStrategy(model, op, r.strategyOfOp[static_cast<size_t>(op)])));
+            sum.strip.push_back(shardingColor(classifyOp(model, op, r.strategyOfOp[static_cast<size_t>(op)]).kind));
             if (const auto it = collectivesAt.find(op); it != collectivesAt.end())
                 for (const auto& [kind, lines] : it->second) sum.kinds[kind] << lines;
         }
@@ -534,7 +534,7 @@ void GraphView::rebuild()
             QGraphicsItem* item = nullptr;
             if (n.op >= 0) {
                 const int s = r.strategyOfOp[static_cast<size_t>(n.op)];
-                const ShardingClass sc = classifyStrategy(model, n.op, s);
+                const ShardClass sc = classifyOp(model, n.op, s).kind;
                 const QString strategy = QString::fromStdString(strategyToString(model.strategies(n.op)[static_cast<size_t>(s)],
                                                                                  model.signature(n.op), model.mesh()));
                 const QString spec = g.op(n.op).outputs.empty()
@@ -616,7 +616,7 @@ void GraphView::rebuild()
         // The card shows the run's first instance (every instance has the same ops).
         InstanceNodes rep = instanceNodes(run.classId, run.firstInstance);
         const InstanceSummary repSummary = instanceSummary(inst);
-        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + formatSeconds(repSummary.seconds) +
+        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + QString::fromStdString(formatSeconds(repSummary.seconds)) +
                              (run.count > 1 ? tr(" each") : QString());
 
         // Dot's layout of this card when it has one; else the layered one, and ask dot.
@@ -681,7 +681,7 @@ void GraphView::rebuild()
                 const QRectF rect(-width / 2, top, width, height);
                 const QString name = instanceLabel(g, ik);
                 auto* sub = new CardItem(rect, name.isEmpty() ? tr("instance %1").arg(instance) : name,
-                                         countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + formatSeconds(sum.seconds),
+                                         countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + QString::fromStdString(formatSeconds(sum.seconds)),
                                          classColor(run.classId), isExpanded, true, sum.strip, pillsFor(sum.kinds), 0, false);
                 sub->setData(KindKey, InstanceCardKindItem);
                 sub->setData(ValueKey, cardIndex);

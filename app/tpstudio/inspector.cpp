@@ -142,7 +142,7 @@ void Inspector::refresh()
     QString html;
     html += tr("<b>%1</b> &nbsp; <code>%2</code> &nbsp; strategy <b>%3</b> (%4)%5<br>")
                 .arg(QLatin1String(opKindName(o.kind).data()), QString::fromStdString(sig.equation).toHtmlEscaped(), strategy.toHtmlEscaped(),
-                     shardingClassName(classifyStrategy(model, op, chosen)),
+                     shardingClassName(classifyOp(model, op, chosen).kind),
                      document_->isLocked(op) ? tr(" <b>locked</b>") : QString());
     QStringList loops;
     for (const auto& loop : sig.loops)

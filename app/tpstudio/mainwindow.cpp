@@ -435,8 +435,8 @@ void MainWindow::updateStatus()
         // A long search (a 3D mesh, a wide encoder-decoder) says how far it has got.
         const JobProgress progress = document_->service().progress();
         if (progress.elapsedMs >= 1000)
-            parts << tr("searching… %1 s · %2 · %3")
-                         .arg(progress.elapsedMs / 1e3, 0, 'f', 1)
+            parts << tr("searching… %1 · %2 · %3")
+                         .arg(QString::fromStdString(formatSeconds(progress.elapsedMs / 1e3)))
                          .arg(countOf(progress.pricesTried, "memory price", "memory prices"))
                          .arg(countOf(progress.tablesSolved, "block table", "block tables"));
         else
@@ -445,12 +445,11 @@ void MainWindow::updateStatus()
     if (plan) {
         const Breakdown& b = plan->result.breakdown;
         const double capacity = plan->result.memoryLimitBytes > 0 ? plan->result.memoryLimitBytes : b.capacityBytes;
-        parts << tr("searched in %1").arg(formatSeconds(plan->result.searchMs / 1e3));
-        parts << tr("step %1").arg(formatSeconds(b.stepSeconds));
-        parts << QStringLiteral("%1 / %2 GiB%3")
-                     .arg(b.perDeviceBytes / (1024.0 * 1024 * 1024), 0, 'f', 1)
-                     .arg(capacity / (1024.0 * 1024 * 1024), 0, 'f', 0)
-                     .arg(plan->result.fits ? QString() : tr(" (does not fit)"));
+        parts << tr("searched in %1").arg(QString::fromStdString(formatSeconds(plan->result.searchMs / 1e3)));
+        parts << tr("step %1").arg(QString::fromStdString(formatSeconds(b.stepSeconds)));
+        parts << QStringLiteral("%1 / %2%3")
+                     .arg(QString::fromStdString(formatBytes(b.perDeviceBytes)), QString::fromStdString(formatBytes(capacity)),
+                          plan->result.fits ? QString() : tr(" (does not fit)"));
         if (plan->workspace && plan->workspace != axesNoteWorkspace_.lock()) {
             axesNoteWorkspace_ = plan->workspace;
             QStringList axes;

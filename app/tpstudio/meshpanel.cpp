@@ -422,22 +422,22 @@ void MeshPanel::showMesh()
     }
     QStringList lines;
     for (const auto& axis : ws->mesh.axes)
-        lines << tr("axis %1: %2 devices, %3 GB/s, %4 µs (%5)")
+        lines << tr("axis %1: %2 devices, %3, %4 (%5)")
                      .arg(QString::fromStdString(axis.name))
                      .arg(axis.size)
-                     .arg(axis.link.bandwidth / 1e9, 0, 'f', 0)
-                     .arg(axis.link.latency * 1e6, 0, 'f', 1)
-                     .arg(axis.crossesNodes ? tr("inter-node") : tr("intra-node"));
+                     .arg(QString::fromStdString(formatBandwidth(axis.link.bandwidth)),
+                          QString::fromStdString(formatSeconds(axis.link.latency)),
+                          axis.crossesNodes ? tr("inter-node") : tr("intra-node"));
     lines << tr("%1, %2 HBM; batch %3, seq %4")
-                 .arg(QString::fromStdString(ws->hardware.name), formatBytes(ws->hardware.hbmBytes))
+                 .arg(QString::fromStdString(ws->hardware.name), QString::fromStdString(formatBytes(ws->hardware.hbmBytes)))
                  .arg(ws->context.batch)
                  .arg(ws->context.seq);
     const Breakdown& b = document_->plan()->result.breakdown;
     lines << (ws->costModel->settings().overlapChunks > 1
                   ? tr("communication %1 exposed, %2 hidden by %3-chunk overlap")
-                        .arg(formatSeconds(b.exposedCommSeconds), formatSeconds(b.hiddenCommSeconds))
+                        .arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds)), QString::fromStdString(formatSeconds(b.hiddenCommSeconds)))
                         .arg(ws->costModel->settings().overlapChunks)
-                  : tr("communication %1, all exposed (no overlap)").arg(formatSeconds(b.exposedCommSeconds)));
+                  : tr("communication %1, all exposed (no overlap)").arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds))));
     axes_->setText(lines.join(QLatin1Char('\n')));
 }
 

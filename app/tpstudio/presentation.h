@@ -1,32 +1,24 @@
 #pragma once
-// How plan facts look on screen: units, the sharding class of an op strategy and its colour,
-// collective abbreviations. Shared by every view so that they agree.
+// How plan facts look on screen: the colour of a sharding class, collective abbreviations,
+// labels. Numbers are formatted by core/util/format.h and sharding classes come from
+// classifyOp (core/export/export_styles.h, on core/sharding/classify.h), the same calls the CLI
+// and the exports make, so every view agrees with them.
 #include <QColor>
 #include <QString>
 
 #include "cost/cost_model.h"
+#include "export/export_styles.h"
 #include "fold/fold.h"
 #include "graph/opkinds.h"
+#include "util/format.h"
 
 namespace tp {
 
-QString formatSeconds(double seconds); ///< "9.84 s", "3.1 ms", "42 µs"
-QString formatBytes(double bytes);     ///< "71.2 GiB"
-QString formatCount(double count);     ///< "175B", "12.3M"
 /// "1 lock", "2 locks" (the GUI ships no translations, so tr()'s %n plural forms do not apply).
 QString countOf(int n, const char* singular, const char* plural);
 
-/// What a strategy does to an op, in Megatron's words: which of its loops are split.
-enum class ShardingClass {
-    Replicated,     ///< no split
-    ColumnParallel, ///< a weight's output features (or a model dim carried from one) split
-    RowParallel,    ///< a contracted or gathered dim split: the output is partial
-    BatchSplit,     ///< only the batch split (data parallel)
-    Mixed,          ///< batch and model dims split together, or column and row
-};
-ShardingClass classifyStrategy(const CostModel& model, OpId op, int strategy);
-QString shardingClassName(ShardingClass c);
-QColor shardingColor(ShardingClass c);
+QString shardingClassName(ShardClass c); ///< shardClassName as a QString
+QColor shardingColor(ShardClass c);      ///< shardClassColor as a QColor
 
 QString collectiveAbbrev(CollectiveKind kind); ///< AR, AG, RS, A2A
 QColor collectiveColor(CollectiveKind kind);

@@ -6,6 +6,7 @@
 #include "../graph/opkinds.h"
 #include "../search/evaluate.h"
 #include "../util/error.h"
+#include "../util/format.h"
 
 namespace tp::explain {
 
@@ -18,21 +19,6 @@ std::string fmt(const char* f, double v)
     char buf[64];
     std::snprintf(buf, sizeof buf, f, v);
     return buf;
-}
-
-std::string bytesText(double b)
-{
-    if (b >= 1024.0 * 1024 * 1024) return fmt("%.2f GiB", b / (1024.0 * 1024 * 1024));
-    if (b >= 1024.0 * 1024) return fmt("%.2f MiB", b / (1024.0 * 1024));
-    if (b >= 1024.0) return fmt("%.2f KiB", b / 1024.0);
-    return fmt("%.0f B", b);
-}
-
-std::string secondsText(double s)
-{
-    if (s >= 1.0) return fmt("%.3f s", s);
-    if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
-    return fmt("%.3f us", s * 1e6);
 }
 
 std::string axesText(const std::vector<int>& axes, const Mesh& mesh)
@@ -152,9 +138,9 @@ std::string formulaOf(const CollectiveCall& call, const Mesh& mesh)
     case CollectiveKind::ReduceScatter: factor = "(g-1)/g"; latency = "(g-1)"; break;
     case CollectiveKind::AllToAll: factor = "(g-1)/g^2"; latency = "(g-1)"; break;
     }
-    std::string s = factor + " x " + bytesText(call.bytes) + " / " + fmt("%g", axis.link.bandwidth / 1e9) + " GB/s";
-    if (axis.link.latency > 0) s += " + " + latency + " x " + fmt("%g", axis.link.latency * 1e6) + " us";
-    return s + " (g = " + std::to_string(g) + ") = " + secondsText(call.seconds);
+    std::string s = factor + " x " + formatBytes(call.bytes) + " / " + formatBandwidth(axis.link.bandwidth);
+    if (axis.link.latency > 0) s += " + " + latency + " x " + formatSeconds(axis.link.latency);
+    return s + " (g = " + std::to_string(g) + ") = " + formatSeconds(call.seconds);
 }
 
 // Loops of the producer's strategy that the tensor lacks and that axis a splits: why it is partial.
@@ -440,13 +426,12 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     for (const auto& l : x.loops)
         if (l.axes != "-")
             sum += " Loop '" + std::string(1, l.label) + "' (" + l.role + ", " + std::to_string(l.size) + ") is split over " + l.axes + ".";
-    sum += " Compute " + secondsText(x.computeSeconds) + ", communication charged to it " + secondsText(x.commSeconds) +
-           ", memory " + bytesText(x.memoryBytes) + " per device.";
+    sum += " Compute " + formatSeconds(x.computeSeconds) + ", communication charged to it " + formatSeconds(x.commSeconds) +
+           ", memory " + formatBytes(x.memoryBytes) + " per device.";
     if (x.whyNot.size() > 1) {
         const auto& best = x.whyNot[1];
         sum += " The best alternative, " + best.strategy + ", would change the step time by " +
-               (best.delta.stepSeconds >= 0 ? "+" : "") + secondsText(best.delta.stepSeconds) + " and memory by " +
-               (best.delta.memoryBytes >= 0 ? "+" : "") + bytesText(best.delta.memoryBytes) + ".";
+               formatSecondsDelta(best.delta.stepSeconds) + " and memory by " + formatBytesDelta(best.delta.memoryBytes) + ".";
         if (plan.lambda > 0)
             sum += " The search prices memory at " + fmt("%.3g", plan.lambda * 1024 * 1024 * 1024) +
                    " s per GiB to fit the memory limit, so it compares step time + price x memory (the objective column).";

@@ -55,7 +55,7 @@ std::string exportCsv(const PlanWorkspace& ws, const SearchResult& result)
         out << field(op.name) << ',' << field(folded.classes[static_cast<size_t>(cls)].label) << ','
             << folded.instanceOfOp[i] << ',' << opKindName(op.kind) << ',' << field(model.signature(id).equation) << ','
             << field(strategyToString(model.strategies(id)[static_cast<size_t>(s)], model.signature(id), mesh)) << ','
-            << shardKindName(classifyOp(model, id, s).kind) << ',' << field(outputs) << ',' << recomputeName(rc) << ','
+            << shardClassName(classifyOp(model, id, s).kind) << ',' << field(outputs) << ',' << recomputeName(rc) << ','
             << (result.lockedOp.empty() || !result.lockedOp[i] ? "false" : "true") << ',' << num(ob.computeSeconds) << ','
             << num(ob.commSeconds) << ',' << num(ob.paramBytes) << ',' << num(ob.gradBytes) << ','
             << num(ob.optimizerBytes) << ',' << num(ob.activationBytes) << ',' << num(ob.memoryBytes) << '\n';

@@ -4,18 +4,11 @@
 #include <set>
 
 #include "../util/error.h"
+#include "../util/format.h"
 #include "export_plan.h"
 #include "export_styles.h"
 
 namespace tp {
-
-const std::vector<std::string>& shardKindColors()
-{
-    // replicated grey, data parallel green, column blue, row orange, split activations light
-    // blue, mixed purple.
-    static const std::vector<std::string> colors{"#d9d9d9", "#b6e3a8", "#7fb3e6", "#f7b26a", "#cfe2f3", "#c3b1e1"};
-    return colors;
-}
 
 namespace {
 
@@ -29,22 +22,6 @@ std::string abbreviation(CollectiveKind kind)
     }
     return "?";
 }
-
-std::string printf1(const char* format, double v)
-{
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, v);
-    return buf;
-}
-
-std::string seconds(double s)
-{
-    if (s >= 1) return printf1("%.2f s", s);
-    if (s >= 1e-3) return printf1("%.2f ms", s * 1e3);
-    return printf1("%.1f us", s * 1e6);
-}
-
-std::string gib(double bytes) { return printf1("%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
 // "layers.*.attn.q" inside class "layers.*" reads "attn.q".
 std::string shortName(const std::string& pattern, const std::string& classLabel)
@@ -88,19 +65,19 @@ LayoutInput foldedPlanGraph(const PlanWorkspace& ws, const SearchResult& result)
                     (mesh.axes[a].crossesNodes ? " inter-node" : " intra-node");
     meshText += ")";
     in.title = ws.context.modelName + " on mesh " + meshText + ", " + ws.context.hardwareName + ", " + ws.context.mode +
-               ", batch " + std::to_string(ws.context.batch) + "\nstep " + seconds(b.stepSeconds) + " (communication " +
-               seconds(b.commSeconds) + ") · " + gib(b.perDeviceBytes) + " of " + gib(b.capacityBytes) +
+               ", batch " + std::to_string(ws.context.batch) + "\nstep " + formatSeconds(b.stepSeconds) + " (communication " +
+               formatSeconds(b.commSeconds) + ") · " + formatBytes(b.perDeviceBytes) + " of " + formatBytes(b.capacityBytes) +
                " per device · " + result.method;
 
     // Legend: one swatch per kind of sharding.
     in.clusters.push_back({"legend", "sharding", "#ffffff", "#bbbbbb"});
     // dot lays out unconnected nodes of a rank right to left: add them in reverse to read in order.
-    for (int k = static_cast<int>(ShardKind::Mixed); k >= 0; --k) {
+    for (int k = kShardClassCount - 1; k >= 0; --k) {
         LayoutNode n;
         n.id = "legend" + std::to_string(k);
-        n.label = std::string(shardKindName(static_cast<ShardKind>(k)));
+        n.label = std::string(shardClassName(static_cast<ShardClass>(k)));
         n.cluster = "legend";
-        n.fillColor = shardKindColors()[static_cast<size_t>(k)];
+        n.fillColor = std::string(shardClassColor(static_cast<ShardClass>(k)));
         n.borderColor = "#777777";
         in.nodes.push_back(n);
     }
@@ -123,7 +100,7 @@ LayoutInput foldedPlanGraph(const PlanWorkspace& ws, const SearchResult& result)
         in.clusters.push_back({cid, label, bc.instances.size() > 1 ? "#eef3fb" : "#f4f4f4", "#8a9bb5"});
         for (OpId op : bc.instances[0].ops) {
             const int s = result.strategyOfOp[static_cast<size_t>(op)];
-            const OpSharding sh = classifyOp(model, op, s);
+            const StrategyClass sh = classifyOp(model, op, s);
             LayoutNode n;
             n.id = "op" + std::to_string(op);
             n.cluster = cid;
@@ -138,7 +115,7 @@ LayoutInput foldedPlanGraph(const PlanWorkspace& ws, const SearchResult& result)
                 }
                 n.label += "\ngrad " + grads;
             }
-            n.fillColor = shardKindColors()[static_cast<size_t>(sh.kind)];
+            n.fillColor = std::string(shardClassColor(sh.kind));
             n.borderColor = sh.hasWeight ? "#222222" : "#888888";
             n.shape = sh.hasWeight ? "box" : "box";
             in.nodes.push_back(n);

@@ -34,16 +34,16 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         options.sequenceParallel = sequenceParallel;
         const std::vector<int> megatron = megatronAssignment(model, options);
         for (OpId op : representativeOps(ws.folded)) {
-            const OpSharding planned = classifyOp(model, op, result.strategyOfOp[static_cast<size_t>(op)]);
+            const StrategyClass planned = classifyOp(model, op, result.strategyOfOp[static_cast<size_t>(op)]);
             if (!planned.hasWeight) continue;
-            const OpSharding rule = classifyOp(model, op, megatron[static_cast<size_t>(op)]);
-            const AxisRole a = planned.axisRole[static_cast<size_t>(axes.tensorAxis)];
-            const AxisRole b = rule.axisRole[static_cast<size_t>(axes.tensorAxis)];
+            const StrategyClass rule = classifyOp(model, op, megatron[static_cast<size_t>(op)]);
+            const ShardClass a = planned.axisClass[static_cast<size_t>(axes.tensorAxis)];
+            const ShardClass b = rule.axisClass[static_cast<size_t>(axes.tensorAxis)];
             if (a != b)
                 differences.push_back(modulePattern(model.graph(), ws.folded, op) + ": the plan is " +
-                                      std::string(axisRoleName(a)) + " over " +
+                                      std::string(shardClassName(a)) + " over " +
                                       mesh.axes[static_cast<size_t>(axes.tensorAxis)].name + ", Megatron-LM " +
-                                      std::string(axisRoleName(b)));
+                                      std::string(shardClassName(b)));
         }
     }
 

@@ -19,8 +19,6 @@ std::string exportCsv(const PlanWorkspace& workspace, const SearchResult& result
 /// collectives the plan puts there (AR, AG, RS, A2A), a legend and a title. The GUI can lay it
 /// out itself with layoutGraph.
 LayoutInput foldedPlanGraph(const PlanWorkspace& workspace, const SearchResult& result);
-/// The fill colour exports use for each ShardKind (index = the enum value).
-const std::vector<std::string>& shardKindColors();
 
 /// A PyTorch script: the DeviceMesh and a parallelize_module plan per block class, with a
 /// comment per module naming the collective it implies; ops the DTensor styles cannot express

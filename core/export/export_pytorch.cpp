@@ -1,5 +1,4 @@
 // PyTorch DTensor script and Hugging Face tp-plan exports.
-#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -8,6 +7,7 @@
 
 #include "export_plan.h"
 #include "export_styles.h"
+#include "../util/format.h"
 
 namespace tp {
 
@@ -79,11 +79,8 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     py << "# Tensor-parallel plan for " << ws.context.modelName << ", exported by TP Studio (tpplan export --format pytorch).\n";
     py << "# Mesh " << mesh.shapeText() << " (" << axesText(mesh) << "), " << ws.context.hardwareName << ", "
        << ws.context.mode << ", global batch " << ws.context.batch << "; plan method: " << result.method << ".\n";
-    char figures[160];
-    std::snprintf(figures, sizeof figures, "# Step time %.4g s (communication %.4g s), %.4g GiB per device.\n",
-                  result.breakdown.stepSeconds, result.breakdown.commSeconds,
-                  result.breakdown.perDeviceBytes / (1024.0 * 1024.0 * 1024.0));
-    py << figures;
+    py << "# Step time " << formatSeconds(result.breakdown.stepSeconds) << " (communication "
+       << formatSeconds(result.breakdown.commSeconds) << "), " << formatBytes(result.breakdown.perDeviceBytes) << " per device.\n";
     py << "#\n# Module names are the op names of the TP Studio graph ('/' read as '.', '*' for every\n"
           "# instance of a block class); rename them to your model's module names if they differ.\n";
     if (axes.tensorAxis >= 0)

@@ -1,93 +1,23 @@
 #include "export_styles.h"
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <map>
+
+#include "../util/format.h"
 
 namespace tp {
 
-std::string_view axisRoleName(AxisRole role)
-{
-    static constexpr std::array<std::string_view, 5> names{"unused", "batch", "column", "row", "other"};
-    return names[static_cast<size_t>(role)];
-}
-
-std::string_view shardKindName(ShardKind kind)
-{
-    static constexpr std::array<std::string_view, 6> names{"replicated", "data parallel", "column-parallel",
-                                                           "row-parallel", "split activations", "mixed"};
-    return names[static_cast<size_t>(kind)];
-}
-
-namespace {
-
-bool indexes(const OperandIndexing& operand, int loop)
-{
-    for (const auto& group : operand.dims)
-        if (std::find(group.begin(), group.end(), loop) != group.end()) return true;
-    return false;
-}
-
-} // namespace
-
-OpSharding classifyOp(const CostModel& model, OpId id, int strategy)
+StrategyClass classifyOp(const CostModel& model, OpId op, int strategy)
 {
     const Graph& g = model.graph();
-    const Op& op = g.op(id);
-    const Signature& sig = model.signature(id);
-    const OpStrategy& st = model.strategies(id)[static_cast<size_t>(strategy)];
-    const int axes = model.mesh().rank();
-    OpSharding out;
-    out.axisRole.assign(static_cast<size_t>(axes), AxisRole::Unused);
-    out.axisLoop.assign(static_cast<size_t>(axes), -1);
-    for (size_t k = 0; k < op.inputs.size(); ++k)
-        if (g.tensor(op.inputs[k]).role == TensorRole::Weight && !out.hasWeight) {
-            out.hasWeight = true;
-            out.weightRank = static_cast<int>(g.tensor(op.inputs[k]).shape.size());
-        }
-    // A loop is the batch when it leads a tensor whose dim 0 is the graph's batch.
-    auto isBatchLoop = [&](int loop) {
-        auto leads = [&](const OperandIndexing& operand, TensorId t) {
-            return !operand.dims.empty() && !operand.dims[0].empty() && operand.dims[0][0] == loop && model.batchLeading(t);
-        };
-        for (size_t k = 0; k < op.inputs.size() && k < sig.inputs.size(); ++k)
-            if (leads(sig.inputs[k], op.inputs[k])) return true;
-        for (size_t k = 0; k < op.outputs.size() && k < sig.outputs.size(); ++k)
-            if (leads(sig.outputs[k], op.outputs[k])) return true;
-        return false;
-    };
-    bool column = false, row = false, other = false, batch = false;
-    for (size_t l = 0; l < st.loopAxes.size(); ++l) {
-        if (st.loopAxes[l].empty()) continue;
-        const int loop = static_cast<int>(l);
-        const DimRole role = sig.loops[l].role;
-        bool inWeight = false, inActivation = false, inOutput = false;
-        for (size_t k = 0; k < op.inputs.size() && k < sig.inputs.size(); ++k) {
-            if (!indexes(sig.inputs[k], loop)) continue;
-            (g.tensor(op.inputs[k]).role == TensorRole::Weight ? inWeight : inActivation) = true;
-        }
-        for (const auto& o : sig.outputs) inOutput = inOutput || indexes(o, loop);
-        // The batch first: splitting it is data parallelism even where it is summed over (a loss).
-        AxisRole r = AxisRole::Other;
-        if (isBatchLoop(loop)) r = AxisRole::Batch;
-        else if (role == DimRole::Contracted || role == DimRole::Gather) r = AxisRole::Row;
-        else if (inWeight && inOutput && !inActivation) r = AxisRole::Column;
-        for (int a : st.loopAxes[l]) {
-            out.axisRole[static_cast<size_t>(a)] = r;
-            out.axisLoop[static_cast<size_t>(a)] = loop;
-        }
-        column = column || r == AxisRole::Column;
-        row = row || r == AxisRole::Row;
-        other = other || r == AxisRole::Other;
-        batch = batch || r == AxisRole::Batch;
+    const Op& o = g.op(op);
+    OperandFacts facts;
+    for (TensorId t : o.inputs) {
+        facts.weightInput.push_back(g.tensor(t).role == TensorRole::Weight);
+        facts.batchInput.push_back(model.batchLeading(t));
     }
-    if (column && row) out.kind = ShardKind::Mixed;
-    else if (column) out.kind = ShardKind::Column;
-    else if (row) out.kind = ShardKind::Row;
-    else if (other) out.kind = ShardKind::SplitActivation;
-    else if (batch) out.kind = ShardKind::DataParallel;
-    return out;
+    for (TensorId t : o.outputs) facts.batchOutput.push_back(model.batchLeading(t));
+    return classifyStrategy(model.signature(op), facts, model.strategies(op)[static_cast<size_t>(strategy)], model.mesh().rank());
 }
 
 PlanAxes planAxes(const CostModel& model, const SearchResult& result)
@@ -96,13 +26,13 @@ PlanAxes planAxes(const CostModel& model, const SearchResult& result)
     std::vector<int> weightSplits(static_cast<size_t>(axes), 0);
     std::vector<bool> used(static_cast<size_t>(axes), false), nonBatch(static_cast<size_t>(axes), false);
     for (size_t id = 0; id < model.graph().ops.size(); ++id) {
-        const OpSharding s = classifyOp(model, static_cast<OpId>(id), result.strategyOfOp[id]);
+        const StrategyClass s = classifyOp(model, static_cast<OpId>(id), result.strategyOfOp[id]);
         for (int a = 0; a < axes; ++a) {
-            const AxisRole r = s.axisRole[static_cast<size_t>(a)];
-            if (r == AxisRole::Unused) continue;
+            const ShardClass r = s.axisClass[static_cast<size_t>(a)];
+            if (r == ShardClass::Replicated) continue;
             used[static_cast<size_t>(a)] = true;
-            if (r != AxisRole::Batch) nonBatch[static_cast<size_t>(a)] = true;
-            if (s.hasWeight && (r == AxisRole::Column || r == AxisRole::Row)) ++weightSplits[static_cast<size_t>(a)];
+            if (r != ShardClass::Data) nonBatch[static_cast<size_t>(a)] = true;
+            if (r == ShardClass::Column || r == ShardClass::Row) ++weightSplits[static_cast<size_t>(a)];
         }
     }
     PlanAxes out;
@@ -183,12 +113,12 @@ std::string layoutOn(const TensorSpec& spec, int axis)
     return "Replicate()";
 }
 
-std::string bytesText(double bytes)
+// The rank of the op's first weight input, 0 without one.
+int weightRank(const Graph& g, const Op& op)
 {
-    char buf[48];
-    if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    else std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
-    return buf;
+    for (TensorId t : op.inputs)
+        if (g.tensor(t).role == TensorRole::Weight) return static_cast<int>(g.tensor(t).shape.size());
+    return 0;
 }
 
 } // namespace
@@ -209,7 +139,7 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
     for (OpId op : representativeOps(folded)) {
         const Op& o = g.op(op);
         const int s = strategyOf(op);
-        const OpSharding sh = classifyOp(model, op, s);
+        const StrategyClass sh = classifyOp(model, op, s);
         ModuleStyle m;
         m.op = op;
         m.pattern = modulePattern(g, folded, op);
@@ -232,7 +162,7 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
             else it->second += c.bytes;
         }
         for (const auto& [item, bytes] : merged)
-            m.planCollectives += (m.planCollectives.empty() ? "" : "; ") + item + " " + bytesText(bytes);
+            m.planCollectives += (m.planCollectives.empty() ? "" : "; ") + item + " " + formatBytes(bytes);
         if (!sh.hasWeight) {
             if (!allToAll) continue;
             m.inexpressible = "needs an all-to-all redistribution (" + m.strategy + ") that the styles do not insert";
@@ -240,34 +170,34 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
             continue;
         }
         for (int a : axes.otherAxes)
-            if (sh.axisRole[static_cast<size_t>(a)] != AxisRole::Unused && sh.axisRole[static_cast<size_t>(a)] != AxisRole::Batch)
+            if (sh.axisClass[static_cast<size_t>(a)] != ShardClass::Replicated && sh.axisClass[static_cast<size_t>(a)] != ShardClass::Data)
                 m.inexpressible = "also splits over axis " + mesh.axes[static_cast<size_t>(a)].name +
                                   " (2-D tensor parallelism; parallelize_module takes a 1-D mesh)";
-        const AxisRole role = t >= 0 ? sh.axisRole[static_cast<size_t>(t)] : AxisRole::Unused;
-        if (m.inexpressible.empty() && (role == AxisRole::Column || role == AxisRole::Row) && sh.weightRank != 2)
+        const ShardClass role = t >= 0 ? sh.axisClass[static_cast<size_t>(t)] : ShardClass::Replicated;
+        const bool weightSplit = role == ShardClass::Column || role == ShardClass::Row;
+        if (m.inexpressible.empty() && weightSplit && weightRank(g, o) != 2)
             m.inexpressible = "the styles shard 2-D weights (nn.Linear, nn.Embedding); this weight has rank " +
-                              std::to_string(sh.weightRank);
-        if (m.inexpressible.empty() && role == AxisRole::Other) {
+                              std::to_string(weightRank(g, o));
+        if (m.inexpressible.empty() && role == ShardClass::Expert)
+            m.inexpressible = "splits its weight along a dim that also indexes its input";
+        if (m.inexpressible.empty() && (role == ShardClass::Sequence || role == ShardClass::Feature)) {
+            // The first activation dim the split loop indexes: where SequenceParallel shards.
             const int loop = sh.axisLoop[static_cast<size_t>(t)];
             const Signature& sig = model.signature(op);
-            bool inWeight = false;
             int inputDim = -1;
-            for (size_t k = 0; k < o.inputs.size() && k < sig.inputs.size(); ++k)
-                for (size_t d = 0; d < sig.inputs[k].dims.size(); ++d)
+            for (size_t k = 0; k < o.inputs.size() && k < sig.inputs.size() && inputDim < 0; ++k)
+                for (size_t d = 0; d < sig.inputs[k].dims.size() && g.tensor(o.inputs[k]).role != TensorRole::Weight; ++d)
                     if (std::find(sig.inputs[k].dims[d].begin(), sig.inputs[k].dims[d].end(), loop) != sig.inputs[k].dims[d].end()) {
-                        if (g.tensor(o.inputs[k]).role == TensorRole::Weight) inWeight = true;
-                        else if (inputDim < 0) inputDim = static_cast<int>(d);
+                        inputDim = static_cast<int>(d);
+                        break;
                     }
-            if (inWeight) m.inexpressible = "splits its weight along a dim that also indexes its input";
-            else {
-                m.style = ModuleStyle::Style::Sequence;
-                m.sequenceDim = inputDim;
-                m.implies = "works on its shard of dim " + std::to_string(inputDim) + " over " + tName +
-                            "; parameters replicated, their gradients all-reduced over " + tName;
-            }
+            m.style = ModuleStyle::Style::Sequence;
+            m.sequenceDim = inputDim;
+            m.implies = "works on its shard of dim " + std::to_string(inputDim) + " over " + tName +
+                        "; parameters replicated, their gradients all-reduced over " + tName;
         }
-        if (m.inexpressible.empty() && (role == AxisRole::Column || role == AxisRole::Row)) {
-            m.style = role == AxisRole::Column ? ModuleStyle::Style::Colwise : ModuleStyle::Style::Rowwise;
+        if (m.inexpressible.empty() && weightSplit) {
+            m.style = role == ShardClass::Column ? ModuleStyle::Style::Colwise : ModuleStyle::Style::Rowwise;
             // What arrives: the producer's layout of the first activation input on the tensor axis.
             m.inputLayout = "Replicate()";
             for (size_t k = 0; k < o.inputs.size(); ++k) {

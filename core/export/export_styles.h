@@ -1,38 +1,24 @@
 #pragma once
 // How a plan shards each op, in the terms the exports speak: data parallel, column-parallel,
-// row-parallel, split activations. Read from the op's strategy and the einsum roles of its loop
-// dims only (never from op names or kinds): a split loop that indexes the output and a weight
-// but no activation input is column-parallel; a split contracted (or gathered) loop is
-// row-parallel; a split loop that leads a batch-carrying tensor is data parallel.
+// row-parallel, sequence-parallel. Every class comes from core/sharding/classify.h (the one
+// classifier the GUI uses too), read from the op's strategy and the einsum roles of its loops.
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "../plan/planner.h"
+#include "../sharding/classify.h"
 
 namespace tp {
 
-/// What one mesh axis does to one op.
-enum class AxisRole : std::uint8_t { Unused, Batch, Column, Row, Other };
-std::string_view axisRoleName(AxisRole role);
-
-/// The op as a whole, for colouring and summaries.
-enum class ShardKind : std::uint8_t { Replicated, DataParallel, Column, Row, SplitActivation, Mixed };
-std::string_view shardKindName(ShardKind kind); ///< "replicated", "data parallel", "column", ...
-
-struct OpSharding {
-    ShardKind kind = ShardKind::Replicated;
-    bool hasWeight = false;
-    int weightRank = 0;           ///< rank of the first weight operand (0 without one)
-    std::vector<AxisRole> axisRole; ///< per mesh axis
-    std::vector<int> axisLoop;      ///< per mesh axis: the loop it splits, -1 when unused
-};
-
-OpSharding classifyOp(const CostModel& model, OpId op, int strategy);
+/// The class of candidate `strategy` of an op of the cost model: classifyStrategy on its
+/// signature, its weight inputs, the model's batch-leading tensors (CostModel::batchLeading)
+/// and the mesh. The GUI's colours and every export call this.
+StrategyClass classifyOp(const CostModel& model, OpId op, int strategy);
 
 /// The axes of a plan by what they do across all ops: the tensor-parallel axis (the one most
 /// weighted ops split column- or row-wise; -1 without one) and the data-parallel axes (used,
-/// and only ever on batch loops).
+/// and only ever on Data loops).
 struct PlanAxes {
     int tensorAxis = -1;
     std::vector<int> dataAxes;

@@ -10,6 +10,7 @@
 #include "../search/evaluate.h"
 #include "../import/graph_json.h"
 #include "../util/error.h"
+#include "../util/format.h"
 #include "../util/json_reader.h"
 #include "../util/units.h"
 
@@ -70,21 +71,11 @@ std::string formatFigure(const std::string& key, const json& value, int digits)
 {
     if (!value.is_number()) return value.dump();
     const double v = value.get<double>();
-    char buf[64];
     auto ends = [&](const char* suffix) { return key.size() >= std::strlen(suffix) && key.ends_with(suffix); };
-    if (ends("_s")) {
-        const double a = std::fabs(v);
-        if (a >= 1 || a == 0) std::snprintf(buf, sizeof buf, "%.*g s", digits, v);
-        else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.*g ms", digits, v * 1e3);
-        else std::snprintf(buf, sizeof buf, "%.*g us", digits, v * 1e6);
-    } else if (ends("_bytes") || key == "bytes") {
-        const double gib = 1024.0 * 1024.0 * 1024.0;
-        if (std::fabs(v) >= gib) std::snprintf(buf, sizeof buf, "%.*g GiB", digits, v / gib);
-        else if (std::fabs(v) >= 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.*g MiB", digits, v / (1024.0 * 1024.0));
-        else std::snprintf(buf, sizeof buf, "%.*g B", digits, v);
-    } else {
-        std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    }
+    if (ends("_s")) return formatSeconds(v, digits);
+    if (ends("_bytes") || key == "bytes") return formatBytes(v, digits);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
     return buf;
 }
 

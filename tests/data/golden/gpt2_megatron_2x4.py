@@ -1,6 +1,6 @@
 # Tensor-parallel plan for gpt2, exported by TP Studio (tpplan export --format pytorch).
 # Mesh 2x4 (x=2 intra-node, y=4 intra-node), a100-80g-dgx, train, global batch 8; plan method: megatron.
-# Step time 0.005768 s (communication 0.001327 s), 1.24 GiB per device.
+# Step time 5.768 ms (communication 1.327 ms), 1.24 GiB per device.
 #
 # Module names are the op names of the TP Studio graph ('/' read as '.', '*' for every
 # instance of a block class); rename them to your model's module names if they differ.
@@ -34,16 +34,16 @@ PLAN_EMBED = {
 # Block class 'layers.*' (x2)
 PLAN_LAYERS = {
     # b=x,f=y: forward: no collective; backward: all-reduce of the input gradient over y
-    #   plan: gradient all-reduce over x 0.28 MiB
+    #   plan: gradient all-reduce over x 288.38 KiB
     "layers.*.attn.q": ColwiseParallel(),
     # b=x,f=y: forward: no collective; backward: all-reduce of the input gradient over y
-    #   plan: gradient all-reduce over x 0.28 MiB
+    #   plan: gradient all-reduce over x 288.38 KiB
     "layers.*.attn.k": ColwiseParallel(),
     # b=x,f=y: forward: no collective; backward: all-reduce of the input gradient over y
-    #   plan: gradient all-reduce over x 0.28 MiB
+    #   plan: gradient all-reduce over x 288.38 KiB
     "layers.*.attn.v": ColwiseParallel(),
     # b=x,h=y: forward: all-reduce of the output over y
-    #   plan: gradient all-reduce over x 0.28 MiB; forward all-reduce over y 6.00 MiB
+    #   plan: gradient all-reduce over x 289.50 KiB; forward all-reduce over y 6.00 MiB
     "layers.*.attn.out": RowwiseParallel(),
     # b=x,f=y: forward: no collective; backward: all-reduce of the input gradient over y
     #   plan: gradient all-reduce over x 1.13 MiB
