@@ -354,12 +354,12 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     connect(doc, &Document::locksChanged, this, &MainWindow::updateStatus);
     connect(doc, &Document::errorOccurred, this, &MainWindow::showError);
     connect(doc, &Document::fileChanged, this, &MainWindow::updateTitle);
-    connect(doc->undoStack(), &QUndoStack::indexChanged, this, &MainWindow::updateStatus);
-    connect(doc->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
-    connect(doc->undoStack(), &QUndoStack::canUndoChanged, undo_, &QAction::setEnabled);
-    connect(doc->undoStack(), &QUndoStack::canRedoChanged, redo_, &QAction::setEnabled);
-    connect(doc->undoStack(), &QUndoStack::undoTextChanged, this, [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
-    connect(doc->undoStack(), &QUndoStack::redoTextChanged, this, [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
+    connect(doc->undoStack(), &EditHistory::indexChanged, this, &MainWindow::updateStatus);
+    connect(doc->undoStack(), &EditHistory::cleanChanged, this, &MainWindow::updateTitle);
+    connect(doc->undoStack(), &EditHistory::canUndoChanged, undo_, &QAction::setEnabled);
+    connect(doc->undoStack(), &EditHistory::canRedoChanged, redo_, &QAction::setEnabled);
+    connect(doc->undoStack(), &EditHistory::undoTextChanged, this, [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
+    connect(doc->undoStack(), &EditHistory::redoTextChanged, this, [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
     connect(doc, &Document::selectionChanged, this, [this](OpId op) {
         // Selecting anywhere selects everywhere: mirror into the outline.
         selecting_ = true;
