@@ -65,14 +65,16 @@ Recompute recomputeOf(const SearchResult& plan, OpId op)
     return plan.recomputeOfOp.empty() ? Recompute::None : plan.recomputeOfOp[static_cast<size_t>(op)];
 }
 
-void addCalls(Components& c, const std::vector<CollectiveCall>& calls)
+void addCalls(Components& c, const std::vector<CollectiveCall>& calls, std::vector<CollectiveCall>* listed = nullptr)
 {
     for (const auto& call : calls) c.commByKind[std::string(collectiveName(call.kind))] += call.seconds;
+    if (listed) listed->insert(listed->end(), calls.begin(), calls.end());
 }
 
 // The op's node cost and the edges into its inputs under strategy s, the producers' strategies
 // taken from the plan: exactly the terms evaluate() charges to the op.
-Components chargedTo(const CostModel& model, const SearchResult& plan, const Producers& prod, OpId op, int s)
+Components chargedTo(const CostModel& model, const SearchResult& plan, const Producers& prod, OpId op, int s,
+                     std::vector<CollectiveCall>* listed = nullptr)
 {
     const Op& o = model.graph().op(op);
     const OpCost& node = model.opCost(op, s, recomputeOf(plan, op));
@@ -81,7 +83,7 @@ Components chargedTo(const CostModel& model, const SearchResult& plan, const Pro
     c.commSeconds = node.commSeconds;
     c.stepSeconds = node.seconds();
     c.memoryBytes = node.memoryBytes();
-    addCalls(c, node.collectives);
+    addCalls(c, node.collectives, listed);
     for (size_t i = 0; i < o.inputs.size(); ++i) {
         const TensorId t = o.inputs[i];
         const OpId p = prod.op[static_cast<size_t>(t)];
@@ -90,13 +92,14 @@ Components chargedTo(const CostModel& model, const SearchResult& plan, const Pro
         const EdgeCost e = model.edgeCost(&produced, op, static_cast<int>(i), s);
         c.commSeconds += e.seconds;
         c.stepSeconds += e.exposedSeconds;
-        addCalls(c, e.collectives);
+        addCalls(c, e.collectives, listed);
     }
     return c;
 }
 
 // The edges from op (under strategy s) into its consumers, their strategies from the plan.
-Components chargedToConsumers(const CostModel& model, const SearchResult& plan, OpId op, int s)
+Components chargedToConsumers(const CostModel& model, const SearchResult& plan, OpId op, int s,
+                              std::vector<CollectiveCall>* listed = nullptr)
 {
     const Graph& g = model.graph();
     const auto consumers = g.consumers();
@@ -111,7 +114,7 @@ Components chargedToConsumers(const CostModel& model, const SearchResult& plan, 
                 const EdgeCost e = model.edgeCost(&produced, consumer, static_cast<int>(i), plan.strategyOfOp[static_cast<size_t>(consumer)]);
                 c.commSeconds += e.seconds;
                 c.stepSeconds += e.exposedSeconds;
-                addCalls(c, e.collectives);
+                addCalls(c, e.collectives, listed);
             }
         }
     }
@@ -335,6 +338,32 @@ std::vector<Components> opComponents(const CostModel& model, const SearchResult&
     return out;
 }
 
+namespace {
+
+std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchResult& plan, OpId op, const Producers& prod)
+{
+    const Signature& sig = model.signature(op);
+    const auto& candidates = model.strategies(op);
+    std::vector<CandidateCost> out;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+        CandidateCost cost;
+        cost.strategyIndex = static_cast<int>(c);
+        cost.strategy = strategyToString(candidates[c], sig, model.mesh());
+        cost.local = plus(chargedTo(model, plan, prod, op, static_cast<int>(c), &cost.collectives),
+                          chargedToConsumers(model, plan, op, static_cast<int>(c), &cost.collectives));
+        cost.objective = cost.local.stepSeconds + plan.lambda * cost.local.memoryBytes;
+        out.push_back(std::move(cost));
+    }
+    return out;
+}
+
+} // namespace
+
+std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchResult& plan, OpId op)
+{
+    return costCandidates(model, plan, op, Producers(model.graph()));
+}
+
 OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId id, const FoldedGraph* folded)
 {
     const Graph& g = model.graph();
@@ -407,16 +436,14 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     x.memoryBytes = chosen.memoryBytes;
 
     // Why not: each candidate against the chosen one, neighbours fixed.
-    const Components chosenLocal = plus(chosen, chargedToConsumers(model, plan, id, s));
-    const auto& candidates = model.strategies(id);
-    for (size_t c = 0; c < candidates.size(); ++c) {
+    const std::vector<CandidateCost> costs = costCandidates(model, plan, id, prod);
+    const Components& chosenLocal = costs[static_cast<size_t>(s)].local;
+    for (const CandidateCost& cost : costs) {
         WhyNot w;
-        w.strategyIndex = static_cast<int>(c);
-        w.strategy = strategyToString(candidates[c], sig, mesh);
-        w.chosen = static_cast<int>(c) == s;
-        const Components local = plus(chargedTo(model, plan, prod, id, static_cast<int>(c)),
-                                      chargedToConsumers(model, plan, id, static_cast<int>(c)));
-        w.delta = w.chosen ? Components{} : minus(local, chosenLocal);
+        w.strategyIndex = cost.strategyIndex;
+        w.strategy = cost.strategy;
+        w.chosen = cost.strategyIndex == s;
+        w.delta = w.chosen ? Components{} : minus(cost.local, chosenLocal);
         w.objectiveDelta = w.delta.stepSeconds + plan.lambda * w.delta.memoryBytes;
         x.whyNot.push_back(std::move(w));
     }

@@ -67,6 +67,18 @@ struct WhyNot {
     double objectiveDelta = 0;
 };
 
+/// One candidate of an op, its neighbours' strategies held fixed: the op's node cost and the
+/// edges into it (as evaluate charges them) plus the edges out of it into its consumers, with
+/// every collective call on them. WhyNot::delta is the difference of two of these; tpstudio's
+/// candidate table shows them.
+struct CandidateCost {
+    int strategyIndex = 0;                  ///< index into CostModel::strategies(op)
+    std::string strategy;                   ///< text form
+    Components local;
+    std::vector<CollectiveCall> collectives;///< the op's own, then into it, then out of it
+    double objective = 0;                   ///< local.stepSeconds + lambda * local.memoryBytes
+};
+
 struct OpExplanation {
     std::string op, kind, einsum, strategy, block;
     struct Loop { char label; std::int64_t size; std::string role; std::string axes; };
@@ -90,6 +102,9 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId o
 
 /// Components of every op of a plan (node cost + edges into it), from the same model terms
 /// that Breakdown sums: compute and comm add up to the Breakdown's totals.
+/// Every candidate of `op` (in CostModel::strategies order) against the plan's other choices.
+std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchResult& plan, OpId op);
+
 std::vector<Components> opComponents(const CostModel& model, const SearchResult& plan);
 
 struct BlockDiff {

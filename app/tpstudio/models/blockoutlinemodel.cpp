@@ -2,9 +2,45 @@
 
 #include <QFont>
 
-#include "presentation.h"
-
 namespace tp {
+
+OutlineSnapshot outlineSnapshot(const PlanWorkspace& ws, const SearchResult& r)
+{
+    const Graph& g = ws.model.graph;
+    const FoldedGraph& f = ws.folded;
+    const CostModel& model = *ws.costModel;
+    OutlineSnapshot s;
+    for (const auto& bc : f.classes) {
+        OutlineClass c;
+        c.label = QString::fromStdString(bc.label);
+        c.opsPerInstance = bc.opsPerInstance();
+        for (const auto& inst : bc.instances) {
+            OutlineInstance oi;
+            oi.label = instanceLabel(g, inst);
+            const QString scope = oi.label + QLatin1Char('/');
+            for (OpId op : inst.ops) {
+                const int strategy = r.strategyOfOp[static_cast<size_t>(op)];
+                const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
+                OutlineOp o;
+                o.id = op;
+                o.fullName = QString::fromStdString(g.op(op).name);
+                o.name = o.fullName.startsWith(scope) && o.fullName.size() > scope.size() ? o.fullName.mid(scope.size()) : o.fullName;
+                o.kind = QString::fromLatin1(opKindName(g.op(op).kind).data());
+                o.strategy = QString::fromStdString(
+                    strategyToString(model.strategies(op)[static_cast<size_t>(strategy)], model.signature(op), model.mesh()));
+                o.locked = r.lockedOp[static_cast<size_t>(op)];
+                o.seconds = ob.computeSeconds + ob.commSeconds;
+                o.sharding = classifyStrategy(model, op, strategy);
+                oi.seconds += o.seconds;
+                oi.ops.push_back(std::move(o));
+            }
+            c.seconds += oi.seconds;
+            c.instances.push_back(std::move(oi));
+        }
+        s.classes.push_back(std::move(c));
+    }
+    return s;
+}
 
 // internalId layout: level (2 bits) | class (20 bits) | instance (21 bits) | op (21 bits).
 quintptr BlockOutlineModel::pack(const Node& n)
@@ -24,58 +60,60 @@ BlockOutlineModel::Node BlockOutlineModel::unpack(quintptr id)
 
 BlockOutlineModel::BlockOutlineModel(QObject* parent) : QAbstractItemModel(parent) {}
 
-void BlockOutlineModel::setDocument(Document* document)
+bool BlockOutlineModel::sameShape(const OutlineSnapshot& other) const
 {
-    if (document_) disconnect(document_, nullptr, this, nullptr);
-    document_ = document;
-    if (document_) {
-        connect(document_, &Document::modelChanged, this, &BlockOutlineModel::reset);
-        connect(document_, &Document::planChanged, this, &BlockOutlineModel::refreshPlanColumns);
-        connect(document_, &Document::expandedClassesChanged, this, &BlockOutlineModel::refreshCheckStates);
+    if (other.classes.size() != shown_.classes.size()) return false;
+    for (size_t c = 0; c < other.classes.size(); ++c) {
+        const auto& a = other.classes[c].instances;
+        const auto& b = shown_.classes[c].instances;
+        if (a.size() != b.size()) return false;
+        for (size_t i = 0; i < a.size(); ++i)
+            if (a[i].ops.size() != b[i].ops.size()) return false;
     }
-    reset();
+    return true;
 }
 
-void BlockOutlineModel::reset()
+void BlockOutlineModel::setSnapshot(OutlineSnapshot snapshot)
 {
-    beginResetModel();
-    plan_ = document_ ? document_->plan() : nullptr;
-    classSeconds_.clear();
-    endResetModel();
-    refreshPlanColumns();
+    const bool reset = !sameShape(snapshot);
+    if (reset) beginResetModel();
+    shown_ = std::move(snapshot);
+    locationOfOp_.clear();
+    for (size_t c = 0; c < shown_.classes.size(); ++c)
+        for (size_t i = 0; i < shown_.classes[c].instances.size(); ++i) {
+            const auto& ops = shown_.classes[c].instances[i].ops;
+            for (size_t k = 0; k < ops.size(); ++k) {
+                const auto id = static_cast<size_t>(ops[k].id);
+                if (id >= locationOfOp_.size()) locationOfOp_.resize(id + 1);
+                locationOfOp_[id] = {static_cast<int>(c), static_cast<int>(i), static_cast<int>(k)};
+            }
+        }
+    if (reset) endResetModel();
+    else emitAllDataChanged();
 }
 
-void BlockOutlineModel::refreshPlanColumns()
+void BlockOutlineModel::emitAllDataChanged()
 {
-    if (!document_ || !document_->plan()) return;
-    const auto next = document_->plan();
-    if (!plan_ || plan_->workspace->model.graph.ops.size() != next->workspace->model.graph.ops.size()) {
-        reset(); // a different graph: the rows change
-        return;
-    }
-    plan_ = next;
-    const FoldedGraph& f = plan_->workspace->folded;
-    classSeconds_.assign(f.classes.size(), 0);
-    for (const auto& ob : plan_->result.breakdown.ops)
-        classSeconds_[static_cast<size_t>(f.classOfOp[static_cast<size_t>(ob.op)])] += ob.computeSeconds + ob.commSeconds;
     const int classes = rowCount();
     if (classes == 0) return;
-    emit dataChanged(index(0, CountColumn), index(classes - 1, TimeColumn));
+    emit dataChanged(index(0, NameColumn), index(classes - 1, TimeColumn));
     for (int c = 0; c < classes; ++c) {
         const QModelIndex cls = index(c, 0);
         const int instances = rowCount(cls);
         if (instances == 0) continue;
-        emit dataChanged(index(0, CountColumn, cls), index(instances - 1, TimeColumn, cls));
+        emit dataChanged(index(0, NameColumn, cls), index(instances - 1, TimeColumn, cls));
         for (int i = 0; i < instances; ++i) {
             const QModelIndex inst = index(i, 0, cls);
             const int ops = rowCount(inst);
-            if (ops > 0) emit dataChanged(index(0, CountColumn, inst), index(ops - 1, TimeColumn, inst));
+            if (ops > 0) emit dataChanged(index(0, NameColumn, inst), index(ops - 1, TimeColumn, inst));
         }
     }
 }
 
-void BlockOutlineModel::refreshCheckStates()
+void BlockOutlineModel::setExpandedKeys(const QStringList& keys)
 {
+    if (keys == expandedKeys_) return;
+    expandedKeys_ = keys;
     const int classes = rowCount();
     if (classes > 0) emit dataChanged(index(0, NameColumn), index(classes - 1, NameColumn), {Qt::CheckStateRole});
 }
@@ -83,24 +121,24 @@ void BlockOutlineModel::refreshCheckStates()
 Qt::ItemFlags BlockOutlineModel::flags(const QModelIndex& index) const
 {
     Qt::ItemFlags flags = QAbstractItemModel::flags(index);
-    if (!index.isValid() || !plan_ || !checkIndex(index, CheckIndexOption::IndexIsValid)) return flags;
+    if (!index.isValid() || !checkIndex(index, CheckIndexOption::IndexIsValid)) return flags;
     const Node n = unpack(index.internalId());
-    if (n.level == 0 && index.column() == NameColumn && plan_->workspace->folded.classes[static_cast<size_t>(n.cls)].instances.size() > 1)
+    if (n.level == 0 && index.column() == NameColumn && shown_.classes[static_cast<size_t>(n.cls)].instances.size() > 1)
         flags |= Qt::ItemIsUserCheckable;
     return flags;
 }
 
 bool BlockOutlineModel::setData(const QModelIndex& index, const QVariant& value, int role)
 {
-    if (role != Qt::CheckStateRole || !document_ || !(flags(index) & Qt::ItemIsUserCheckable)) return false;
+    if (role != Qt::CheckStateRole || !(flags(index) & Qt::ItemIsUserCheckable)) return false;
     const Node n = unpack(index.internalId());
-    const QString key = instancesViewKey(QString::fromStdString(plan_->workspace->folded.classes[static_cast<size_t>(n.cls)].label));
+    const QString key = instancesViewKey(shown_.classes[static_cast<size_t>(n.cls)].label);
     const bool show = value.toInt() == Qt::Checked;
-    QStringList expanded = document_->expandedClasses();
+    QStringList expanded = expandedKeys_;
     if (show == expanded.contains(key)) return true;
     if (show) expanded << key;
     else expanded.removeAll(key);
-    document_->setExpandedClasses(expanded); // refreshCheckStates reports the change
+    emit expandedKeysEdited(expanded); // the feeder applies it and calls setExpandedKeys
     return true;
 }
 
@@ -135,14 +173,12 @@ QModelIndex BlockOutlineModel::parent(const QModelIndex& child) const
 
 int BlockOutlineModel::rowCount(const QModelIndex& parent) const
 {
-    if (!plan_) return 0;
-    const FoldedGraph& f = plan_->workspace->folded;
-    if (!parent.isValid()) return static_cast<int>(f.classes.size());
+    if (!parent.isValid()) return static_cast<int>(shown_.classes.size());
     if (parent.column() != 0) return 0;
     const Node n = unpack(parent.internalId());
-    const auto& bc = f.classes[static_cast<size_t>(n.cls)];
-    if (n.level == 0) return static_cast<int>(bc.instances.size());
-    if (n.level == 1) return static_cast<int>(bc.instances[static_cast<size_t>(n.instance)].ops.size());
+    const auto& c = shown_.classes[static_cast<size_t>(n.cls)];
+    if (n.level == 0) return static_cast<int>(c.instances.size());
+    if (n.level == 1) return static_cast<int>(c.instances[static_cast<size_t>(n.instance)].ops.size());
     return 0;
 }
 
@@ -160,105 +196,83 @@ QVariant BlockOutlineModel::headerData(int section, Qt::Orientation orientation,
     return {};
 }
 
-QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
+QVariant BlockOutlineModel::classData(const OutlineClass& c, int column, int role) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid) || !plan_) return {};
-    const PlanWorkspace& ws = *plan_->workspace;
-    const Graph& g = ws.model.graph;
-    const FoldedGraph& f = ws.folded;
-    const CostModel& model = *ws.costModel;
-    const Node n = unpack(index.internalId());
-    const auto& bc = f.classes[static_cast<size_t>(n.cls)];
-    const SearchResult& r = plan_->result;
-    // The cost model may be for another mesh than the plan's strategies only if the plan is
-    // missing; plan_ always pairs them.
-    if (n.level == 0) {
-        switch (role) {
-        case Qt::DisplayRole:
-            if (index.column() == NameColumn)
-                return bc.instances.size() > 1 ? QStringLiteral("%1  ×%2").arg(QString::fromStdString(bc.label)).arg(bc.instances.size())
-                                               : QString::fromStdString(bc.label);
-            if (index.column() == CountColumn) return countOf(bc.opsPerInstance(), "op", "ops");
-            if (index.column() == TimeColumn && static_cast<size_t>(n.cls) < classSeconds_.size())
-                return formatSeconds(classSeconds_[static_cast<size_t>(n.cls)]);
-            return {};
-        case Qt::FontRole: {
-            QFont font;
-            font.setBold(true);
-            return font;
-        }
-        case Qt::ToolTipRole:
-            return tr("Block class %1: %2 instance(s) of %3 op(s); time is over all instances%4")
-                .arg(QString::fromStdString(bc.label))
-                .arg(bc.instances.size())
-                .arg(bc.opsPerInstance())
-                .arg(bc.instances.size() > 1 ? tr("\nCheck to show each instance as its own card in the graph") : QString());
-        case Qt::CheckStateRole:
-            if (index.column() != NameColumn || bc.instances.size() <= 1 || !document_) return {};
-            return document_->expandedClasses().contains(instancesViewKey(QString::fromStdString(bc.label))) ? Qt::Checked : Qt::Unchecked;
-        case OpIdRole: return -1;
-        }
-        return {};
-    }
-    const auto& inst = bc.instances[static_cast<size_t>(n.instance)];
-    if (n.level == 1) {
-        switch (role) {
-        case Qt::DisplayRole:
-            if (index.column() == NameColumn) return instanceLabel(g, inst);
-            if (index.column() == CountColumn) return countOf(static_cast<int>(inst.ops.size()), "op", "ops");
-            if (index.column() == TimeColumn) {
-                double s = 0;
-                for (OpId op : inst.ops) {
-                    const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
-                    s += ob.computeSeconds + ob.commSeconds;
-                }
-                return formatSeconds(s);
-            }
-            return {};
-        case OpIdRole: return -1;
-        }
-        return {};
-    }
-    const OpId op = inst.ops[static_cast<size_t>(n.op)];
-    const int s = r.strategyOfOp[static_cast<size_t>(op)];
+    const int instances = static_cast<int>(c.instances.size());
     switch (role) {
     case Qt::DisplayRole:
-        switch (index.column()) {
-        case NameColumn: {
-            // Relative to the instance row above it ("mlp/fc1" under "layers.3").
-            const QString name = QString::fromStdString(g.op(op).name);
-            const QString scope = instanceLabel(g, inst) + QLatin1Char('/');
-            return name.startsWith(scope) && name.size() > scope.size() ? name.mid(scope.size()) : name;
-        }
-        case CountColumn: return QString::fromLatin1(opKindName(g.op(op).kind).data());
-        case StrategyColumn:
-            return QString::fromStdString(strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), model.mesh())) +
-                   (r.lockedOp[static_cast<size_t>(op)] ? tr("  (locked)") : QString());
-        case TimeColumn: {
-            const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
-            return formatSeconds(ob.computeSeconds + ob.commSeconds);
-        }
-        }
+        if (column == NameColumn) return instances > 1 ? QStringLiteral("%1  ×%2").arg(c.label).arg(instances) : c.label;
+        if (column == CountColumn) return countOf(c.opsPerInstance, "op", "ops");
+        if (column == TimeColumn) return formatSeconds(c.seconds);
         return {};
-    case Qt::DecorationRole:
-        if (index.column() == NameColumn) return shardingColor(classifyStrategy(model, op, s));
-        return {};
+    case Qt::FontRole: {
+        QFont font;
+        font.setBold(true);
+        return font;
+    }
     case Qt::ToolTipRole:
-        return tr("%1 (%2)").arg(QString::fromStdString(g.op(op).name), shardingClassName(classifyStrategy(model, op, s)));
-    case OpIdRole: return op;
+        return tr("Block class %1: %2 instance(s) of %3 op(s); time is over all instances%4")
+            .arg(c.label)
+            .arg(instances)
+            .arg(c.opsPerInstance)
+            .arg(instances > 1 ? tr("\nCheck to show each instance as its own card in the graph") : QString());
+    case Qt::CheckStateRole:
+        if (column != NameColumn || instances <= 1) return {};
+        return expandedKeys_.contains(instancesViewKey(c.label)) ? Qt::Checked : Qt::Unchecked;
+    case OpIdRole: return -1;
     }
     return {};
 }
 
+QVariant BlockOutlineModel::instanceData(const OutlineInstance& inst, int column, int role) const
+{
+    switch (role) {
+    case Qt::DisplayRole:
+        if (column == NameColumn) return inst.label;
+        if (column == CountColumn) return countOf(static_cast<int>(inst.ops.size()), "op", "ops");
+        if (column == TimeColumn) return formatSeconds(inst.seconds);
+        return {};
+    case OpIdRole: return -1;
+    }
+    return {};
+}
+
+QVariant BlockOutlineModel::opData(const OutlineOp& op, int column, int role) const
+{
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (column) {
+        case NameColumn: return op.name;
+        case CountColumn: return op.kind;
+        case StrategyColumn: return op.strategy + (op.locked ? tr("  (locked)") : QString());
+        case TimeColumn: return formatSeconds(op.seconds);
+        }
+        return {};
+    case Qt::DecorationRole:
+        if (column == NameColumn) return shardingColor(op.sharding);
+        return {};
+    case Qt::ToolTipRole: return tr("%1 (%2)").arg(op.fullName, shardingClassName(op.sharding));
+    case OpIdRole: return op.id;
+    }
+    return {};
+}
+
+QVariant BlockOutlineModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
+    const Node n = unpack(index.internalId());
+    const OutlineClass& c = shown_.classes[static_cast<size_t>(n.cls)];
+    if (n.level == 0) return classData(c, index.column(), role);
+    const OutlineInstance& inst = c.instances[static_cast<size_t>(n.instance)];
+    if (n.level == 1) return instanceData(inst, index.column(), role);
+    return opData(inst.ops[static_cast<size_t>(n.op)], index.column(), role);
+}
+
 QModelIndex BlockOutlineModel::indexOfOp(OpId op) const
 {
-    if (!plan_ || op < 0 || static_cast<size_t>(op) >= plan_->workspace->folded.classOfOp.size()) return {};
-    const FoldedGraph& f = plan_->workspace->folded;
-    const int cls = f.classOfOp[static_cast<size_t>(op)];
-    const int instance = f.instanceOfOp[static_cast<size_t>(op)];
-    const auto& ops = f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(instance)].ops;
-    const int position = static_cast<int>(std::find(ops.begin(), ops.end(), op) - ops.begin());
-    return index(position, 0, index(instance, 0, index(cls, 0)));
+    if (op < 0 || static_cast<size_t>(op) >= locationOfOp_.size() || locationOfOp_[static_cast<size_t>(op)].cls < 0) return {};
+    const Location& at = locationOfOp_[static_cast<size_t>(op)];
+    return index(at.position, 0, index(at.instance, 0, index(at.cls, 0)));
 }
 
 } // namespace tp

@@ -1,14 +1,45 @@
 #pragma once
 // The "Blocks" outline: block classes -> instances -> ops, with counts, strategies and times of
-// the current plan. Rebuilt (reset) when the model changes; only data changes on a new plan.
-// A class with several instances has a check box: checked, the graph view unfolds its runs into
-// one card per instance (instancesViewKey in Document::expandedClasses).
+// the current plan, shown from a plain OutlineSnapshot (outlineSnapshot makes one from a plan;
+// tests build them by hand). A snapshot of the same shape only changes data; another shape
+// resets the model. A class with several instances has a check box: checked, the graph view
+// unfolds its runs into one card per instance (instancesViewKey in Document::expandedClasses);
+// the model only reports the toggle (expandedKeysEdited), whoever feeds it applies it.
 #include <QAbstractItemModel>
-#include <QPointer>
+#include <QStringList>
 
-#include "document.h"
+#include "plan/planner.h"
+#include "presentation.h"
 
 namespace tp {
+
+struct OutlineOp {
+    OpId id = -1;
+    QString name;      ///< relative to the instance ("mlp/fc1" under "layers.3")
+    QString fullName;
+    QString kind;
+    QString strategy;
+    bool locked = false;
+    double seconds = 0;
+    ShardingClass sharding = ShardingClass::Replicated;
+};
+struct OutlineInstance {
+    QString label;     ///< "layers.3"
+    double seconds = 0;
+    std::vector<OutlineOp> ops;
+};
+struct OutlineClass {
+    QString label;
+    int opsPerInstance = 0;
+    double seconds = 0; ///< over all its instances
+    std::vector<OutlineInstance> instances;
+};
+struct OutlineSnapshot {
+    std::vector<OutlineClass> classes;
+};
+
+/// The outline of a plan: one pass over the ops.
+OutlineSnapshot outlineSnapshot(const PlanWorkspace& workspace, const SearchResult& plan);
 
 class BlockOutlineModel : public QAbstractItemModel {
     Q_OBJECT
@@ -17,7 +48,10 @@ public:
     enum Role { OpIdRole = Qt::UserRole + 1 }; ///< the op of a row (-1 for class and instance rows)
 
     explicit BlockOutlineModel(QObject* parent = nullptr);
-    void setDocument(Document* document);
+    void setSnapshot(OutlineSnapshot snapshot);
+    const OutlineSnapshot& snapshot() const { return shown_; }
+    /// The Document::expandedClasses entries: which classes' check boxes are checked.
+    void setExpandedKeys(const QStringList& keys);
 
     QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
     QModelIndex parent(const QModelIndex& child) const override;
@@ -31,6 +65,10 @@ public:
     /// The op's row (class -> instance -> op), or an invalid index.
     QModelIndex indexOfOp(OpId op) const;
 
+signals:
+    /// A check box was toggled: the expanded keys as they should be now.
+    void expandedKeysEdited(const QStringList& keys);
+
 private:
     struct Node {
         int level = 0; ///< 0 class, 1 instance, 2 op
@@ -38,15 +76,20 @@ private:
         int instance = 0;
         int op = 0;    ///< position in the instance
     };
+    struct Location {
+        int cls = -1, instance = -1, position = -1;
+    };
     static quintptr pack(const Node& node);
     static Node unpack(quintptr id);
-    void reset();
-    void refreshPlanColumns();
-    void refreshCheckStates();
+    bool sameShape(const OutlineSnapshot& other) const;
+    void emitAllDataChanged();
+    QVariant classData(const OutlineClass& c, int column, int role) const;
+    QVariant instanceData(const OutlineInstance& inst, int column, int role) const;
+    QVariant opData(const OutlineOp& op, int column, int role) const;
 
-    QPointer<Document> document_;
-    std::shared_ptr<const PlanOutcome> plan_; ///< keeps the workspace the rows describe alive
-    std::vector<double> classSeconds_;        ///< per class, all its instances
+    OutlineSnapshot shown_;
+    std::vector<Location> locationOfOp_;
+    QStringList expandedKeys_;
 };
 
 } // namespace tp

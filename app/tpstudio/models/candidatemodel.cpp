@@ -3,6 +3,8 @@
 #include <QBrush>
 #include <QFont>
 
+#include "explain/explain.h"
+
 namespace tp {
 
 namespace {
@@ -17,86 +19,50 @@ QString describe(const CollectiveCall& c, const Mesh& mesh)
 
 } // namespace
 
-std::vector<CandidateCost> costCandidates(const PlanOutcome& plan, OpId op)
+CandidateSnapshot candidateHeader(const PlanWorkspace& ws, const SearchResult& plan, OpId op)
 {
-    const PlanWorkspace& ws = *plan.workspace;
+    CandidateSnapshot s;
+    if (op < 0 || static_cast<size_t>(op) >= ws.model.graph.ops.size() || static_cast<size_t>(op) >= plan.strategyOfOp.size()) return s;
+    s.op = op;
+    s.chosen = plan.strategyOfOp[static_cast<size_t>(op)];
+    s.locked = plan.lockedOp[static_cast<size_t>(op)];
+    s.lambda = plan.lambda;
+    return s;
+}
+
+CandidateSnapshot costCandidates(const PlanWorkspace& ws, const SearchResult& plan, OpId op)
+{
+    CandidateSnapshot s = candidateHeader(ws, plan, op);
+    if (s.op < 0) return s;
     const CostModel& model = *ws.costModel;
-    const Graph& g = ws.model.graph;
-    const SearchResult& r = plan.result;
-    const auto producers = g.producers();
-    const auto consumers = g.consumers();
-    const Op& o = g.op(op);
-    const Recompute recompute = r.recomputeOfOp.empty() ? Recompute::None : r.recomputeOfOp[static_cast<size_t>(op)];
-    auto slotOf = [](const std::vector<TensorId>& list, TensorId t) {
-        return static_cast<int>(std::find(list.begin(), list.end(), t) - list.begin());
-    };
-    std::vector<CandidateCost> out;
-    const auto& strategies = model.strategies(op);
-    for (int s = 0; s < static_cast<int>(strategies.size()); ++s) {
+    for (const explain::CandidateCost& cost : explain::costCandidates(model, plan, op)) {
         CandidateCost c;
-        c.strategy = s;
-        c.text = QString::fromStdString(strategyToString(strategies[static_cast<size_t>(s)], model.signature(op), model.mesh()));
-        c.sharding = classifyStrategy(model, op, s);
-        const OpCost& node = model.opCost(op, s, recompute);
-        c.computeSeconds = node.computeSeconds;
-        c.commSeconds = node.commSeconds;
-        c.memoryBytes = node.memoryBytes();
+        c.strategy = cost.strategyIndex;
+        c.text = QString::fromStdString(cost.strategy);
+        c.sharding = classifyStrategy(model, op, cost.strategyIndex);
+        c.computeSeconds = cost.local.computeSeconds;
+        // What the step pays: compute plus the communication overlap does not hide.
+        c.commSeconds = cost.local.stepSeconds - cost.local.computeSeconds;
+        c.memoryBytes = cost.local.memoryBytes;
         QStringList collectives;
-        for (const auto& call : node.collectives) collectives << describe(call, model.mesh());
-        // Into the op: from each producer's chosen layout.
-        for (size_t i = 0; i < o.inputs.size(); ++i) {
-            const OpId p = producers[static_cast<size_t>(o.inputs[i])];
-            const TensorSpec* produced = nullptr;
-            if (p >= 0) {
-                const Op& po = g.op(p);
-                produced = &model.outputSpec(p, r.strategyOfOp[static_cast<size_t>(p)], slotOf(po.outputs, o.inputs[i]));
-            }
-            const EdgeCost e = model.edgeCost(produced, op, static_cast<int>(i), s);
-            c.commSeconds += e.exposedSeconds;
-            for (const auto& call : e.collectives) collectives << describe(call, model.mesh());
-        }
-        // Out of the op: into each consumer's chosen layout.
-        for (size_t k = 0; k < o.outputs.size(); ++k) {
-            const TensorSpec& produced = model.outputSpec(op, s, static_cast<int>(k));
-            for (OpId consumer : consumers[static_cast<size_t>(o.outputs[k])]) {
-                const Op& co = g.op(consumer);
-                for (size_t j = 0; j < co.inputs.size(); ++j) {
-                    if (co.inputs[j] != o.outputs[k]) continue;
-                    const EdgeCost e = model.edgeCost(&produced, consumer, static_cast<int>(j), r.strategyOfOp[static_cast<size_t>(consumer)]);
-                    c.commSeconds += e.exposedSeconds;
-                    for (const auto& call : e.collectives) collectives << describe(call, model.mesh());
-                }
-            }
-        }
+        for (const auto& call : cost.collectives) collectives << describe(call, model.mesh());
         c.collectives = collectives.join(QStringLiteral("; "));
-        // The search's node-plus-edge objective (core/search: time + lambda x memory).
-        c.objective = c.seconds() + r.lambda * c.memoryBytes;
-        out.push_back(std::move(c));
+        c.objective = cost.objective;
+        s.rows.push_back(std::move(c));
     }
-    return out;
+    return s;
 }
 
 CandidateModel::CandidateModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void CandidateModel::setOp(std::shared_ptr<const PlanOutcome> plan, OpId op)
+void CandidateModel::setSnapshot(CandidateSnapshot snapshot)
 {
     beginResetModel();
-    plan_ = std::move(plan);
-    op_ = plan_ && op >= 0 && static_cast<size_t>(op) < plan_->workspace->model.graph.ops.size() ? op : -1;
-    rows_.clear();
-    chosen_ = -1;
-    locked_ = false;
-    lambda_ = 0;
-    if (op_ >= 0) {
-        rows_ = costCandidates(*plan_, op_);
-        chosen_ = plan_->result.strategyOfOp[static_cast<size_t>(op_)];
-        locked_ = plan_->result.lockedOp[static_cast<size_t>(op_)];
-        lambda_ = plan_->result.lambda;
-    }
+    shown_ = std::move(snapshot);
     endResetModel();
 }
 
-int CandidateModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(rows_.size()); }
+int CandidateModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(shown_.rows.size()); }
 int CandidateModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, int role) const
@@ -106,7 +72,7 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
         return tr("What the search minimises: time + memory price × memory. The price (λ = %1 per GiB) is the search's "
                   "Lagrange multiplier for the memory limit, 0 when memory does not bind; a candidate faster than the chosen "
                   "one but with a higher objective was rejected for its memory.")
-            .arg(formatSeconds(lambda_ * 1024.0 * 1024 * 1024));
+            .arg(formatSeconds(shown_.lambda * 1024.0 * 1024 * 1024));
     if (role != Qt::DisplayRole) return {};
     switch (section) {
     case StrategyColumn: return tr("Strategy");
@@ -123,13 +89,13 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
 QVariant CandidateModel::data(const QModelIndex& index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid)) return {};
-    const CandidateCost& c = rows_[static_cast<size_t>(index.row())];
-    const bool chosen = c.strategy == chosen_;
+    const CandidateCost& c = shown_.rows[static_cast<size_t>(index.row())];
+    const bool chosen = c.strategy == shown_.chosen;
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
         case StrategyColumn:
-            return chosen ? QStringLiteral("✔ %1%2").arg(c.text, locked_ ? tr(" (locked)") : QString()) : c.text;
+            return chosen ? QStringLiteral("✔ %1%2").arg(c.text, shown_.locked ? tr(" (locked)") : QString()) : c.text;
         case ObjectiveColumn: return formatSeconds(c.objective);
         case TimeColumn: return formatSeconds(c.seconds());
         case ComputeColumn: return formatSeconds(c.computeSeconds);
@@ -164,7 +130,7 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         return {};
     case Qt::ToolTipRole:
         if (index.column() == ObjectiveColumn)
-            return tr("%1 + %2 per GiB × %3 = %4").arg(formatSeconds(c.seconds()), formatSeconds(lambda_ * 1024.0 * 1024 * 1024),
+            return tr("%1 + %2 per GiB × %3 = %4").arg(formatSeconds(c.seconds()), formatSeconds(shown_.lambda * 1024.0 * 1024 * 1024),
                                                      formatBytes(c.memoryBytes), formatSeconds(c.objective));
         return tr("%1: %2; double-click to lock").arg(c.text, shardingClassName(c.sharding));
     case StrategyIndexRole: return c.strategy;

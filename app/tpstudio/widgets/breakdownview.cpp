@@ -103,148 +103,154 @@ void BreakdownView::refresh()
         results.push_back(&plan->megatron);
         results.push_back(&plan->dataParallel);
     }
+    showMemory(results);
+    showStepTime(results);
+    showBlockTimes(plan.get());
+}
 
-    // Memory per device.
-    {
-        QChart* chart = makeChart(tr("Memory per device (GiB)"));
-        auto* series = new QStackedBarSeries;
-        QBarSet* sets[] = {makeSet(tr("Parameters"), QColor(0x4e, 0x79, 0xa7)), makeSet(tr("Gradients"), QColor(0x76, 0xb7, 0xb2)),
-                           makeSet(tr("Optimizer"), QColor(0xf2, 0x8e, 0x2b)), makeSet(tr("Activations"), QColor(0xe1, 0x57, 0x59))};
-        double top = 0, capacity = 0;
-        for (const SearchResult* r : results) {
-            const Breakdown& b = r->breakdown;
-            *sets[0] << b.paramBytes / kGiB;
-            *sets[1] << b.gradBytes / kGiB;
-            *sets[2] << b.optimizerBytes / kGiB;
-            *sets[3] << b.activationBytes / kGiB;
-            top = std::max(top, b.perDeviceBytes / kGiB);
-            capacity = r->memoryLimitBytes > 0 ? r->memoryLimitBytes : b.capacityBytes;
-        }
-        for (auto* set : sets) series->append(set);
-        chart->addSeries(series);
-        // Plans far over the limit (data parallel on a big model) would flatten the others:
-        // the axis stops at 2.5x the limit and the labels carry the totals.
-        QStringList labels;
-        for (size_t i = 0; i < results.size(); ++i)
-            labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], formatBytes(results[i]->breakdown.perDeviceBytes));
-        if (capacity > 0) top = std::min(top, 2.5 * capacity / kGiB);
-        auto* categories = new QBarCategoryAxis;
-        categories->append(labels);
-        chart->addAxis(categories, Qt::AlignBottom);
-        series->attachAxis(categories);
-        auto* values = new QValueAxis;
-        values->setRange(0, niceCeiling(std::max(top, capacity / kGiB) * 1.05));
-        values->applyNiceNumbers();
-        values->setLabelFormat(QStringLiteral("%.0f"));
-        chart->addAxis(values, Qt::AlignLeft);
-        series->attachAxis(values);
-        if (capacity > 0 && !results.empty()) {
-            // The capacity line spans the categories on a hidden x axis of the same extent.
-            auto* line = new QLineSeries;
-            line->setName(tr("Limit %1").arg(formatBytes(capacity)));
-            line->append(-0.5, capacity / kGiB);
-            line->append(double(results.size()) - 0.5, capacity / kGiB);
-            QPen pen(QColor(0xc0, 0x20, 0x20), 2, Qt::DashLine);
-            line->setPen(pen);
-            chart->addSeries(line);
-            auto* hidden = new QValueAxis;
-            hidden->setRange(-0.5, double(results.size()) - 0.5);
-            hidden->setVisible(false);
-            chart->addAxis(hidden, Qt::AlignTop);
-            line->attachAxis(hidden);
-            line->attachAxis(values);
-        }
-        QChart* old = memory_->chart();
-        memory_->setChart(chart);
-        delete old;
+/// Memory per device, stacked by kind, against the capacity (or limit) line.
+void BreakdownView::showMemory(const std::vector<const SearchResult*>& results)
+{
+    QChart* chart = makeChart(tr("Memory per device (GiB)"));
+    auto* series = new QStackedBarSeries;
+    QBarSet* sets[] = {makeSet(tr("Parameters"), QColor(0x4e, 0x79, 0xa7)), makeSet(tr("Gradients"), QColor(0x76, 0xb7, 0xb2)),
+                       makeSet(tr("Optimizer"), QColor(0xf2, 0x8e, 0x2b)), makeSet(tr("Activations"), QColor(0xe1, 0x57, 0x59))};
+    double top = 0, capacity = 0;
+    for (const SearchResult* r : results) {
+        const Breakdown& b = r->breakdown;
+        *sets[0] << b.paramBytes / kGiB;
+        *sets[1] << b.gradBytes / kGiB;
+        *sets[2] << b.optimizerBytes / kGiB;
+        *sets[3] << b.activationBytes / kGiB;
+        top = std::max(top, b.perDeviceBytes / kGiB);
+        capacity = r->memoryLimitBytes > 0 ? r->memoryLimitBytes : b.capacityBytes;
     }
+    for (auto* set : sets) series->append(set);
+    chart->addSeries(series);
+    // Plans far over the limit (data parallel on a big model) would flatten the others:
+    // the axis stops at 2.5x the limit and the labels carry the totals.
+    QStringList labels;
+    for (size_t i = 0; i < results.size(); ++i)
+        labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], formatBytes(results[i]->breakdown.perDeviceBytes));
+    if (capacity > 0) top = std::min(top, 2.5 * capacity / kGiB);
+    auto* categories = new QBarCategoryAxis;
+    categories->append(labels);
+    chart->addAxis(categories, Qt::AlignBottom);
+    series->attachAxis(categories);
+    auto* values = new QValueAxis;
+    values->setRange(0, niceCeiling(std::max(top, capacity / kGiB) * 1.05));
+    values->applyNiceNumbers();
+    values->setLabelFormat(QStringLiteral("%.0f"));
+    chart->addAxis(values, Qt::AlignLeft);
+    series->attachAxis(values);
+    if (capacity > 0 && !results.empty()) {
+        // The capacity line spans the categories on a hidden x axis of the same extent.
+        auto* line = new QLineSeries;
+        line->setName(tr("Limit %1").arg(formatBytes(capacity)));
+        line->append(-0.5, capacity / kGiB);
+        line->append(double(results.size()) - 0.5, capacity / kGiB);
+        QPen pen(QColor(0xc0, 0x20, 0x20), 2, Qt::DashLine);
+        line->setPen(pen);
+        chart->addSeries(line);
+        auto* hidden = new QValueAxis;
+        hidden->setRange(-0.5, double(results.size()) - 0.5);
+        hidden->setVisible(false);
+        chart->addAxis(hidden, Qt::AlignTop);
+        line->attachAxis(hidden);
+        line->attachAxis(values);
+    }
+    QChart* old = memory_->chart();
+    memory_->setChart(chart);
+    delete old;
+}
 
-    // Step time by compute and collective kind.
-    {
-        QChart* chart = makeChart(tr("Step time (s): compute and communication"));
-        auto* series = new QStackedBarSeries;
-        auto* compute = makeSet(tr("Compute"), QColor(0x59, 0xa1, 0x4f));
-        series->append(compute);
-        std::map<CollectiveKind, QBarSet*> byKind;
-        for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
-            byKind[kind] = makeSet(collectiveAbbrev(kind), collectiveColor(kind));
-            series->append(byKind[kind]);
-        }
-        double top = 0;
-        for (const SearchResult* r : results) {
-            const Breakdown& b = r->breakdown;
-            *compute << b.computeSeconds;
-            // Collective times scaled so the bars add up to the exposed step time.
-            double comm = 0;
-            for (const auto& [kind, s] : b.commByKind) comm += s;
-            const double scale = comm > 0 ? (b.stepSeconds - b.computeSeconds) / comm : 0;
-            for (auto& [kind, set] : byKind) {
-                const auto it = b.commByKind.find(kind);
-                *set << (it == b.commByKind.end() ? 0.0 : it->second * scale);
-            }
-            top = std::max(top, b.stepSeconds);
-        }
-        chart->addSeries(series);
-        QStringList labels;
-        for (size_t i = 0; i < results.size(); ++i)
-            labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], formatSeconds(results[i]->breakdown.stepSeconds));
-        auto* categories = new QBarCategoryAxis;
-        categories->append(labels);
-        chart->addAxis(categories, Qt::AlignBottom);
-        series->attachAxis(categories);
-        auto* values = new QValueAxis;
-        values->setRange(0, niceCeiling(top * 1.05));
-        values->applyNiceNumbers();
-        values->setLabelFormat(top >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.2f"));
-        chart->addAxis(values, Qt::AlignLeft);
-        series->attachAxis(values);
-        QChart* old = time_->chart();
-        time_->setChart(chart);
-        delete old;
+/// Step time by compute and collective kind.
+void BreakdownView::showStepTime(const std::vector<const SearchResult*>& results)
+{
+    QChart* chart = makeChart(tr("Step time (s): compute and communication"));
+    auto* series = new QStackedBarSeries;
+    auto* compute = makeSet(tr("Compute"), QColor(0x59, 0xa1, 0x4f));
+    series->append(compute);
+    std::map<CollectiveKind, QBarSet*> byKind;
+    for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
+        byKind[kind] = makeSet(collectiveAbbrev(kind), collectiveColor(kind));
+        series->append(byKind[kind]);
     }
+    double top = 0;
+    for (const SearchResult* r : results) {
+        const Breakdown& b = r->breakdown;
+        *compute << b.computeSeconds;
+        // Collective times scaled so the bars add up to the exposed step time.
+        double comm = 0;
+        for (const auto& [kind, s] : b.commByKind) comm += s;
+        const double scale = comm > 0 ? (b.stepSeconds - b.computeSeconds) / comm : 0;
+        for (auto& [kind, set] : byKind) {
+            const auto it = b.commByKind.find(kind);
+            *set << (it == b.commByKind.end() ? 0.0 : it->second * scale);
+        }
+        top = std::max(top, b.stepSeconds);
+    }
+    chart->addSeries(series);
+    QStringList labels;
+    for (size_t i = 0; i < results.size(); ++i)
+        labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], formatSeconds(results[i]->breakdown.stepSeconds));
+    auto* categories = new QBarCategoryAxis;
+    categories->append(labels);
+    chart->addAxis(categories, Qt::AlignBottom);
+    series->attachAxis(categories);
+    auto* values = new QValueAxis;
+    values->setRange(0, niceCeiling(top * 1.05));
+    values->applyNiceNumbers();
+    values->setLabelFormat(top >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.2f"));
+    chart->addAxis(values, Qt::AlignLeft);
+    series->attachAxis(values);
+    QChart* old = time_->chart();
+    time_->setChart(chart);
+    delete old;
+}
 
-    // The plan's time per block class (all instances).
-    {
-        QChart* chart = makeChart(tr("Plan time per block class (s)"));
-        auto* series = new QHorizontalBarSeries;
-        auto* set = makeSet(tr("Time over all instances"), QColor(0x5b, 0x9b, 0xe6));
-        QStringList labels;
-        double top = 0;
-        if (plan) {
-            const FoldedGraph& f = plan->workspace->folded;
-            std::vector<double> seconds(f.classes.size(), 0);
-            for (const auto& ob : plan->result.breakdown.ops)
-                seconds[static_cast<size_t>(f.classOfOp[static_cast<size_t>(ob.op)])] += ob.computeSeconds + ob.commSeconds;
-            // Largest last, so it is drawn at the top.
-            std::vector<size_t> order(f.classes.size());
-            for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-            std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] < seconds[b]; });
-            if (order.size() > 8) order.erase(order.begin(), order.end() - 8);
-            for (size_t c : order) {
-                const auto& bc = f.classes[c];
-                labels << (bc.instances.size() > 1 ? QStringLiteral("%1 ×%2").arg(QString::fromStdString(bc.label)).arg(bc.instances.size())
-                                                   : QString::fromStdString(bc.label));
-                *set << seconds[c];
-                top = std::max(top, seconds[c]);
-            }
+/// The plan's time per block class (all instances), the eight largest.
+void BreakdownView::showBlockTimes(const PlanOutcome* plan)
+{
+    QChart* chart = makeChart(tr("Plan time per block class (s)"));
+    auto* series = new QHorizontalBarSeries;
+    auto* set = makeSet(tr("Time over all instances"), QColor(0x5b, 0x9b, 0xe6));
+    QStringList labels;
+    double top = 0;
+    if (plan) {
+        const FoldedGraph& f = plan->workspace->folded;
+        std::vector<double> seconds(f.classes.size(), 0);
+        for (const auto& ob : plan->result.breakdown.ops)
+            seconds[static_cast<size_t>(f.classOfOp[static_cast<size_t>(ob.op)])] += ob.computeSeconds + ob.commSeconds;
+        // Largest last, so it is drawn at the top.
+        std::vector<size_t> order(f.classes.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] < seconds[b]; });
+        if (order.size() > 8) order.erase(order.begin(), order.end() - 8);
+        for (size_t c : order) {
+            const auto& bc = f.classes[c];
+            labels << (bc.instances.size() > 1 ? QStringLiteral("%1 ×%2").arg(QString::fromStdString(bc.label)).arg(bc.instances.size())
+                                               : QString::fromStdString(bc.label));
+            *set << seconds[c];
+            top = std::max(top, seconds[c]);
         }
-        series->append(set);
-        chart->addSeries(series);
-        chart->legend()->hide();
-        auto* categories = new QBarCategoryAxis;
-        categories->append(labels);
-        chart->addAxis(categories, Qt::AlignLeft);
-        series->attachAxis(categories);
-        auto* values = new QValueAxis;
-        values->setRange(0, niceCeiling(top * 1.05));
-        values->applyNiceNumbers();
-        values->setLabelFormat(top >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.2f"));
-        chart->addAxis(values, Qt::AlignBottom);
-        series->attachAxis(values);
-        QChart* old = blocks_->chart();
-        blocks_->setChart(chart);
-        delete old;
     }
+    series->append(set);
+    chart->addSeries(series);
+    chart->legend()->hide();
+    auto* categories = new QBarCategoryAxis;
+    categories->append(labels);
+    chart->addAxis(categories, Qt::AlignLeft);
+    series->attachAxis(categories);
+    auto* values = new QValueAxis;
+    values->setRange(0, niceCeiling(top * 1.05));
+    values->applyNiceNumbers();
+    values->setLabelFormat(top >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.2f"));
+    chart->addAxis(values, Qt::AlignBottom);
+    series->attachAxis(values);
+    QChart* old = blocks_->chart();
+    blocks_->setChart(chart);
+    delete old;
 }
 
 } // namespace tp

@@ -25,6 +25,7 @@
 #include <QTreeView>
 
 #include "blockoutlinemodel.h"
+#include "outlinefeed.h"
 #include "export/export_plan.h"
 #include "plan/plan.h"
 #include "plan/plan_file.h"
@@ -109,7 +110,7 @@ MainWindow::~MainWindow()
         disconnect(doc->undoStack(), nullptr, this, nullptr);
     }
     graph_->setDocument(nullptr);
-    outline_->setDocument(nullptr);
+    outlineFeed_->setDocument(nullptr);
     inspector_->setDocument(nullptr);
     breakdown_->setDocument(nullptr);
     meshPanel_->setDocument(nullptr);
@@ -120,6 +121,7 @@ void MainWindow::createDocks()
 {
     setDockNestingEnabled(true);
     outline_ = new BlockOutlineModel(this);
+    outlineFeed_ = new OutlineFeed(outline_, this);
     outlineView_ = new QTreeView(this);
     outlineView_->setModel(outline_);
     outlineView_->setUniformRowHeights(true);
@@ -335,7 +337,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     document_ = std::move(document);
     Document* doc = document_.get();
     graph_->setDocument(doc);
-    outline_->setDocument(doc);
+    outlineFeed_->setDocument(doc);
     inspector_->setDocument(doc);
     breakdown_->setDocument(doc);
     meshPanel_->setDocument(doc);
