@@ -346,7 +346,7 @@ private:
     const FoldedGraph& f;
     const CostModel& model;
     const SearchResult& r;
-    const QStringList& expanded_;
+    const QStringList expanded_; // a copy: Document::expandedClasses returns a value
     const std::map<int, CardLayout>& cardLayouts_;
     std::vector<OpId> producers_;
     std::vector<int> topoPos_;
