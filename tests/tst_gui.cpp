@@ -24,6 +24,7 @@
 #include "graphview.h"
 #include "inspector.h"
 #include "mainwindow.h"
+#include "outlinefeed.h"
 #include "meshpanel.h"
 #include "util/error.h"
 
@@ -158,8 +159,10 @@ void TestGui::lockInInspectorThenUndo()
     const std::vector<int> before = doc.plan()->result.strategyOfOp;
     const OpId fc1 = opNamed(doc, "layers.0/mlp/fc1");
     QVERIFY(fc1 >= 0);
+    QSignalSpy costed(&inspector, &Inspector::candidatesCosted);
     doc.setSelectedOp(fc1);
     QCOMPARE(inspector.candidateModel()->op(), fc1);
+    QVERIFY(costed.wait(kPlanTimeoutMs)); // the costs come from a worker
 
     // Lock a candidate other than the chosen one, by its row in the inspector's table.
     const int chosen = inspector.candidateModel()->chosenStrategy();
@@ -280,7 +283,7 @@ void TestGui::candidateColoursAreTheExportClass()
     int checked = 0;
     for (const char* name : {"layers.0/mlp/fc1", "layers.0/mlp/fc2", "layers.0/ln1", "head/loss"}) {
         const OpId op = opNamed(doc, name);
-        candidates.setOp(doc.plan(), op);
+        candidates.setSnapshot(costCandidates(*doc.workspace(), doc.plan()->result, op));
         for (int r = 0; r < candidates.rowCount(); ++r) {
             const QModelIndex cell = candidates.index(r, CandidateModel::StrategyColumn);
             const int s = cell.data(CandidateModel::StrategyIndexRole).toInt();
@@ -301,7 +304,8 @@ void TestGui::itemModelsPassTester()
     Document doc;
     BlockOutlineModel outline;
     QAbstractItemModelTester outlineTester(&outline, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    outline.setDocument(&doc);
+    OutlineFeed feed(&outline);
+    feed.setDocument(&doc);
     CandidateModel candidates;
     QAbstractItemModelTester candidateTester(&candidates, QAbstractItemModelTester::FailureReportingMode::QtTest);
     doc.open(quickSettings());
@@ -313,7 +317,7 @@ void TestGui::itemModelsPassTester()
     QCOMPARE(index.data(BlockOutlineModel::OpIdRole).toInt(), fc2);
     QCOMPARE(index.data().toString(), QStringLiteral("mlp/fc2"));
     QCOMPARE(outline.parent(index).data().toString(), QStringLiteral("layers.3"));
-    candidates.setOp(doc.plan(), fc2);
+    candidates.setSnapshot(costCandidates(*doc.workspace(), doc.plan()->result, fc2));
     QCOMPARE(candidates.rowCount(), static_cast<int>(doc.workspace()->costModel->strategies(fc2).size()));
     // The chosen candidate is the plan's, and no candidate is cheaper next to the same neighbours
     // (the search is exact; the inspector's costs come from the same cost model).
@@ -326,11 +330,11 @@ void TestGui::itemModelsPassTester()
     // A new plan and a new model go through the testers too.
     doc.setMesh(QStringLiteral("8"));
     QVERIFY(waitForPlan(doc));
-    candidates.setOp(doc.plan(), fc2);
+    candidates.setSnapshot(costCandidates(*doc.workspace(), doc.plan()->result, fc2));
     doc.setModelSource(QStringLiteral("bert-base"));
     QVERIFY(waitForPlan(doc));
     QVERIFY(outline.rowCount() > 0);
-    candidates.setOp(doc.plan(), -1);
+    candidates.setSnapshot(costCandidates(*doc.workspace(), doc.plan()->result, -1));
     QCOMPARE(candidates.rowCount(), 0);
 }
 
@@ -821,7 +825,8 @@ void TestGui::runCardUnfoldsIntoInstances()
     view.setDocument(&doc);
     view.show();
     BlockOutlineModel outline;
-    outline.setDocument(&doc);
+    OutlineFeed feed(&outline);
+    feed.setDocument(&doc);
     QAbstractItemModelTester tester(&outline, QAbstractItemModelTester::FailureReportingMode::QtTest);
     PlanSettings s = quickSettings();
     s.model = model.toStdString();

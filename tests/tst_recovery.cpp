@@ -341,7 +341,7 @@ void TestRecovery::quitWithUnsavedEditsAsks()
         QVERIFY(other.close());
         QCOMPARE(answers.offered.size(), 0);
     }
-    QSignalSpy clean(window.document()->undoStack(), &QUndoStack::cleanChanged);
+    QSignalSpy clean(window.document()->undoStack(), &EditHistory::cleanChanged);
     window.document()->setMesh(QStringLiteral("4x2"));
     QCOMPARE(clean.size(), 1);
     QVERIFY(window.isWindowModified());

@@ -20,6 +20,18 @@ std::int64_t parsePositive(const std::string& flag, const std::string& value)
     throw UsageError(flag + " '" + value + "': expected a positive integer");
 }
 
+/// A link bandwidth in GB/s: a finite number above 0.
+double parseBandwidth(const std::string& flag, const std::string& value)
+{
+    try {
+        size_t used = 0;
+        const double v = std::stod(value, &used);
+        if (used == value.size() && std::isfinite(v) && v > 0) return v;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(flag + " '" + value + "': expected a bandwidth in GB/s above 0, e.g. 300");
+}
+
 } // namespace
 
 Options parseArguments(const std::vector<std::string>& args)
@@ -47,6 +59,8 @@ Options parseArguments(const std::vector<std::string>& args)
             if (chunks > 1024) throw UsageError("--overlap '" + std::to_string(chunks) + "': at most 1024 chunks");
             o.overlapChunks = static_cast<int>(chunks);
         }
+        else if (a == "--intra-node-bw") o.intraNodeGBps = parseBandwidth(a, value());
+        else if (a == "--inter-node-bw") o.interNodeGBps = parseBandwidth(a, value());
         else if (a == "--threads") {
             const std::int64_t threads = parsePositive(a, value());
             if (threads > 1024) throw UsageError("--threads '" + std::to_string(threads) + "': at most 1024");

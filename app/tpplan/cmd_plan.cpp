@@ -27,6 +27,8 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.memoryLimit = o.memoryLimit;
     r.microBatch = o.microBatch;
     r.overlapChunks = o.overlapChunks;
+    r.intraNodeGBps = o.intraNodeGBps;
+    r.interNodeGBps = o.interNodeGBps;
     r.threads = o.threads;
     r.locks = o.locks;
     r.baseline = o.baseline;
@@ -193,15 +195,18 @@ int runPlan(const Options& o, std::ostream& out)
 {
     if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
     const PlanRequest request = planRequest(o, o.positional[0]);
-    auto ws = preparePlan(request);
+    // The planner the GUI keeps between edits, used once (planner.h).
+    Planner planner;
     SearchProgress progress;
-    const SearchResult r = [&] {
+    const PlannerResult planned = [&] {
         ProgressLine line(progress);
-        return tp::runPlan(*ws, request, &progress);
+        return planner.plan(request, nullptr, &progress);
     }();
-    const nlohmann::json doc = planToJson(ws->context, *ws->costModel, ws->folded, r);
+    const PlanWorkspace& ws = *planned.workspace;
+    const SearchResult& r = planned.result;
+    const nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, r);
     if (o.json || !o.output.empty()) emitJson(o, doc, out);
-    if (!o.json) printSummary(*ws, r, out);
+    if (!o.json) printSummary(ws, r, out);
     if (!r.fits) {
         std::cerr << "tpplan: no plan fits " << formatBytes(r.memoryLimitBytes) << " per device; the smallest found needs "
                   << formatBytes(r.breakdown.perDeviceBytes) << "\n";

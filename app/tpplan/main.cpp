@@ -15,7 +15,8 @@ void printHelp(std::ostream& out)
     for (const auto& c : tp::cli::commands()) out << "  " << c.synopsis << "\n";
     out << "\nCommon options: --mesh 8|2x8  --hardware NAME|FILE.json  --batch B  --micro-batch M  --seq S\n"
            "                --mode train|infer  --memory-limit 80GiB  --set key=value  --lock 'GLOB=STRATEGY'\n"
-           "                --overlap N (chunks)  --baseline megatron|dp|flat  --threads N  --json  -o FILE\n";
+           "                --overlap N (chunks)  --intra-node-bw GBps  --inter-node-bw GBps\n"
+           "                --baseline megatron|dp|flat  --threads N  --json  -o FILE\n";
 }
 
 } // namespace

@@ -52,15 +52,18 @@ Recompute recomputeOf(const SearchResult& plan, OpId op)
     return plan.recomputeOfOp.empty() ? Recompute::None : plan.recomputeOfOp[static_cast<size_t>(op)];
 }
 
-void addCalls(Components& c, const std::vector<CollectiveCall>& calls)
+void addCalls(Components& c, const std::vector<CollectiveCall>& calls, std::vector<CollectiveCall>* listed = nullptr)
 {
     for (const auto& call : calls) c.commByKind[std::string(collectiveName(call.kind))] += call.seconds;
+    if (listed) listed->insert(listed->end(), calls.begin(), calls.end());
 }
 
 // The op's node cost and the edges into its inputs under strategy s, the producers' strategies
 // taken from the plan: CostModel::chargeOf, the terms evaluatePlan sums, plus `keptBytes` (what
-// evaluatePlan charges the op for its block's kept inputs under full recomputation).
-Components chargedTo(const CostModel& model, const SearchResult& plan, OpId op, int s, double keptBytes)
+// evaluatePlan charges the op for its block's kept inputs under full recomputation). The calls
+// are appended to `listed` when given.
+Components chargedTo(const CostModel& model, const SearchResult& plan, OpId op, int s, double keptBytes,
+                     std::vector<CollectiveCall>* listed = nullptr)
 {
     const CostModel::Charge charge = model.chargeOf(op, s, recomputeOf(plan, op), plan.strategyOfOp);
     Components c;
@@ -68,8 +71,8 @@ Components chargedTo(const CostModel& model, const SearchResult& plan, OpId op, 
     c.commSeconds = charge.commSeconds();
     c.stepSeconds = charge.stepSeconds();
     c.memoryBytes = charge.node->memoryBytes() + keptBytes;
-    addCalls(c, charge.node->collectives);
-    for (const auto& [p, e] : charge.edges) addCalls(c, e.collectives);
+    addCalls(c, charge.node->collectives, listed);
+    for (const auto& [p, e] : charge.edges) addCalls(c, e.collectives, listed);
     return c;
 }
 
@@ -81,7 +84,8 @@ double total(const std::vector<double>& v)
 }
 
 // The edges from op (under strategy s) into its consumers, their strategies from the plan.
-Components chargedToConsumers(const CostModel& model, const SearchResult& plan, OpId op, int s)
+Components chargedToConsumers(const CostModel& model, const SearchResult& plan, OpId op, int s,
+                              std::vector<CollectiveCall>* listed = nullptr)
 {
     const Graph& g = model.graph();
     const auto consumers = g.consumers();
@@ -96,7 +100,7 @@ Components chargedToConsumers(const CostModel& model, const SearchResult& plan, 
                 const EdgeCost e = model.edgeCost(&produced, consumer, static_cast<int>(i), plan.strategyOfOp[static_cast<size_t>(consumer)]);
                 c.commSeconds += e.seconds;
                 c.stepSeconds += e.exposedSeconds;
-                addCalls(c, e.collectives);
+                addCalls(c, e.collectives, listed);
             }
         }
     }
@@ -322,6 +326,32 @@ std::vector<Components> opComponents(const CostModel& model, const FoldedGraph* 
     return out;
 }
 
+std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded)
+{
+    const Signature& sig = model.signature(op);
+    const auto& candidates = model.strategies(op);
+    const auto kept = keptInputBytesOfOp(model, folded, plan.strategyOfOp, plan.recomputeOfOp);
+    const double keptTotal = total(kept);
+    std::vector<CandidateCost> out;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+        CandidateCost cost;
+        cost.strategyIndex = static_cast<int>(c);
+        cost.strategy = strategyToString(candidates[c], sig, model.mesh());
+        cost.local = plus(chargedTo(model, plan, op, static_cast<int>(c), kept[static_cast<size_t>(op)], &cost.collectives),
+                          chargedToConsumers(model, plan, op, static_cast<int>(c), &cost.collectives));
+        // Under full recomputation the op's output may be a block's kept input: its layout
+        // changes what that block keeps.
+        if (keptTotal > 0 && cost.strategyIndex != plan.strategyOfOp[static_cast<size_t>(op)]) {
+            std::vector<int> alternative = plan.strategyOfOp;
+            alternative[static_cast<size_t>(op)] = cost.strategyIndex;
+            cost.local.memoryBytes += total(keptInputBytesOfOp(model, folded, alternative, plan.recomputeOfOp)) - keptTotal;
+        }
+        cost.objective = cost.local.stepSeconds + plan.lambda * cost.local.memoryBytes;
+        out.push_back(std::move(cost));
+    }
+    return out;
+}
+
 OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId id, const FoldedGraph* folded)
 {
     const Graph& g = model.graph();
@@ -395,23 +425,14 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     x.memoryBytes = chosen.memoryBytes;
 
     // Why not: each candidate against the chosen one, neighbours fixed.
-    const Components chosenLocal = plus(chosen, chargedToConsumers(model, plan, id, s));
-    const auto& candidates = model.strategies(id);
-    for (size_t c = 0; c < candidates.size(); ++c) {
+    const std::vector<CandidateCost> costs = costCandidates(model, plan, id, folded);
+    const Components& chosenLocal = costs[static_cast<size_t>(s)].local;
+    for (const CandidateCost& cost : costs) {
         WhyNot w;
-        w.strategyIndex = static_cast<int>(c);
-        w.strategy = strategyToString(candidates[c], sig, mesh);
-        w.chosen = static_cast<int>(c) == s;
-        Components local = plus(chargedTo(model, plan, id, static_cast<int>(c), kept[static_cast<size_t>(id)]),
-                                chargedToConsumers(model, plan, id, static_cast<int>(c)));
-        // Under full recomputation the op's output may be a block's kept input: its layout
-        // changes what that block keeps.
-        if (!w.chosen && total(kept) > 0) {
-            std::vector<int> alternative = plan.strategyOfOp;
-            alternative[static_cast<size_t>(id)] = static_cast<int>(c);
-            local.memoryBytes += total(keptInputBytesOfOp(model, folded, alternative, plan.recomputeOfOp)) - total(kept);
-        }
-        w.delta = w.chosen ? Components{} : minus(local, chosenLocal);
+        w.strategyIndex = cost.strategyIndex;
+        w.strategy = cost.strategy;
+        w.chosen = cost.strategyIndex == s;
+        w.delta = w.chosen ? Components{} : minus(cost.local, chosenLocal);
         w.objectiveDelta = w.delta.stepSeconds + plan.lambda * w.delta.memoryBytes;
         x.whyNot.push_back(std::move(w));
     }

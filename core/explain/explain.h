@@ -67,6 +67,18 @@ struct WhyNot {
     double objectiveDelta = 0;
 };
 
+/// One candidate of an op, its neighbours' strategies held fixed: the op's node cost and the
+/// edges into it (as evaluate charges them) plus the edges out of it into its consumers, with
+/// every collective call on them. WhyNot::delta is the difference of two of these; tpstudio's
+/// candidate table shows them.
+struct CandidateCost {
+    int strategyIndex = 0;                  ///< index into CostModel::strategies(op)
+    std::string strategy;                   ///< text form
+    Components local;
+    std::vector<CollectiveCall> collectives;///< the op's own, then into it, then out of it
+    double objective = 0;                   ///< local.stepSeconds + lambda * local.memoryBytes
+};
+
 struct OpExplanation {
     std::string op, kind, einsum, strategy, block;
     struct Loop { char label; std::int64_t size; std::string role; std::string axes; };
@@ -92,6 +104,11 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId o
 /// that evaluatePlan sums (core/search/evaluate.h): compute, comm and memory add up to its
 /// Breakdown's totals. `folded` may be null when no op recomputes fully.
 std::vector<Components> opComponents(const CostModel& model, const FoldedGraph* folded, const SearchResult& plan);
+
+/// Every candidate of `op` (in CostModel::strategies order) against the plan's other choices,
+/// with what the kept inputs of fully recomputed blocks change (`folded` may be null when no op
+/// recomputes fully).
+std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded);
 
 struct BlockDiff {
     std::string block;   ///< class label

@@ -75,6 +75,9 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
                         {"latency_us", a.link.latency * 1e6}, {"crosses_nodes", a.crossesNodes}});
     doc["mesh"] = {{"shape", mesh.shapeText()}, {"devices", mesh.devices()}, {"axes", axes}};
     doc["hardware"] = {{"name", ctx.hardwareName}};
+    // Link overrides (docs/formats.md): written only when set, so plans without them keep their bytes.
+    if (ctx.intraNodeGBps > 0) doc["hardware"]["intra_node_GBps"] = ctx.intraNodeGBps;
+    if (ctx.interNodeGBps > 0) doc["hardware"]["inter_node_GBps"] = ctx.interNodeGBps;
     doc["batch"] = ctx.batch;
     doc["seq"] = ctx.seq;
     doc["mode"] = ctx.mode;

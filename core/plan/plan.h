@@ -23,6 +23,8 @@ struct PlanContext {
     std::string mode = "train";
     std::int64_t batch = 0;
     std::int64_t seq = 0;
+    double intraNodeGBps = 0;     ///< link overrides the plan was made with (PlanRequest); 0: none
+    double interNodeGBps = 0;
 };
 
 /// A collective aggregated over the instances of a block class: it happens after the

@@ -327,6 +327,17 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     readPlanModel(r, doc, ws);
     const std::string hardwareName = readPlanHardware(r, doc, ws);
 
+    // Link overrides (PlanRequest::intraNodeGBps, ...), applied as preparePlan applies them.
+    const json& hardware = r.object(doc, "", "hardware");
+    double links[2] = {0, 0};
+    for (int k = 0; k < 2; ++k)
+        if (const json* v = r.optional(hardware, k == 0 ? "intra_node_GBps" : "inter_node_GBps")) {
+            const std::string q = k == 0 ? "/hardware/intra_node_GBps" : "/hardware/inter_node_GBps";
+            links[k] = r.number(*v, q);
+            if (!(links[k] > 0)) r.fail(q, "is " + v->dump() + ", expected a positive bandwidth in GB/s");
+        }
+    applyLinkOverrides(ws.hardware, links[0], links[1]);
+
     const json& mesh = r.object(doc, "", "mesh");
     const std::string shape = r.string(mesh, "/mesh", "shape");
     ws.mesh = r.within("/mesh/shape", "", [&] { return parseMesh(shape, ws.hardware); });
@@ -341,22 +352,14 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     r.integer(r.field(doc, "", "batch"), "/batch", 0);
     r.integer(r.field(doc, "", "seq"), "/seq", 0);
 
-    // The same set-up as preparePlan (planner.cpp): fold, then the cost model with reader groups.
-    ws.folded = foldGraph(ws.model.graph);
-    settings.readerGroupOfOp = readerGroupsOf(ws.folded);
-    ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+    // The same set-up as preparePlan (planner.cpp): one workspace builder.
+    buildWorkspace(ws, settings);
     const CostModel& cm = *ws.costModel;
-
     PlanContext& c = ws.context;
-    c.modelName = ws.model.name;
-    c.modelSource = ws.model.source;
-    c.modelConfig = ws.model.config;
     c.hardwareName = hardwareName;
     c.mode = mode;
-    c.batch = cm.graphBatch();
-    c.seq = ws.model.config.is_object() && ws.model.config.contains("seq") && ws.model.config["seq"].is_number_integer()
-                ? ws.model.config["seq"].get<std::int64_t>()
-                : 0;
+    c.intraNodeGBps = links[0];
+    c.interNodeGBps = links[1];
 
     readPlanOps(r, doc, ws, plan.result);
     SearchResult& result = plan.result;
@@ -508,6 +511,8 @@ PlanRequest planRequestOf(const ProjectFile& p)
     request.memoryLimit = p.memoryLimit;
     request.microBatch = p.microBatch;
     request.overlapChunks = p.overlapChunks;
+    request.intraNodeGBps = p.intraNodeGBps;
+    request.interNodeGBps = p.interNodeGBps;
     request.locks = p.locks;
     return request;
 }

@@ -1,6 +1,8 @@
 #include "planner.h"
 
 #include <chrono>
+#include <cmath>
+#include <sstream>
 
 #include "../cost/baselines.h"
 #include "../search/evaluate.h"
@@ -9,69 +11,260 @@
 
 namespace tp {
 
-std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+/// The baseline's strategies costed by the workspace's model, not yet judged against a limit.
+SearchResult evaluateBaseline(const PlanWorkspace& ws, const std::string& name)
 {
-    auto ws = std::make_unique<PlanWorkspace>();
+    const CostModel& model = *ws.costModel;
+    SearchResult r;
+    if (name == "megatron" || name == "megatron-sp") {
+        MegatronOptions options;
+        options.sequenceParallel = name == "megatron-sp";
+        r = evaluatePlan(model, &ws.folded, megatronAssignment(model, options), {}, name);
+    } else if (name == "dp") {
+        r = evaluatePlan(model, &ws.folded, dataParallelAssignment(model), {}, "dp");
+    } else {
+        throw InputError("baseline '" + name + "': use megatron, megatron-sp, dp or flat");
+    }
+    r.blockClasses = static_cast<int>(ws.folded.classes.size());
+    return r;
+}
+
+/// The search's convention: a limit of 0 is the hardware's capacity, a negative one none.
+void judgeAgainstLimit(SearchResult& r, const PlanWorkspace& ws, double limit)
+{
+    const double capacity = limit == 0 ? ws.hardware.hbmBytes : limit;
+    r.memoryLimitBytes = capacity > 0 ? capacity : 0;
+    r.fits = capacity <= 0 || r.breakdown.perDeviceBytes <= capacity;
+}
+
+std::vector<LockRequest> locksOf(const PlanRequest& request)
+{
+    std::vector<LockRequest> locks;
+    for (const auto& text : request.locks) locks.push_back(parseLockRequest(text));
+    return locks;
+}
+
+bool isSearch(const PlanRequest& request) { return request.baseline.empty() || request.baseline == "flat"; }
+
+} // namespace
+
+std::string modelKeyOf(const PlanRequest& r)
+{
+    std::ostringstream key;
+    key << r.model << '|' << r.modelOptions.batch << '|' << r.modelOptions.seq << '|' << r.modelOptions.onnxOpaqueUnsupported;
+    for (const auto& item : r.modelOptions.overrides) key << '|' << item;
+    return key.str();
+}
+
+std::string workspaceKeyOf(const PlanRequest& r)
+{
+    std::ostringstream key;
+    key.precision(17);
+    key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|'
+        << r.intraNodeGBps << '|' << r.interNodeGBps << '|' << r.overlapChunks;
+    return key.str();
+}
+
+double memoryLimitOf(const PlanRequest& request)
+{
+    if (request.memoryLimit.empty()) return 0;
+    if (request.memoryLimit == "none") return -1;
+    return parseBytes(request.memoryLimit);
+}
+
+CostSettings costSettingsOf(const PlanRequest& request)
+{
     if (request.mode != "train" && request.mode != "infer")
         throw InputError("mode '" + request.mode + "': use train or infer");
-    ws->model = loadModel(request.model, request.modelOptions);
-    ws->hardware = loadHardware(request.hardware);
-    ws->mesh = parseMesh(request.mesh, ws->hardware);
     CostSettings settings;
     settings.training = request.mode == "train";
     settings.microBatch = request.microBatch;
     settings.overlapChunks = request.overlapChunks;
-    const auto start = std::chrono::steady_clock::now();
-    ws->folded = foldGraph(ws->model.graph);
-    ws->foldMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    settings.readerGroupOfOp = readerGroupsOf(ws->folded);
-    ws->costModel = std::make_unique<CostModel>(ws->model.graph, ws->mesh, ws->hardware, settings);
-    PlanContext& c = ws->context;
-    c.modelName = ws->model.name;
-    c.modelSource = request.model;
-    c.modelConfig = ws->model.config;
-    c.hardwareName = ws->hardware.name;
-    c.mode = request.mode;
-    c.batch = ws->costModel->graphBatch();
-    c.seq = ws->model.config.is_object() && ws->model.config.contains("seq") && ws->model.config["seq"].is_number_integer()
-                ? ws->model.config["seq"].get<std::int64_t>()
-                : 0;
+    return settings;
+}
+
+void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNodeGBps)
+{
+    auto apply = [](LinkSpec& link, double gbps, const char* what) {
+        if (!std::isfinite(gbps) || gbps < 0)
+            throw InputError(std::string(what) + " bandwidth " + std::to_string(gbps) + " GB/s: must be a positive number");
+        if (gbps > 0) link.bandwidth = gbps * 1e9;
+    };
+    apply(hardware.intraNode, intraNodeGBps, "intra-node");
+    apply(hardware.interNode, interNodeGBps, "inter-node");
+}
+
+void buildWorkspace(PlanWorkspace& ws, CostSettings settings)
+{
+    const auto start = Clock::now();
+    ws.folded = foldGraph(ws.model.graph);
+    ws.foldMs = msSince(start);
+    settings.readerGroupOfOp = readerGroupsOf(ws.folded);
+    ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+    PlanContext& c = ws.context;
+    c.modelName = ws.model.name;
+    c.modelSource = ws.model.source;
+    c.modelConfig = ws.model.config;
+    c.hardwareName = ws.hardware.name;
+    c.mode = settings.training ? "train" : "infer";
+    c.batch = ws.costModel->graphBatch();
+    const nlohmann::json& config = ws.model.config;
+    c.seq = config.is_object() && config.contains("seq") && config["seq"].is_number_integer() ? config["seq"].get<std::int64_t>() : 0;
+}
+
+std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
+{
+    auto ws = std::make_unique<PlanWorkspace>();
+    const CostSettings settings = costSettingsOf(request);
+    ws->model = loadModel(request.model, request.modelOptions);
+    ws->hardware = loadHardware(request.hardware);
+    applyLinkOverrides(ws->hardware, request.intraNodeGBps, request.interNodeGBps);
+    ws->mesh = parseMesh(request.mesh, ws->hardware);
+    buildWorkspace(*ws, settings);
+    ws->context.modelSource = request.model;
+    ws->context.intraNodeGBps = request.intraNodeGBps;
+    ws->context.interNodeGBps = request.interNodeGBps;
     return ws;
+}
+
+SearchResult planBaseline(const PlanWorkspace& ws, const std::string& name, double memoryLimit)
+{
+    SearchResult r = evaluateBaseline(ws, name);
+    judgeAgainstLimit(r, ws, memoryLimit);
+    return r;
 }
 
 SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgress* progress)
 {
-    const CostModel& model = *ws.costModel;
-    std::vector<LockRequest> locks;
-    for (const auto& text : request.locks) locks.push_back(parseLockRequest(text));
-    double limit = 0;
-    if (request.memoryLimit == "none") limit = -1;
-    else if (!request.memoryLimit.empty()) limit = parseBytes(request.memoryLimit);
-    if (request.baseline.empty() || request.baseline == "flat") {
-        PlannerSession session(model, ws.folded);
-        session.setLocks(locks);
-        session.setMemoryLimit(limit);
-        session.setFlat(request.baseline == "flat");
-        session.setProgress(progress);
-        session.setThreads(request.threads);
-        return session.solve();
+    const double limit = memoryLimitOf(request);
+    const std::vector<LockRequest> locks = locksOf(request);
+    if (!isSearch(request)) {
+        if (!locks.empty()) throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");
+        return planBaseline(ws, request.baseline, limit);
     }
-    if (!locks.empty()) throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");
-    SearchResult r;
-    if (request.baseline == "megatron" || request.baseline == "megatron-sp") {
-        MegatronOptions options;
-        options.sequenceParallel = request.baseline == "megatron-sp";
-        r = evaluatePlan(model, &ws.folded, megatronAssignment(model, options), {}, request.baseline);
-    } else if (request.baseline == "dp") {
-        r = evaluatePlan(model, &ws.folded, dataParallelAssignment(model), {}, "dp");
+    PlannerSession session(*ws.costModel, ws.folded);
+    session.setLocks(locks);
+    session.setMemoryLimit(limit);
+    session.setFlat(request.baseline == "flat");
+    session.setProgress(progress);
+    session.setThreads(request.threads);
+    return session.solve();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planner
+
+struct Planner::State {
+    std::string workspaceKey;
+    std::shared_ptr<PlanWorkspace> workspace;
+    std::unique_ptr<PlannerSession> session;
+    std::map<std::string, SearchResult> baselines; ///< evaluated, not judged (the limit may change)
+    std::string unlockedKey;                       ///< memory limit + flat of `unlocked`
+    std::optional<SearchResult> unlocked;
+
+    void reset()
+    {
+        session.reset();
+        workspace.reset();
+        workspaceKey.clear();
+        baselines.clear();
+        unlocked.reset();
+    }
+
+    /// Each cache is assigned only once its value is complete, so a cancelled or failed build
+    /// leaves the planner empty, never half-built.
+    double ensureWorkspace(const PlanRequest& request)
+    {
+        const std::string key = workspaceKeyOf(request);
+        if (workspace && key == workspaceKey) return -1;
+        const auto start = Clock::now();
+        reset();
+        std::shared_ptr<PlanWorkspace> ws = preparePlan(request);
+        session = std::make_unique<PlannerSession>(*ws->costModel, ws->folded);
+        workspace = std::move(ws);
+        workspaceKey = key;
+        return msSince(start);
+    }
+
+    const SearchResult& baseline(const std::string& name)
+    {
+        auto it = baselines.find(name);
+        if (it == baselines.end()) it = baselines.emplace(name, evaluateBaseline(*workspace, name)).first;
+        return it->second;
+    }
+
+    SearchResult search(const PlanRequest& request, double limit, const std::atomic<bool>* cancel, SearchProgress* progress,
+                        std::optional<SearchResult>* unlockedOut)
+    {
+        // The flags are the caller's; they are cleared again however the solves end.
+        struct Scope {
+            PlannerSession& session;
+            ~Scope()
+            {
+                session.setCancelFlag(nullptr);
+                session.setProgress(nullptr);
+            }
+        } scope{*session};
+        session->setCancelFlag(cancel);
+        session->setProgress(progress);
+        session->setMemoryLimit(limit);
+        session->setFlat(request.baseline == "flat");
+        session->setThreads(request.threads);
+        const std::vector<LockRequest> locks = locksOf(request);
+        const std::string limitKey = request.memoryLimit + "|" + request.baseline;
+        if (request.compareUnlocked && !locks.empty() && (!unlocked || unlockedKey != limitKey)) {
+            session->setLocks({});
+            unlocked = session->solve();
+            unlockedKey = limitKey;
+        }
+        session->setLocks(locks); // throws InputError for a lock that cannot be honoured
+        SearchResult result = session->solve();
+        if (locks.empty()) {
+            unlocked = result;
+            unlockedKey = limitKey;
+        } else if (request.compareUnlocked) {
+            *unlockedOut = unlocked;
+        }
+        return result;
+    }
+};
+
+Planner::Planner() : state_(std::make_unique<State>()) {}
+Planner::~Planner() = default;
+
+PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress)
+{
+    auto check = [cancel] {
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    };
+    check();
+    const double limit = memoryLimitOf(request);
+    if (!isSearch(request) && !request.locks.empty())
+        throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");
+    State& s = *state_;
+    PlannerResult out;
+    const double prepareMs = s.ensureWorkspace(request);
+    out.newWorkspace = prepareMs >= 0;
+    out.prepareMs = out.newWorkspace ? prepareMs : 0;
+    check();
+    if (isSearch(request)) {
+        out.result = s.search(request, limit, cancel, progress, &out.unlocked);
     } else {
-        throw InputError("baseline '" + request.baseline + "': use megatron, megatron-sp, dp or flat");
+        out.result = s.baseline(request.baseline);
+        judgeAgainstLimit(out.result, *s.workspace, limit);
     }
-    const double capacity = limit == 0 ? ws.hardware.hbmBytes : limit;
-    r.memoryLimitBytes = capacity > 0 ? capacity : 0;
-    r.fits = capacity <= 0 || r.breakdown.perDeviceBytes <= capacity;
-    r.blockClasses = static_cast<int>(ws.folded.classes.size());
-    return r;
+    for (const auto& name : request.compareBaselines) {
+        SearchResult r = s.baseline(name);
+        judgeAgainstLimit(r, *s.workspace, limit);
+        out.baselines[name] = std::move(r);
+    }
+    out.workspace = s.workspace;
+    return out;
 }
 
 } // namespace tp

@@ -1,7 +1,11 @@
 #pragma once
-// One call from "what the user asked for" to a costed plan: shared by tpplan, tpstudio and the
-// benchmark so that all three plan the same way.
+// One path from "what the user asked for" to a costed plan: PlanRequest -> preparePlan ->
+// runPlan, or the stateful Planner that tpplan plan and tpstudio's PlannerService both call.
+// Shared by tpplan, tpstudio and the benchmark so that all of them plan the same way.
+#include <atomic>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,15 +23,31 @@ struct PlanRequest {
     std::string memoryLimit;        ///< "80GiB"; empty: the hardware's capacity; "none": no limit
     std::int64_t microBatch = 0;
     int overlapChunks = 1;
+    double intraNodeGBps = 0;       ///< intra-node link bandwidth override in GB/s; 0: the hardware's
+    double interNodeGBps = 0;       ///< inter-node link bandwidth override in GB/s; 0: the hardware's
     std::vector<std::string> locks; ///< "GLOB=STRATEGY"
     std::string baseline;           ///< "", "megatron", "megatron-sp", "dp", "flat"
     int threads = 0;                ///< search threads for large block tables (0: all hardware threads)
+    /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
+    /// against the same memory limit.
+    std::vector<std::string> compareBaselines;
+    /// Planner::plan only: with locks, also the search without them (cached per memory limit).
+    bool compareUnlocked = false;
 };
+
+/// Everything that needs a new workspace (model load, cost model, fold) when it changes; the
+/// memory limit, locks, baseline and threads only re-solve.
+std::string workspaceKeyOf(const PlanRequest& request);
+/// Everything that changes the graph itself (a subset of the workspace key).
+std::string modelKeyOf(const PlanRequest& request);
+/// The memory limit as PlannerSession takes it: 0 the capacity, -1 none, else bytes. Throws
+/// InputError for a malformed limit.
+double memoryLimitOf(const PlanRequest& request);
 
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).
 struct PlanWorkspace {
     LoadedModel model;
-    Hardware hardware;
+    Hardware hardware;  ///< with the request's link overrides applied
     Mesh mesh;
     std::unique_ptr<CostModel> costModel;
     FoldedGraph folded;
@@ -35,12 +55,58 @@ struct PlanWorkspace {
     PlanContext context;
 };
 
-/// Loads the model, hardware and mesh, builds the cost model and folds. Throws InputError.
+/// Loads the model, hardware (with the link overrides) and mesh, folds and builds the cost
+/// model: the one workspace builder (plan files rebuild theirs through buildWorkspace too).
+/// Throws InputError.
 std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request);
+
+/// The cost settings a request asks for (before the fold's reader groups).
+CostSettings costSettingsOf(const PlanRequest& request);
+/// Applies the link overrides (GB/s; 0 keeps the hardware's). Throws InputError for a
+/// negative or non-finite value, naming the setting.
+void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNodeGBps);
+/// Folds the workspace's graph, builds its cost model with the fold's reader groups, and fills
+/// the context fields that follow from the model; model, hardware and mesh must be set.
+void buildWorkspace(PlanWorkspace& workspace, CostSettings settings);
+
+/// A baseline assignment ("megatron", "megatron-sp", "dp") costed on the workspace and judged
+/// against the memory limit (memoryLimitOf's convention). Throws InputError for an unknown name.
+SearchResult planBaseline(const PlanWorkspace& workspace, const std::string& name, double memoryLimit);
 
 /// Runs the search (or the requested baseline) on a prepared workspace. Throws InputError for
 /// locks that cannot be honoured or an unknown baseline. `progress`, when given, counts the
 /// search's memory prices and block tables as it goes (for another thread to show).
 SearchResult runPlan(PlanWorkspace& workspace, const PlanRequest& request, SearchProgress* progress = nullptr);
+
+/// What Planner::plan returns: the plan and what the request asked to compare it with, all
+/// costed by the same workspace.
+struct PlannerResult {
+    std::shared_ptr<const PlanWorkspace> workspace;
+    bool newWorkspace = false;              ///< the workspace was (re)built for this request
+    double prepareMs = 0;                   ///< model load + fold + cost model, when rebuilt
+    SearchResult result;                    ///< the search around the locks, or the baseline
+    std::optional<SearchResult> unlocked;   ///< request.compareUnlocked and there are locks
+    std::map<std::string, SearchResult> baselines; ///< request.compareBaselines, by name
+};
+
+/// Plans a sequence of requests, rebuilding only what each request's changed fields need: the
+/// workspace when workspaceKeyOf changes, and otherwise re-solving on the same PlannerSession
+/// (whose class tables survive a new memory limit or lock). Baselines are costed once per
+/// workspace. Not thread-safe: one caller at a time (tpstudio calls it from one worker).
+class Planner {
+public:
+    Planner();
+    ~Planner();
+    Planner(const Planner&) = delete;
+    Planner& operator=(const Planner&) = delete;
+
+    /// Throws InputError for bad input and tp::Cancelled when `cancel` is set (checked between
+    /// the stages and inside the search); the planner stays usable either way.
+    PlannerResult plan(const PlanRequest& request, const std::atomic<bool>* cancel = nullptr, SearchProgress* progress = nullptr);
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
 
 } // namespace tp

@@ -22,6 +22,9 @@ public:
 
 private:
     void refresh();
+    void showMemory(const std::vector<const SearchResult*>& results);
+    void showStepTime(const std::vector<const SearchResult*>& results);
+    void showBlockTimes(const PlanOutcome* plan);
 
     QPointer<Document> document_;
     QChartView* memory_;

@@ -14,6 +14,7 @@
 #include <QWidget>
 
 #include "document.h"
+#include "latestjob.h"
 
 class QComboBox;
 class QDoubleSpinBox;
@@ -87,7 +88,15 @@ private:
     QTableWidget* overrides_;
     QLabel* overrideMessage_;
     QString overridesShown_;   ///< what the table shows (model, config, overrides): rebuilt when it changes
-    quint64 validationJob_ = 0; ///< newest override check; older results are dropped
+    /// A model override checked by building the model on a worker: the value and the settings
+    /// it was typed against travel with the job.
+    struct OverrideCheck {
+        QString key, text;
+        PlanSettings before, next;
+        QString error; ///< empty: the model builds
+    };
+    void finishOverrideCheck(const OverrideCheck& check);
+    LatestJob<OverrideCheck> overrideCheck_; ///< the newest check wins
     bool updating_ = false;
 };
 

@@ -29,15 +29,10 @@ struct PlanSettings {
 
     bool operator==(const PlanSettings&) const = default;
 
-    /// Everything that needs a new workspace (model load, cost model, fold) when it changes;
-    /// the memory limit and the locks only re-solve.
-    std::string workspaceKey() const;
-    /// Everything that changes the graph itself.
-    std::string modelKey() const;
+    /// The core request these settings and locks describe (core/plan/planner.h): the one
+    /// planning path, shared with tpplan plan. Everything else (workspace keys, limits) is the
+    /// core's, read off the request.
     PlanRequest toRequest(const std::vector<LockRequest>& locks) const;
-    /// The memory limit in bytes as PlannerSession takes it (0: capacity, -1: none).
-    /// Throws InputError for a malformed limit.
-    double memoryLimitBytes() const;
 };
 
 std::string lockText(const LockRequest& lock); ///< "GLOB=STRATEGY"

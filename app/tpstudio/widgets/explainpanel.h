@@ -11,6 +11,7 @@
 
 #include "document.h"
 #include "explain/explain.h"
+#include "latestjob.h"
 
 class QComboBox;
 class QLabel;
@@ -76,8 +77,14 @@ private:
     QPointer<Document> document_;
     std::optional<explain::OpExplanation> shown_;
     std::optional<explain::PlanDiff> comparison_;
-    quint64 explainJob_ = 0; ///< newest explain request; older results are dropped
-    quint64 compareJob_ = 0;
+    /// explainOp's result with the plan and op it explains (the plan keeps the workspace alive).
+    struct Explained {
+        explain::OpExplanation explanation;
+        std::shared_ptr<const PlanOutcome> plan;
+        OpId op = -1;
+    };
+    LatestJob<Explained> explainJob_;           ///< the newest explain request wins
+    LatestJob<explain::PlanDiff> compareJob_;   ///< the newest comparison wins
     QLabel* summary_;
     MeshSliceWidget* picture_;
     QTableWidget* collectives_;

@@ -6,7 +6,6 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -15,7 +14,6 @@
 #include <QSpinBox>
 #include <QStyledItemDelegate>
 #include <QTableWidget>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include "plan/plan_file.h"
 #include "presentation.h"
@@ -137,7 +135,8 @@ bool MeshPanel::checkValue(const QString& kind, const QString& text, QString* re
     return true;
 }
 
-MeshPanel::MeshPanel(QWidget* parent) : QWidget(parent)
+MeshPanel::MeshPanel(QWidget* parent)
+    : QWidget(parent), overrideCheck_([this](quint64, OverrideCheck check) { finishOverrideCheck(check); })
 {
     auto* form = new QFormLayout(this);
     hardware_ = new QComboBox(this);
@@ -299,33 +298,35 @@ void MeshPanel::commitOverride(QTableWidgetItem* item)
     next.overrides = withOverride(before.overrides, key.toStdString(), text.toStdString());
     // The builder checks the config as a whole (heads dividing hidden, ...): build it off the GUI
     // thread, and only an accepted value becomes an edit.
-    const quint64 job = ++validationJob_;
-    auto* watcher = new QFutureWatcher<QString>(this);
-    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, job, key, text, before, next] {
-        watcher->deleteLater();
-        const QString error = watcher->result();
-        if (job != validationJob_ || !document_) return;
-        if (!error.isEmpty()) {
-            refuseOverride(key, tr("%1 = %2 refused: %3").arg(key, text, error));
-            return;
-        }
-        if (document_->settings().overrides != before.overrides) return; // edited meanwhile (undo, open)
-        overrideMessage_->clear();
-        overrideMessage_->hide();
-        PlanSettings s = document_->settings();
-        s.overrides = next.overrides;
-        document_->setSettings(s, text.isEmpty() ? tr("Reset %1").arg(key) : tr("Override %1=%2").arg(key, text));
-        emit overrideAccepted(key, text);
-    });
-    const PlanRequest request = next.toRequest({});
-    watcher->setFuture(QtConcurrent::run([request]() -> QString {
+    OverrideCheck check{key, text, before, next, {}};
+    overrideCheck_.start([check](const std::atomic<bool>&) {
+        OverrideCheck out = check;
         try {
+            const PlanRequest request = out.next.toRequest({});
             loadModel(request.model, request.modelOptions);
-            return {};
         } catch (const std::exception& e) {
-            return QString::fromStdString(e.what());
+            out.error = QString::fromStdString(e.what());
         }
-    }));
+        return out;
+    });
+}
+
+void MeshPanel::finishOverrideCheck(const OverrideCheck& check)
+{
+    const QString& key = check.key;
+    const QString& text = check.text;
+    if (!document_) return;
+    if (!check.error.isEmpty()) {
+        refuseOverride(key, tr("%1 = %2 refused: %3").arg(key, text, check.error));
+        return;
+    }
+    if (document_->settings().overrides != check.before.overrides) return; // edited meanwhile (undo, open)
+    overrideMessage_->clear();
+    overrideMessage_->hide();
+    PlanSettings s = document_->settings();
+    s.overrides = check.next.overrides;
+    document_->setSettings(s, text.isEmpty() ? tr("Reset %1").arg(key) : tr("Override %1=%2").arg(key, text));
+    emit overrideAccepted(key, text);
 }
 
 void MeshPanel::showOverrides()

@@ -4,7 +4,6 @@
 #include <set>
 
 #include <QComboBox>
-#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -14,7 +13,6 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include "presentation.h"
 
@@ -153,8 +151,23 @@ void MeshSliceWidget::paintEvent(QPaintEvent*)
 
 // ---------------------------------------------------------------------------------------------
 
-ExplainPanel::ExplainPanel(QWidget* parent) : QWidget(parent)
+ExplainPanel::ExplainPanel(QWidget* parent)
+    : QWidget(parent), explainJob_([this](quint64, Explained e) {
+          try {
+              showExplanation(e.explanation, e.plan, e.op);
+          } catch (const std::exception& x) {
+              clearExplanation(tr("Cannot explain this op: %1").arg(QString::fromUtf8(x.what()).toHtmlEscaped()));
+          }
+      }),
+      compareJob_([this](quint64, explain::PlanDiff d) { showComparison(d); })
 {
+    connect(&explainJob_, &JobTracker::dropped, this, &ExplainPanel::resultDropped);
+    connect(&compareJob_, &JobTracker::dropped, this, &ExplainPanel::resultDropped);
+    connect(&explainJob_, &JobTracker::failed, this, [this](quint64, const QString& message) {
+        clearExplanation(tr("Cannot explain this op: %1").arg(message.toHtmlEscaped()));
+    });
+    connect(&compareJob_, &JobTracker::failed, this,
+            [this](quint64, const QString& message) { compareTotals_->setText(tr("Cannot compare: %1").arg(message)); });
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     summary_ = new QLabel(tr("Select an op in the graph or the outline."), this);
@@ -249,10 +262,10 @@ void ExplainPanel::clearExplanation(const QString& message)
 
 void ExplainPanel::requestExplanation()
 {
-    const quint64 job = ++explainJob_; // any result still in flight is now stale
     const auto plan = document_ ? document_->plan() : nullptr;
     const OpId op = document_ ? document_->selectedOp() : -1;
     if (!plan || op < 0 || static_cast<size_t>(op) >= plan->workspace->model.graph.ops.size()) {
+        explainJob_.cancel(); // a result still in flight is stale
         clearExplanation(tr("Select an op in the graph or the outline."));
         return;
     }
@@ -261,23 +274,10 @@ void ExplainPanel::requestExplanation()
     // explainOp costs every candidate with its neighbours and lists every device's slices: for a
     // wide op on a large mesh that is more than a frame, so it runs on the pool. The plan outcome
     // is captured by shared_ptr so the workspace outlives the job.
-    auto* watcher = new QFutureWatcher<explain::OpExplanation>(this);
-    connect(watcher, &QFutureWatcher<explain::OpExplanation>::finished, this, [this, watcher, job, plan, op] {
-        watcher->deleteLater();
-        if (job != explainJob_) {
-            emit resultDropped(job);
-            return;
-        }
-        try {
-            showExplanation(watcher->result(), plan, op);
-        } catch (const std::exception& e) {
-            clearExplanation(tr("Cannot explain this op: %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
-        }
-    });
-    watcher->setFuture(QtConcurrent::run([plan, op] {
+    explainJob_.start([plan, op](const std::atomic<bool>&) {
         const PlanWorkspace& ws = *plan->workspace;
-        return explain::explainOp(*ws.costModel, plan->result, op, &ws.folded);
-    }));
+        return Explained{explain::explainOp(*ws.costModel, plan->result, op, &ws.folded), plan, op};
+    });
 }
 
 void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_ptr<const PlanOutcome> plan, OpId op)
@@ -369,8 +369,8 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
 
 void ExplainPanel::requestComparison()
 {
-    const quint64 job = ++compareJob_;
     const auto plan = document_ ? document_->plan() : nullptr;
+    compareJob_.cancel(); // a comparison still in flight is stale
     comparison_.reset();
     compare_->setRowCount(0);
     if (!plan) {
@@ -384,26 +384,13 @@ void ExplainPanel::requestComparison()
     }
     compareTotals_->setText(tr("Comparing…"));
     // Sums every op's components of two plans: linear in the graph, tens of ms on the largest.
-    auto* watcher = new QFutureWatcher<explain::PlanDiff>(this);
-    connect(watcher, &QFutureWatcher<explain::PlanDiff>::finished, this, [this, watcher, job] {
-        watcher->deleteLater();
-        if (job != compareJob_) {
-            emit resultDropped(job);
-            return;
-        }
-        try {
-            showComparison(watcher->result());
-        } catch (const std::exception& e) {
-            compareTotals_->setText(tr("Cannot compare: %1").arg(QString::fromUtf8(e.what())));
-        }
-    });
-    watcher->setFuture(QtConcurrent::run([plan, with] {
+    compareJob_.start([plan, with](const std::atomic<bool>&) {
         const PlanWorkspace& ws = *plan->workspace;
         const SearchResult& other = with == CompareWith::Megatron       ? plan->megatron
                                     : with == CompareWith::DataParallel ? plan->dataParallel
                                                                         : *plan->unlocked;
         return explain::comparePlans(*ws.costModel, ws.folded, plan->result, other);
-    }));
+    });
 }
 
 void ExplainPanel::showComparison(const explain::PlanDiff& d)

@@ -7,42 +7,12 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QSaveFile>
-#include <QUndoCommand>
 
 #include "util/error.h"
 
 namespace tp {
 
 namespace {
-
-/// An edit of the plan inputs: keeps the whole settings before and after (they are small).
-class SettingsCommand : public QUndoCommand {
-public:
-    SettingsCommand(Document* doc, PlanSettings before, PlanSettings after, const QString& text)
-        : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after))
-    {
-    }
-    void undo() override { doc_->applySettings(before_); }
-    void redo() override { doc_->applySettings(after_); }
-
-private:
-    Document* doc_;
-    PlanSettings before_, after_;
-};
-
-class LocksCommand : public QUndoCommand {
-public:
-    LocksCommand(Document* doc, std::vector<LockRequest> before, std::vector<LockRequest> after, const QString& text)
-        : QUndoCommand(text), doc_(doc), before_(std::move(before)), after_(std::move(after))
-    {
-    }
-    void undo() override { doc_->applyLocks(before_); }
-    void redo() override { doc_->applyLocks(after_); }
-
-private:
-    Document* doc_;
-    std::vector<LockRequest> before_, after_;
-};
 
 bool sameLocks(const std::vector<LockRequest>& a, const std::vector<LockRequest>& b)
 {
@@ -73,8 +43,8 @@ Document::Document(QObject* parent) : QObject(parent)
 
 Document::~Document()
 {
-    // The undo commands point at this document; clear them before the members go. Nobody is
-    // told: the stack going clean here is not a save (a window would re-read a dying document).
+    // The history's edits point at this document; clear them before the members go. Nobody is
+    // told: the history going clean here is not a save (a window would re-read a dying document).
     undo_.blockSignals(true);
     undo_.clear();
 }
@@ -181,7 +151,8 @@ bool Document::saveProject(const QString& path)
 void Document::setSettings(const PlanSettings& settings, const QString& description)
 {
     if (settings == settings_) return;
-    undo_.push(new SettingsCommand(this, settings_, settings, description));
+    // The whole settings before and after (they are small).
+    undo_.push(description, [this, before = settings_] { applySettings(before); }, [this, settings] { applySettings(settings); });
 }
 
 void Document::setModelSource(const QString& source)
@@ -251,7 +222,7 @@ void Document::setLinkBandwidths(double intraNodeGBps, double interNodeGBps)
 void Document::setLocks(const std::vector<LockRequest>& locks, const QString& description)
 {
     if (sameLocks(locks, locks_)) return;
-    undo_.push(new LocksCommand(this, locks_, locks, description));
+    undo_.push(description, [this, before = locks_] { applyLocks(before); }, [this, locks] { applyLocks(locks); });
 }
 
 std::string Document::classPattern(OpId op) const
@@ -369,7 +340,7 @@ void Document::replan()
 
 void Document::onPlanFinished(std::shared_ptr<const PlanOutcome> outcome)
 {
-    const bool newModel = !plan_ || plan_->settings.modelKey() != outcome->settings.modelKey();
+    const bool newModel = !plan_ || modelKeyOf(plan_->settings.toRequest({})) != modelKeyOf(outcome->settings.toRequest({}));
     appliedJob_ = outcome->jobId;
     plan_ = std::move(outcome);
     if (newModel) {

@@ -8,22 +8,6 @@
 
 namespace tp {
 
-std::string PlanSettings::modelKey() const
-{
-    std::ostringstream key;
-    key << model << '|' << batch << '|' << seq;
-    for (const auto& item : overrides) key << '|' << item;
-    return key.str();
-}
-
-std::string PlanSettings::workspaceKey() const
-{
-    std::ostringstream key;
-    key << modelKey() << '|' << mesh << '|' << hardware << '|' << microBatch << '|' << mode << '|' << intraNodeGBps << '|'
-        << interNodeGBps << '|' << overlapChunks;
-    return key.str();
-}
-
 PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
 {
     PlanRequest request;
@@ -37,15 +21,10 @@ PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
     request.memoryLimit = memoryLimit;
     request.microBatch = microBatch;
     request.overlapChunks = overlapChunks;
+    request.intraNodeGBps = intraNodeGBps;
+    request.interNodeGBps = interNodeGBps;
     for (const auto& lock : locks) request.locks.push_back(lockText(lock));
     return request;
-}
-
-double PlanSettings::memoryLimitBytes() const
-{
-    if (memoryLimit.empty()) return 0;
-    if (memoryLimit == "none") return -1;
-    return parseBytes(memoryLimit);
 }
 
 std::string lockText(const LockRequest& lock) { return lock.pattern + "=" + lock.strategy; }
@@ -171,7 +150,10 @@ ProjectData projectFromPlanJson(const json& doc, const std::string& origin)
     s.model = field<std::string>(model, "source", "", origin);
     if (s.model.empty()) throw InputError(origin + ": field 'model.source' is missing");
     s.mesh = field<std::string>(doc.value("mesh", json::object()), "shape", s.mesh, origin);
-    s.hardware = field<std::string>(doc.value("hardware", json::object()), "name", s.hardware, origin);
+    const json hardware = doc.value("hardware", json::object());
+    s.hardware = field<std::string>(hardware, "name", s.hardware, origin);
+    s.intraNodeGBps = field<double>(hardware, "intra_node_GBps", 0.0, origin);
+    s.interNodeGBps = field<double>(hardware, "inter_node_GBps", 0.0, origin);
     s.batch = field<std::int64_t>(doc, "batch", 0, origin);
     s.seq = field<std::int64_t>(doc, "seq", 0, origin);
     s.microBatch = field<std::int64_t>(doc, "micro_batch", 0, origin);

@@ -10,8 +10,12 @@
 // them back (instancesKey(label) in the list). The outline's class rows toggle the same.
 // Every instance of a run has the same ops, so dot lays out one and all of them use it.
 //
+// Files: graphitems (drawing the items), graphminimap (the overview), graphlayout (the layered
+// and the dot layout of a card), graphscene (SceneBuilder: the scene of a plan, GraphView::
+// rebuild), graphview (the view: zoom, find, selection, events).
+//
 // Layout: the ops inside an expanded card are placed by Graphviz dot (core/layout) on a worker
-// thread, under a job id; a result for an older request or another workspace is dropped. Until
+// thread (a LatestJob); a result for an older request or another workspace is dropped. Until
 // dot's positions arrive (or if dot fails) a small layered layout (longest-path ranks,
 // barycentre order) stands in, computed here in well under a millisecond, so the view never
 // waits. Dot's positions depend only on the fold, not on the plan, so they are kept per run
@@ -25,6 +29,7 @@
 #include <QPointer>
 
 #include "document.h"
+#include "latestjob.h"
 
 namespace tp {
 
@@ -83,7 +88,7 @@ public:
     void setMinimapVisible(bool visible);
     /// Forgets dot's positions and lays every expanded card out again; returns the job id.
     quint64 relayout();
-    quint64 latestLayoutJob() const { return layoutJob_; }
+    quint64 latestLayoutJob() const { return layoutJobs_.latestJob(); }
     /// A dot job for the cards on screen is running.
     bool isLayingOut() const { return !layoutInFlight_.empty(); }
 
@@ -110,6 +115,12 @@ private:
     void zoomBy(double factor);
     /// Starts a dot job for these runs' cards (the inputs are built on the GUI thread; cheap).
     quint64 startLayout(std::map<int, LayoutInput> inputs);
+    /// Dot's positions for some runs' cards, with the workspace they were computed for.
+    struct LaidOutCards {
+        std::shared_ptr<const PlanWorkspace> workspace;
+        std::map<int, CardLayout> layouts;
+    };
+    void applyLayout(quint64 job, LaidOutCards cards);
 
     QPointer<Document> document_;
     QGraphicsScene scene_;
@@ -120,7 +131,7 @@ private:
     std::map<int, CardLayout> cardLayouts_;    ///< per run index, for layoutWorkspace_
     const void* layoutWorkspace_ = nullptr;    ///< the workspace cardLayouts_ belong to
     std::set<int> layoutInFlight_;             ///< runs the newest job lays out
-    quint64 layoutJob_ = 0;
+    LatestJob<LaidOutCards> layoutJobs_;       ///< the newest layout request wins
 };
 
 } // namespace tp

@@ -109,8 +109,8 @@ void Recovery::setDocument(Document* document)
     dirty_ = document && document->isModified();
     if (document) {
         // Any edit, undo or redo, and the clean state changing (a save, or undo back to it).
-        connections_ << connect(document->undoStack(), &QUndoStack::indexChanged, this, &Recovery::markDirty);
-        connections_ << connect(document->undoStack(), &QUndoStack::cleanChanged, this, &Recovery::markDirty);
+        connections_ << connect(document->undoStack(), &EditHistory::indexChanged, this, &Recovery::markDirty);
+        connections_ << connect(document->undoStack(), &EditHistory::cleanChanged, this, &Recovery::markDirty);
         connections_ << connect(document, &Document::fileChanged, this, &Recovery::markDirty);
         if (isActive()) timer_.start();
     } else {

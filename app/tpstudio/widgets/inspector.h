@@ -6,6 +6,7 @@
 
 #include "candidatemodel.h"
 #include "document.h"
+#include "latestjob.h"
 
 class QLabel;
 class QPushButton;
@@ -27,12 +28,23 @@ public:
     /// Locks the candidate in the given row of the (sorted) table in the chosen scope.
     void lockRow(int row);
 
+signals:
+    /// The selected op's candidates are costed and in the table.
+    void candidatesCosted(tp::OpId op);
+
 private:
     void refresh();
     void lockSelected();
 
     QPointer<Document> document_;
     CandidateModel candidates_;
+    /// Costs the selected op's candidates off the GUI thread; the newest selection wins. The
+    /// snapshot travels with the plan it was costed for, which keeps the workspace alive.
+    struct Costed {
+        std::shared_ptr<const PlanOutcome> plan;
+        CandidateSnapshot snapshot;
+    };
+    LatestJob<Costed> costing_;
     QSortFilterProxyModel* proxy_;
     QLabel* title_;
     QLabel* facts_;

@@ -23,7 +23,16 @@ QString shapeText(const std::vector<std::int64_t>& shape)
 
 } // namespace
 
-Inspector::Inspector(QWidget* parent) : QWidget(parent), proxy_(new QSortFilterProxyModel(this))
+Inspector::Inspector(QWidget* parent)
+    : QWidget(parent), costing_([this](quint64, Costed costed) {
+          // Only for the plan and op still shown (a newer plan restarts the costing anyway).
+          if (!document_ || document_->plan() != costed.plan || candidates_.op() != costed.snapshot.op) return;
+          candidates_.setSnapshot(std::move(costed.snapshot));
+          table_->resizeColumnsToContents();
+          table_->horizontalHeader()->setStretchLastSection(true);
+          emit candidatesCosted(candidates_.op());
+      }),
+      proxy_(new QSortFilterProxyModel(this))
 {
     auto* layout = new QVBoxLayout(this);
     title_ = new QLabel(tr("Select an op in the graph or the outline."), this);
@@ -118,7 +127,11 @@ void Inspector::refresh()
 {
     const auto plan = document_ ? document_->plan() : nullptr;
     const OpId op = document_ ? document_->selectedOp() : -1;
-    candidates_.setOp(plan, op);
+    candidates_.setSnapshot(plan ? candidateHeader(*plan->workspace, plan->result, op) : CandidateSnapshot{});
+    if (candidates_.op() >= 0)
+        costing_.start([plan, op](const std::atomic<bool>&) { return Costed{plan, costCandidates(*plan->workspace, plan->result, op)}; });
+    else
+        costing_.cancel();
     const bool has = candidates_.op() >= 0;
     lock_->setEnabled(has);
     unlock_->setEnabled(has && document_->isLocked(op));

@@ -1,13 +1,14 @@
 #pragma once
 // One open model: the plan inputs (settings and locks), the latest plan and the selection.
-// Every edit is a QUndoCommand on the document's stack; applying one (do, undo or redo) emits a
-// typed change signal and asks the PlannerService for a new plan. Views only listen.
+// Every edit is an entry of the document's EditHistory (QtCore's stand-in for QUndoStack, which
+// Qt 6 keeps in QtGui); applying one (do, undo or redo) emits a typed change signal and asks the
+// PlannerService for a new plan. Views only listen.
 #include <memory>
 
 #include <QObject>
 #include <QString>
-#include <QUndoStack>
 
+#include "edithistory.h"
 #include "plannerservice.h"
 
 namespace tp {
@@ -41,7 +42,7 @@ public:
     /// Unsaved edits: the undo stack is not at its clean index.
     bool isModified() const { return !undo_.isClean(); }
 
-    QUndoStack* undoStack() { return &undo_; }
+    EditHistory* undoStack() { return &undo_; }
     const PlanSettings& settings() const { return settings_; }
     const std::vector<LockRequest>& locks() const { return locks_; }
     /// The latest plan applied (null before the first arrives).
@@ -105,7 +106,7 @@ private:
     void onPlanFinished(std::shared_ptr<const PlanOutcome> outcome);
 
     PlannerService service_;
-    QUndoStack undo_;
+    EditHistory undo_;
     PlanSettings settings_;
     std::vector<LockRequest> locks_;
     std::shared_ptr<const PlanOutcome> plan_;

@@ -25,6 +25,7 @@
 #include <QTreeView>
 
 #include "blockoutlinemodel.h"
+#include "outlinefeed.h"
 #include "export/export_plan.h"
 #include "plan/plan.h"
 #include "plan/plan_file.h"
@@ -109,7 +110,7 @@ MainWindow::~MainWindow()
         disconnect(doc->undoStack(), nullptr, this, nullptr);
     }
     graph_->setDocument(nullptr);
-    outline_->setDocument(nullptr);
+    outlineFeed_->setDocument(nullptr);
     inspector_->setDocument(nullptr);
     breakdown_->setDocument(nullptr);
     meshPanel_->setDocument(nullptr);
@@ -120,6 +121,7 @@ void MainWindow::createDocks()
 {
     setDockNestingEnabled(true);
     outline_ = new BlockOutlineModel(this);
+    outlineFeed_ = new OutlineFeed(outline_, this);
     outlineView_ = new QTreeView(this);
     outlineView_->setModel(outline_);
     outlineView_->setUniformRowHeights(true);
@@ -335,7 +337,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     document_ = std::move(document);
     Document* doc = document_.get();
     graph_->setDocument(doc);
-    outline_->setDocument(doc);
+    outlineFeed_->setDocument(doc);
     inspector_->setDocument(doc);
     breakdown_->setDocument(doc);
     meshPanel_->setDocument(doc);
@@ -354,12 +356,12 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     connect(doc, &Document::locksChanged, this, &MainWindow::updateStatus);
     connect(doc, &Document::errorOccurred, this, &MainWindow::showError);
     connect(doc, &Document::fileChanged, this, &MainWindow::updateTitle);
-    connect(doc->undoStack(), &QUndoStack::indexChanged, this, &MainWindow::updateStatus);
-    connect(doc->undoStack(), &QUndoStack::cleanChanged, this, &MainWindow::updateTitle);
-    connect(doc->undoStack(), &QUndoStack::canUndoChanged, undo_, &QAction::setEnabled);
-    connect(doc->undoStack(), &QUndoStack::canRedoChanged, redo_, &QAction::setEnabled);
-    connect(doc->undoStack(), &QUndoStack::undoTextChanged, this, [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
-    connect(doc->undoStack(), &QUndoStack::redoTextChanged, this, [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
+    connect(doc->undoStack(), &EditHistory::indexChanged, this, &MainWindow::updateStatus);
+    connect(doc->undoStack(), &EditHistory::cleanChanged, this, &MainWindow::updateTitle);
+    connect(doc->undoStack(), &EditHistory::canUndoChanged, undo_, &QAction::setEnabled);
+    connect(doc->undoStack(), &EditHistory::canRedoChanged, redo_, &QAction::setEnabled);
+    connect(doc->undoStack(), &EditHistory::undoTextChanged, this, [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
+    connect(doc->undoStack(), &EditHistory::redoTextChanged, this, [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
     connect(doc, &Document::selectionChanged, this, [this](OpId op) {
         // Selecting anywhere selects everywhere: mirror into the outline.
         selecting_ = true;

@@ -1,18 +1,18 @@
 #pragma once
-// Runs the planner off the GUI thread. Every request gets a job id; only the newest job's result
-// is delivered, older ones are skipped before they start or dropped when they finish, so a burst
-// of edits costs one search, and the UI never waits. A newer request also cancels the search that
+// Runs the core Planner (core/plan/planner.h, the one planning path tpplan plan uses too) off
+// the GUI thread, through LatestJob: only the newest request's plan is delivered, so a burst of
+// edits costs one search and the UI never waits. A newer request also cancels the search that
 // is running (PlannerSession's cancel flag), and cancel() stops the newest job on request; a
-// cancelled job delivers neither a plan nor an error.
-#include <atomic>
+// cancelled job delivers neither a plan nor an error. The planner, with its cached workspace and
+// class tables, lives between requests; this class holds no planning logic of its own.
 #include <memory>
 #include <optional>
 
 #include <QElapsedTimer>
 #include <QObject>
 #include <QString>
-#include <QThreadPool>
 
+#include "latestjob.h"
 #include "plansettings.h"
 
 namespace tp {
@@ -40,6 +40,10 @@ struct JobProgress {
     int tablesSolved = 0;  ///< class tables computed so far
 };
 
+/// The request the GUI sends for these settings: the search around the locks, compared with
+/// the search without them and with the Megatron-LM and data-parallel baselines.
+PlanRequest guiPlanRequest(const PlanSettings& settings, const std::vector<LockRequest>& locks);
+
 class PlannerService : public QObject {
     Q_OBJECT
 public:
@@ -48,27 +52,21 @@ public:
 
     /// Queues a plan for these inputs; returns its job id. Newer requests supersede older ones.
     quint64 request(const PlanSettings& settings, const std::vector<LockRequest>& locks);
-    quint64 latestJob() const { return latest_.load(); }
-    bool isBusy() const { return running_ > 0; }
+    quint64 latestJob() const { return jobs_.latestJob(); }
+    bool isBusy() const { return jobs_.isBusy(); }
     /// The newest job's progress (GUI thread; the counters are written by the worker).
     JobProgress progress() const;
-    /// Cancels the newest job (queued or running): it ends with cancelled(), not finished() or
-    /// failed(). Returns false when no job was in flight.
-    bool cancel();
-    /// Cancels every job, queued or running, for good: for a document that is going away.
-    void shutdown();
-    /// Jobs whose search was stopped by their cancel flag (by cancel() or by a newer request),
-    /// as opposed to skipped before they started or dropped after they finished.
-    int interruptedJobs() const { return interrupted_; }
-    /// Blocks until the worker is idle (tests and shutdown only).
-    void waitForIdle();
+    /// See JobTracker::cancel, shutdown, interruptedJobs, waitForIdle.
+    bool cancel() { return jobs_.cancel(); }
+    void shutdown() { jobs_.shutdown(); }
+    int interruptedJobs() const { return jobs_.interruptedJobs(); }
+    void waitForIdle() { jobs_.waitForIdle(); }
 
 signals:
     void started(quint64 jobId);
     void finished(std::shared_ptr<const tp::PlanOutcome> outcome);
     void failed(quint64 jobId, const QString& message);
-    /// A job whose result arrived after a newer request was made (or that was skipped or
-    /// cancelled by the newer request).
+    /// A job superseded by a newer request (skipped, stopped, or its result discarded).
     void dropped(quint64 jobId);
     /// The newest job, stopped by cancel(): no plan, no error.
     void cancelled(quint64 jobId);
@@ -76,19 +74,10 @@ signals:
     void idle();
 
 private:
-    struct Engine;
-    void deliver(quint64 jobId, std::shared_ptr<const PlanOutcome> outcome, const QString& error);
-
-    QThreadPool pool_;                // one thread: the engine's session is not thread-safe
-    std::shared_ptr<Engine> engine_;  // touched only on the pool's thread
-    std::atomic<quint64> latest_{0};
-    int running_ = 0;                 // GUI thread only
-    int interrupted_ = 0;             // GUI thread only
-    /// The cancel flag of the newest job (GUI thread only); the worker reads it through the
-    /// search. Each job owns its flag, so a late reader never sees a freed one.
-    std::shared_ptr<std::atomic<bool>> latestCancel_;
+    std::shared_ptr<Planner> planner_; // used by one job at a time (LatestJob runs them in order)
+    LatestJob<std::shared_ptr<PlanOutcome>> jobs_;
     /// The newest job's counters and when it was requested (GUI thread; the job holds its own
-    /// reference, like the cancel flag).
+    /// reference).
     std::shared_ptr<SearchProgress> latestProgress_;
     QElapsedTimer latestStart_;
 };

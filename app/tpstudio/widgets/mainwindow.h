@@ -22,6 +22,7 @@ class QTreeView;
 namespace tp {
 
 class BlockOutlineModel;
+class OutlineFeed;
 class BreakdownView;
 class ExplainPanel;
 class GraphView;
@@ -109,6 +110,7 @@ private:
     StartPage* start_ = nullptr;
     GraphView* graph_ = nullptr;
     BlockOutlineModel* outline_ = nullptr;
+    OutlineFeed* outlineFeed_ = nullptr;
     QTreeView* outlineView_ = nullptr;
     Inspector* inspector_ = nullptr;
     BreakdownView* breakdown_ = nullptr;

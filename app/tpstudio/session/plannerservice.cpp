@@ -1,0 +1,69 @@
+#include "plannerservice.h"
+
+#include <chrono>
+
+namespace tp {
+
+PlanRequest guiPlanRequest(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+{
+    PlanRequest request = settings.toRequest(locks);
+    request.compareUnlocked = true;
+    request.compareBaselines = {"megatron", "dp"};
+    return request;
+}
+
+PlannerService::PlannerService(QObject* parent)
+    : QObject(parent), planner_(std::make_shared<Planner>()),
+      jobs_([this](quint64 jobId, std::shared_ptr<PlanOutcome> outcome) {
+          outcome->jobId = jobId;
+          emit finished(std::move(outcome));
+      })
+{
+    qRegisterMetaType<std::shared_ptr<const tp::PlanOutcome>>();
+    connect(&jobs_, &JobTracker::started, this, &PlannerService::started);
+    connect(&jobs_, &JobTracker::failed, this, &PlannerService::failed);
+    connect(&jobs_, &JobTracker::dropped, this, &PlannerService::dropped);
+    connect(&jobs_, &JobTracker::cancelled, this, &PlannerService::cancelled);
+    connect(&jobs_, &JobTracker::idle, this, &PlannerService::idle);
+}
+
+// The running job returns at its next cancel check (between block tables): jobs_ waits for
+// that, not for the whole search.
+PlannerService::~PlannerService() = default;
+
+JobProgress PlannerService::progress() const
+{
+    JobProgress p;
+    p.running = jobs_.isBusy();
+    if (!latestProgress_) return p;
+    p.elapsedMs = static_cast<double>(latestStart_.elapsed());
+    p.pricesTried = latestProgress_->pricesTried.load(std::memory_order_relaxed);
+    p.tablesSolved = latestProgress_->tablesSolved.load(std::memory_order_relaxed);
+    return p;
+}
+
+quint64 PlannerService::request(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+{
+    auto progress = std::make_shared<SearchProgress>();
+    latestProgress_ = progress;
+    latestStart_.start();
+    std::shared_ptr<Planner> planner = planner_;
+    return jobs_.start([planner, settings, locks, progress](const std::atomic<bool>& cancel) {
+        const auto start = std::chrono::steady_clock::now();
+        PlannerResult planned = planner->plan(guiPlanRequest(settings, locks), &cancel, progress.get());
+        auto out = std::make_shared<PlanOutcome>();
+        out->settings = settings;
+        out->locks = locks;
+        out->workspace = std::move(planned.workspace);
+        out->newWorkspace = planned.newWorkspace;
+        out->prepareMs = planned.prepareMs;
+        out->result = std::move(planned.result);
+        out->unlocked = std::move(planned.unlocked);
+        out->megatron = std::move(planned.baselines.at("megatron"));
+        out->dataParallel = std::move(planned.baselines.at("dp"));
+        out->wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        return out;
+    });
+}
+
+} // namespace tp
