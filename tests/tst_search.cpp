@@ -658,7 +658,7 @@ private slots:
         QTest::addColumn<double>("fraction"); ///< memory limit as a fraction of the unlimited plan's; 0: none
         QTest::addColumn<QString>("lock");
         QTest::addColumn<bool>("mix");
-        QTest::addColumn<bool>("inline");
+        QTest::addColumn<bool>("inlined");
         QTest::addColumn<QString>("expect"); ///< what the answer must contain: full, selective, mixed, or ""
         QTest::newRow("gpt2 2x2 full recompute") << "gpt2" << "2x2" << 4 << 0.25 << "" << false << false << "full";
         QTest::newRow("gpt2 2x2 selective") << "gpt2" << "2x2" << 4 << 0.6 << "" << false << false << "selective";
@@ -677,7 +677,7 @@ private slots:
         QFETCH(double, fraction);
         QFETCH(QString, lock);
         QFETCH(bool, mix);
-        QFETCH(bool, inline);
+        QFETCH(bool, inlined);
         QFETCH(QString, expect);
         ModelOptions options;
         options.batch = 8;
@@ -690,13 +690,13 @@ private slots:
         CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw, settings);
         PlannerSession session(cost, folded);
         session.setMixLayers(mix);
-        if (inline) session.setMaxTableEntries(0);
+        if (inlined) session.setMaxTableEntries(0);
         session.setMemoryLimit(-1);
         const double unlimited = session.solve().breakdown.perDeviceBytes;
         if (!lock.isEmpty()) session.setLocks({parseLockRequest(lock.toStdString())});
         session.setMemoryLimit(fraction > 0 ? fraction * unlimited : -1);
         const SearchResult r = session.solve();
-        if (inline) QCOMPARE(r.inlinedClasses, r.blockClasses);
+        if (inlined) QCOMPARE(r.inlinedClasses, r.blockClasses);
         const auto count = [&](Recompute mode) { return std::count(r.recomputeOfOp.begin(), r.recomputeOfOp.end(), mode); };
         if (expect == "full") QVERIFY(count(Recompute::Full) > 0);
         if (expect == "selective") QVERIFY(count(Recompute::Selective) > 0);
