@@ -59,12 +59,12 @@ void ModeCache::remember(const std::string& key, std::shared_ptr<const ModeSolve
 
 using namespace search;
 
-std::shared_ptr<ClassTable> PlannerSession::Impl::classTable(int cls, double lambda, bool recomputeAllowed, int slot)
+std::shared_ptr<ClassTable> PlannerSession::Impl::classTable(ClassId cls, double lambda, bool recomputeAllowed, int slot)
 {
     auto found = tables.find(tableKey(cls, slot));
     if (found != tables.end()) return found->second;
     throwIfCancelled();
-    const BlockClass& bc = folded.classes[static_cast<size_t>(cls)];
+    const BlockClass& bc = classAt(cls);
     auto ct = std::make_shared<ClassTable>();
     ct->classId = cls;
     ct->slot = slot;
@@ -72,7 +72,7 @@ std::shared_ptr<ClassTable> PlannerSession::Impl::classTable(int cls, double lam
 
     // Sibling tables first (they are factors in this class's graph).
     std::vector<std::shared_ptr<ClassTable>> siblingTables;
-    for (const auto& [scls, sinst] : siblingsOf(cls, 0)) {
+    for (const auto& [scls, sinst] : siblingsOf(cls, InstanceId{0})) {
         siblingTables.push_back(classTable(scls, lambda, recomputeAllowed, slot));
         ct->siblingClass.push_back(scls);
         ct->siblingIndex.push_back(sinst);
@@ -126,14 +126,14 @@ std::string PlannerSession::Impl::modeKey(const ClassTable& ct, const BlockClass
             key << '+' << spec.partial << ';';
         }
     }
-    for (size_t s = 0; s < sibs.size(); ++s) key << "s" << sibs[s]->classId << '/' << folded.classes[static_cast<size_t>(sibs[s]->classId)].instances[0].ops.front();
+    for (const auto& sib : sibs) key << "s" << sib->classId.value << '/' << classAt(sib->classId).instances[0].ops.front();
     // Locks last: the edges (keyed by everything between the second '|' and this) do not
     // depend on them, so a lock re-solve reuses the class's resharding costs.
     key << "|locks";
     for (OpId op : bc.instances[0].ops)
         if (forced[static_cast<size_t>(op)] >= 0) key << ' ' << op << ':' << forced[static_cast<size_t>(op)];
     for (const auto& sib : sibs) // a sibling's table follows its own locks
-        for (OpId op : folded.classes[static_cast<size_t>(sib->classId)].instances[0].ops)
+        for (OpId op : classAt(sib->classId).instances[0].ops)
             if (forced[static_cast<size_t>(op)] >= 0) key << " s" << op << ':' << forced[static_cast<size_t>(op)];
     return key.str();
 }
@@ -230,9 +230,9 @@ void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstanc
         if (ct.inputVar[k] >= 0) inputPosition[rep.inputs[k]] = static_cast<int>(k);
     // Tensors produced by absorbed siblings: (sibling, output position).
     std::map<TensorId, std::pair<int, int>> siblingOutput;
-    const auto sibInstances = siblingsOf(ct.classId, 0);
+    const auto sibInstances = siblingsOf(ct.classId, InstanceId{0});
     for (size_t s = 0; s < sibInstances.size(); ++s) {
-        const auto& inst = folded.classes[static_cast<size_t>(sibInstances[s].first)].instances[static_cast<size_t>(sibInstances[s].second)];
+        const auto& inst = instanceAt(sibInstances[s].first, sibInstances[s].second);
         for (size_t j = 0; j < inst.outputs.size(); ++j) siblingOutput[inst.outputs[j]] = {static_cast<int>(s), static_cast<int>(j)};
     }
     for (size_t i = 0; i < rep.ops.size(); ++i) {
@@ -292,10 +292,10 @@ void PlannerSession::Impl::siblingLinks(const ClassTable& ct, const BlockInstanc
     std::map<TensorId, int> inputPosition; // inputs with a variable
     for (size_t k = 0; k < rep.inputs.size(); ++k)
         if (ct.inputVar[k] >= 0) inputPosition[rep.inputs[k]] = static_cast<int>(k);
-    const auto sibInstances = siblingsOf(ct.classId, 0);
+    const auto sibInstances = siblingsOf(ct.classId, InstanceId{0});
     for (size_t s = 0; s < sibs.size(); ++s) {
         const auto& sib = *sibs[s];
-        const auto& inst = folded.classes[static_cast<size_t>(sibInstances[s].first)].instances[static_cast<size_t>(sibInstances[s].second)];
+        const auto& inst = instanceAt(sibInstances[s].first, sibInstances[s].second);
         for (size_t k = 0; k < inst.inputs.size(); ++k) {
             if (sib.inputDim[k] < 0) continue;
             const int var = ct.siblingVars[s][static_cast<size_t>(sib.inputDim[k])];
@@ -305,9 +305,8 @@ void PlannerSession::Impl::siblingLinks(const ClassTable& ct, const BlockInstanc
             if (auto it = local.find(src.producer); it != local.end()) {
                 const int pv = it->second;
                 const auto& ps = producerSpecs(src.producer, src.slot);
-                out.push_back(linkFactor(pv, domains[static_cast<size_t>(pv)], var, size, [&](int sp) {
-                    return specIndex(domain, ps.specs[static_cast<size_t>(ps.specOfStrategy[static_cast<size_t>(sp)])]);
-                }));
+                out.push_back(linkFactor(pv, domains[static_cast<size_t>(pv)], var, size,
+                                         [&](int sp) { return specIndex(domain, ps.specOf(StrategyIndex{sp})); }));
             } else if (auto in = inputPosition.find(inst.inputs[k]); in != inputPosition.end()) {
                 const int iv = ct.inputVar[static_cast<size_t>(in->second)];
                 const auto& outer = ct.inputDomains[static_cast<size_t>(in->second)];
@@ -360,10 +359,10 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
     solve.keepEntry.assign(size, 0);
     std::vector<int> keepDims;
     for (int v : keep) keepDims.push_back(solve.domains[static_cast<size_t>(v)]);
-    std::vector<const std::vector<int>*> specOfOutput; // per table output: spec of each producer strategy
+    std::vector<const ProducerSpecs*> specsOfOutput; // per table output: its producer's specs
     for (int j : ct.outputPos) {
         const TensorOrigin o = origin[static_cast<size_t>(rep.outputs[static_cast<size_t>(j)])];
-        specOfOutput.push_back(&producerSpecs(o.producer, o.slot).specOfStrategy);
+        specsOfOutput.push_back(&producerSpecs(o.producer, o.slot));
     }
     std::vector<int> digits, assignment(solve.domains.size(), 0), entry(ct.dims.size(), 0);
     const auto& remaining = solve.elimination.remaining;
@@ -375,7 +374,7 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
         for (size_t k = 0; k < rep.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = assignment[static_cast<size_t>(ct.inputVar[k])];
         for (size_t j = 0; j < ct.outputPos.size(); ++j)
-            entry[firstOut + j] = (*specOfOutput[j])[static_cast<size_t>(assignment[static_cast<size_t>(producerVarOfOutput[j])])];
+            entry[firstOut + j] = specsOfOutput[j]->specIndexOf(StrategyIndex{assignment[static_cast<size_t>(producerVarOfOutput[j])]}).value;
         const std::size_t e = ravel(entry, ct.dims);
         if (remaining.values[r] < solve.table[e]) {
             solve.table[e] = remaining.values[r];
@@ -410,7 +409,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     f.values.resize(static_cast<size_t>(np * nc));
     for (int p = 0; p < np; ++p)
         for (int c = 0; c < nc; ++c) {
-            const double cost = perSpec[static_cast<size_t>(ps.specOfStrategy[static_cast<size_t>(p)]) * static_cast<size_t>(nc) + static_cast<size_t>(c)];
+            const double cost = perSpec[ps.specIndexOf(StrategyIndex{p}).at() * static_cast<size_t>(nc) + static_cast<size_t>(c)];
             const size_t idx = producerVar < consumerVar ? static_cast<size_t>(p * nc + c) : static_cast<size_t>(c * np + p);
             f.values[idx] = cost;
         }

@@ -11,6 +11,7 @@
 
 #include "../cost/cost_model.h"
 #include "factor.h"
+#include "ids.h"
 
 namespace tp::search {
 
@@ -41,7 +42,7 @@ struct ClassBoundary {
 
 /// The solved table of a block class and how to decode it.
 struct ClassTable {
-    int classId = -1;
+    ClassId classId;
     int slot = 0; ///< which memory price of a split solve (0: the base price, 1: the high one)
     std::vector<std::vector<TensorSpec>> inputDomains; ///< per input position; empty: no variable
     std::vector<std::vector<TensorSpec>> outputDomains; ///< per entry of outputPos
@@ -58,8 +59,8 @@ struct ClassTable {
     int opCount = 0;
     std::vector<int> inputVar;
     std::vector<std::vector<int>> siblingVars;
-    std::vector<int> siblingClass;   ///< class id of each absorbed sibling instance
-    std::vector<int> siblingIndex;   ///< instance index of each (in the representative's groups)
+    std::vector<ClassId> siblingClass;    ///< class of each absorbed sibling instance
+    std::vector<InstanceId> siblingIndex; ///< its instance (in the representative's groups)
 
     /// The first dim of the outputs (after the inputs that have a variable).
     std::size_t firstOutputDim() const { return dims.size() - outputPos.size(); }

@@ -5,11 +5,11 @@
 namespace tp {
 namespace search {
 
-void appendChosen(std::vector<ChosenRun>& runs, int cls, int first, int count, std::shared_ptr<const DecodedEntry> entry)
+void appendChosen(std::vector<ChosenRun>& runs, ClassId cls, InstanceId first, int count, std::shared_ptr<const DecodedEntry> entry)
 {
     if (!runs.empty()) {
         ChosenRun& last = runs.back();
-        if (last.classId == cls && last.entry == entry && last.firstInstance + last.count == first) {
+        if (last.classId == cls && last.entry == entry && last.firstInstance.value + last.count == first.value) {
             last.count += count;
             return;
         }
@@ -21,9 +21,9 @@ void appendChosen(std::vector<ChosenRun>& runs, int cls, int first, int count, s
 
 using namespace search;
 
-std::shared_ptr<const DecodedEntry> PlannerSession::Impl::decodedEntry(const ClassTable& ct, int cls, std::size_t entry)
+std::shared_ptr<const DecodedEntry> PlannerSession::Impl::decodedEntry(const ClassTable& ct, std::size_t entry)
 {
-    auto key = std::make_pair(tableKey(cls, ct.slot), entry);
+    auto key = std::make_pair(tableKey(ct.classId, ct.slot), entry);
     if (auto it = decodedCache.find(key); it != decodedCache.end()) return it->second;
     const size_t m = ct.modeOfEntry[entry];
     const ModeSolve& solve = *ct.modes[m];
@@ -34,7 +34,7 @@ std::shared_ptr<const DecodedEntry> PlannerSession::Impl::decodedEntry(const Cla
     decode(solve.elimination, solve.domains, assignment);
     auto d = std::make_shared<DecodedEntry>();
     d->mode = ct.modeKinds[m];
-    const BlockInstance& rep = folded.classes[static_cast<size_t>(cls)].instances[0];
+    const BlockInstance& rep = classAt(ct.classId).instances[0];
     for (size_t i = 0; i < rep.ops.size(); ++i) {
         d->strategies.push_back(assignment[i]);
         d->memoryBytes += model.opCost(rep.ops[i], assignment[i], d->mode).memoryBytes();
@@ -47,12 +47,12 @@ std::shared_ptr<const DecodedEntry> PlannerSession::Impl::decodedEntry(const Cla
         const auto& sibTable = tableOf(ct.siblingClass[sb], ct.slot);
         std::vector<int> sibEntry;
         for (int v : ct.siblingVars[sb]) sibEntry.push_back(assignment[static_cast<size_t>(v)]);
-        d->siblings.push_back(decodedEntry(sibTable, ct.siblingClass[sb], ravel(sibEntry, sibTable.dims)));
+        d->siblings.push_back(decodedEntry(sibTable, ravel(sibEntry, sibTable.dims)));
     }
     return decodedCache.emplace(key, std::move(d)).first->second;
 }
 
-double PlannerSession::Impl::instanceMemory(const DecodedEntry& d, int cls, int inst) const
+double PlannerSession::Impl::instanceMemory(const DecodedEntry& d, ClassId cls, InstanceId inst) const
 {
     double bytes = d.memoryBytes;
     if (d.siblings.empty()) return bytes;
@@ -62,18 +62,18 @@ double PlannerSession::Impl::instanceMemory(const DecodedEntry& d, int cls, int 
     return bytes;
 }
 
-void PlannerSession::Impl::chooseInstances(const ClassTable& ct, int cls, int first, int count, std::size_t entry, Attempt& attempt)
+void PlannerSession::Impl::chooseInstances(const ClassTable& ct, InstanceId first, int count, std::size_t entry, Attempt& attempt)
 {
-    auto d = decodedEntry(ct, cls, entry);
-    const double bytes = instanceMemory(*d, cls, first) * count;
+    auto d = decodedEntry(ct, entry);
+    const double bytes = instanceMemory(*d, ct.classId, first) * count;
     decodedMemory += bytes;
     if (ct.slot == 1) decodedMemoryHigh += bytes;
-    appendChosen(attempt.runs, cls, first, count, std::move(d));
+    appendChosen(attempt.runs, ct.classId, first, count, std::move(d));
 }
 
-void PlannerSession::Impl::writeInstance(const DecodedEntry& d, int cls, int inst, SearchResult& result) const
+void PlannerSession::Impl::writeInstance(const DecodedEntry& d, ClassId cls, InstanceId inst, SearchResult& result) const
 {
-    const BlockInstance& instance = folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)];
+    const BlockInstance& instance = instanceAt(cls, inst);
     int* strategyOf = result.strategyOfOp.data();
     Recompute* recomputeOf = result.recomputeOfOp.data();
     const OpId* ops = instance.ops.data();
@@ -98,19 +98,19 @@ void PlannerSession::Impl::materialize(Attempt& attempt) const
         r.recomputeOfOp[static_cast<size_t>(op)] = mode;
     }
     for (const ChosenRun& run : attempt.runs)
-        for (int a = run.firstInstance; a < run.firstInstance + run.count; ++a) writeInstance(*run.entry, run.classId, a, r);
+        for (int a = run.firstInstance.value; a < run.firstInstance.value + run.count; ++a) writeInstance(*run.entry, run.classId, InstanceId{a}, r);
 }
 
 void PlannerSession::Impl::decodeItem(const TopItem& item, const std::vector<int>& assignment, Attempt& attempt)
 {
-    const auto& ct = tableOf(item.run.classId, item.slot);
+    const auto& ct = tableOf(classOf(item.run), item.slot);
     std::vector<int> entry(ct.dims.size(), 0);
     if (!item.chain) {
         for (size_t k = 0; k < item.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = boundDigit(item.inputs[k], assignment);
         const size_t firstOut = ct.firstOutputDim();
         for (size_t j = 0; j < item.outputVars.size(); ++j) entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
-        chooseInstances(ct, item.run.classId, item.run.firstInstance, 1, ravel(entry, ct.dims), attempt);
+        chooseInstances(ct, InstanceId{item.run.firstInstance}, 1, ravel(entry, ct.dims), attempt);
         return;
     }
     // A compressed run: recover the chain of states, then each instance's entry.
@@ -136,14 +136,14 @@ void PlannerSession::Impl::decodeItem(const TopItem& item, const std::vector<int
     expandRuns(nodes, root, startState, endState, stretches);
     std::vector<int> outOfState;
     for (const auto& spec : stateDomain) outOfState.push_back(specIndex(ct.outputDomains[0], spec));
-    int instance = item.run.firstInstance;
+    InstanceId instance{item.run.firstInstance};
     for (const StateRun& stretch : stretches) {
         for (size_t k = 0; k < item.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? stretch.in : context[k];
         entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(stretch.out)];
         const int count = static_cast<int>(stretch.count);
-        chooseInstances(ct, item.run.classId, instance, count, ravel(entry, ct.dims), attempt);
-        instance += count;
+        chooseInstances(ct, instance, count, ravel(entry, ct.dims), attempt);
+        instance.value += count;
     }
 }
 

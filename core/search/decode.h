@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ids.h"
 #include "search.h"
 
 namespace tp::search {
@@ -26,15 +27,15 @@ struct DecodedEntry {
 /// a list of these (plus the inlined ops), so its size grows with the number of distinct
 /// layouts, not with depth.
 struct ChosenRun {
-    int classId = -1;
-    int firstInstance = 0;
+    ClassId classId;
+    InstanceId firstInstance{0};
     int count = 0;
     std::shared_ptr<const DecodedEntry> entry;
 };
 
 /// Appends `count` instances from `first` taking `entry` to a folded answer, extending the last
 /// stretch when it is the same class and entry and ends just before `first`.
-void appendChosen(std::vector<ChosenRun>& runs, int cls, int first, int count, std::shared_ptr<const DecodedEntry> entry);
+void appendChosen(std::vector<ChosenRun>& runs, ClassId cls, InstanceId first, int count, std::shared_ptr<const DecodedEntry> entry);
 
 /// One search at a memory price: its result (step time, memory, objective) and the folded
 /// choice that materialize() expands into a strategy per op.

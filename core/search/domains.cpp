@@ -36,7 +36,7 @@ ProducerSpecs producerSpecsOf(const CostModel& model, OpId op, int slot)
     for (int s = 0; s < n; ++s) ps.specs.push_back(model.outputSpec(op, s, slot));
     std::sort(ps.specs.begin(), ps.specs.end());
     ps.specs.erase(std::unique(ps.specs.begin(), ps.specs.end()), ps.specs.end());
-    for (int s = 0; s < n; ++s) ps.specOfStrategy.push_back(specIndex(ps.specs, model.outputSpec(op, s, slot)));
+    for (int s = 0; s < n; ++s) ps.specOfStrategy.push_back(SpecIndex{specIndex(ps.specs, model.outputSpec(op, s, slot))});
     return ps;
 }
 
@@ -67,24 +67,24 @@ const ProducerSpecs& PlannerSession::Impl::producerSpecs(OpId op, int slot)
     return producerSpecCache.emplace(key, producerSpecsOf(model, key.first, slot)).first->second;
 }
 
-std::vector<std::pair<int, int>> PlannerSession::Impl::siblingsOf(int cls, int inst) const
+std::vector<std::pair<ClassId, InstanceId>> PlannerSession::Impl::siblingsOf(ClassId cls, InstanceId inst) const
 {
-    std::vector<std::pair<int, int>> out;
+    std::vector<std::pair<ClassId, InstanceId>> out;
     for (const auto& group : folded.siblings)
-        if (group.parentClass == cls && group.parentInstance == inst)
-            for (int i : group.instances) out.emplace_back(group.classId, i);
+        if (group.parentClass == cls.value && group.parentInstance == inst.value)
+            for (int i : group.instances) out.emplace_back(ClassId{group.classId}, InstanceId{i});
     return out;
 }
 
-const ClassBoundary& PlannerSession::Impl::boundaryOf(int cls)
+const ClassBoundary& PlannerSession::Impl::boundaryOf(ClassId cls)
 {
     if (auto known = boundaryCache.find(cls); known != boundaryCache.end()) return known->second;
-    const BlockClass& bc = folded.classes[static_cast<size_t>(cls)];
+    const BlockClass& bc = classAt(cls);
     const BlockInstance& rep = bc.instances[0];
     // Tensors exchanged with the siblings this block absorbs are internal to its table.
     std::set<OpId> siblingOps;
-    for (const auto& [scls, sinst] : siblingsOf(cls, 0))
-        for (OpId op : folded.classes[static_cast<size_t>(scls)].instances[static_cast<size_t>(sinst)].ops) siblingOps.insert(op);
+    for (const auto& [scls, sinst] : siblingsOf(cls, InstanceId{0}))
+        for (OpId op : instanceAt(scls, sinst).ops) siblingOps.insert(op);
     auto absorbedInput = [&](TensorId t) { return siblingOps.count(origin[static_cast<size_t>(t)].producer) > 0; };
     auto absorbedOutput = [&](TensorId t) {
         const auto& readers = consumers[static_cast<size_t>(t)];
@@ -122,7 +122,7 @@ void PlannerSession::Impl::indexRuns()
     boundaryCache.clear();
     chainCache.clear();
     for (const Run& run : folded.runs) {
-        boundaryOf(run.classId);
+        boundaryOf(classOf(run));
         chainCache.emplace(std::make_tuple(run.classId, run.firstInstance, run.count), chainShape(run));
     }
 }
@@ -130,9 +130,9 @@ void PlannerSession::Impl::indexRuns()
 std::optional<ChainShape> PlannerSession::Impl::chainShape(const Run& run)
 {
     if (run.count < 2 || flat) return std::nullopt;
-    const BlockClass& bc = folded.classes[static_cast<size_t>(run.classId)];
+    const BlockClass& bc = classAt(classOf(run));
     const auto& first = bc.instances[static_cast<size_t>(run.firstInstance)];
-    const ClassBoundary& boundary = boundaryOf(run.classId);
+    const ClassBoundary& boundary = boundaryOf(classOf(run));
     if (boundary.outputs.size() != 1) return std::nullopt;
     const size_t out = static_cast<size_t>(boundary.outputs[0]);
     auto isDim = [&](size_t k) { return !boundary.inputDomains[k].empty(); }; // a table dim
@@ -150,7 +150,7 @@ std::optional<ChainShape> PlannerSession::Impl::chainShape(const Run& run)
         for (OpId c : consumers[static_cast<size_t>(cur.outputs[out])])
             if (folded.classOfOp[static_cast<size_t>(c)] != run.classId || folded.instanceOfOp[static_cast<size_t>(c)] != a + 1)
                 return std::nullopt;
-        if (siblingsOf(run.classId, a).size() != siblingsOf(run.classId, run.firstInstance).size()) return std::nullopt;
+        if (siblingsOf(classOf(run), InstanceId{a}).size() != siblingsOf(classOf(run), InstanceId{run.firstInstance}).size()) return std::nullopt;
     }
     return ChainShape{chain};
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../cost/cost_model.h"
+#include "ids.h"
 
 namespace tp::search {
 
@@ -20,7 +21,10 @@ struct TensorOrigin {
 /// strategy produces.
 struct ProducerSpecs {
     std::vector<TensorSpec> specs;
-    std::vector<int> specOfStrategy;
+    std::vector<SpecIndex> specOfStrategy;
+
+    SpecIndex specIndexOf(StrategyIndex s) const { return specOfStrategy[s.at()]; }
+    const TensorSpec& specOf(StrategyIndex s) const { return specs[specIndexOf(s).at()]; }
 };
 
 /// Entries of a row-major table over `dims`.

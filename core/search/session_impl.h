@@ -36,6 +36,9 @@ struct PlannerSession::Impl {
     using MinPlus = search::MinPlus;
     using ProducerSpecs = search::ProducerSpecs;
     using TensorOrigin = search::TensorOrigin;
+    using ClassId = search::ClassId;
+    using InstanceId = search::InstanceId;
+    using StrategyIndex = search::StrategyIndex;
 
     const CostModel& model;
     FoldedGraph baseFold;   ///< the fold without per-instance splits
@@ -82,13 +85,16 @@ struct PlannerSession::Impl {
     OpId keyOp(OpId op) const { return flat ? op : canonicalOp[static_cast<size_t>(op)]; }
 
     void indexFold();
+    const BlockClass& classAt(ClassId cls) const { return folded.classes[cls.at()]; }
+    const BlockInstance& instanceAt(ClassId cls, InstanceId inst) const { return classAt(cls).instances[inst.at()]; }
+    static ClassId classOf(const Run& run) { return ClassId{run.classId}; }
     const ProducerSpecs& producerSpecs(OpId op, int slot);
     bool hasVariable(TensorId t) const { return origin[static_cast<size_t>(t)].producer >= 0; }
     /// The sibling instances absorbed into instance `inst` of class `cls`, in group order.
-    std::vector<std::pair<int, int>> siblingsOf(int cls, int inst) const;
+    std::vector<std::pair<ClassId, InstanceId>> siblingsOf(ClassId cls, InstanceId inst) const;
 
-    std::map<int, ClassBoundary> boundaryCache; ///< per class of the current fold
-    const ClassBoundary& boundaryOf(int cls);
+    std::map<ClassId, ClassBoundary> boundaryCache; ///< per class of the current fold
+    const ClassBoundary& boundaryOf(ClassId cls);
     /// Per-fold facts computed when the fold is set (session set-up, like the consumer lists),
     /// so that a solve touches each instance only to write its result: class boundaries and
     /// whether each run chains.
@@ -103,14 +109,14 @@ struct PlannerSession::Impl {
 
     /// Per class id and price slot (key: 2 * class + slot), for the current solve's prices.
     std::map<int, std::shared_ptr<ClassTable>> tables;
-    static int tableKey(int cls, int slot) { return 2 * cls + slot; }
-    const ClassTable& tableOf(int cls, int slot) const { return *tables.at(tableKey(cls, slot)); }
+    static int tableKey(ClassId cls, int slot) { return 2 * cls.value + slot; }
+    const ClassTable& tableOf(ClassId cls, int slot) const { return *tables.at(tableKey(cls, slot)); }
 
     std::vector<Recompute> recomputeModes(double lambda, bool recomputeAllowed) const
     {
         return search::recomputeModes(lambda, recomputeAllowed, model.settings().training);
     }
-    std::shared_ptr<ClassTable> classTable(int cls, double lambda, bool recomputeAllowed, int slot = 0);
+    std::shared_ptr<ClassTable> classTable(ClassId cls, double lambda, bool recomputeAllowed, int slot = 0);
     void layOutBoundary(ClassTable& ct, const BlockClass& bc);
     std::string modeKey(const ClassTable& ct, const BlockClass& bc, const std::vector<std::shared_ptr<ClassTable>>& sibs,
                         double lambda, Recompute mode) const;
@@ -141,14 +147,14 @@ struct PlannerSession::Impl {
     double decodedMemory = 0;     ///< per solveAt
     double decodedMemoryHigh = 0; ///< the part of decodedMemory priced at a split solve's high price
 
-    std::shared_ptr<const DecodedEntry> decodedEntry(const ClassTable& ct, int cls, std::size_t entry);
+    std::shared_ptr<const DecodedEntry> decodedEntry(const ClassTable& ct, std::size_t entry);
     /// Per-device memory of one instance taking `d`, with its absorbed siblings.
-    double instanceMemory(const DecodedEntry& d, int cls, int inst) const;
+    double instanceMemory(const DecodedEntry& d, ClassId cls, InstanceId inst) const;
     /// Records that `count` instances from `first` take table entry `entry` (a chained run's
     /// instances all have the same siblings, so one instance's memory stands for each).
-    void chooseInstances(const ClassTable& ct, int cls, int first, int count, std::size_t entry, Attempt& attempt);
+    void chooseInstances(const ClassTable& ct, InstanceId first, int count, std::size_t entry, Attempt& attempt);
     /// Writes the strategies of one instance (and of its absorbed siblings) into the result.
-    void writeInstance(const DecodedEntry& d, int cls, int inst, SearchResult& result) const;
+    void writeInstance(const DecodedEntry& d, ClassId cls, InstanceId inst, SearchResult& result) const;
     /// Expands an attempt's folded choice into a strategy and recompute mode per op.
     void materialize(Attempt& attempt) const;
     /// The table entries an item's instances took under the top-level assignment.
@@ -169,7 +175,7 @@ struct PlannerSession::Impl {
     }
     /// Classes whose boundary is too wide for a table are not tabulated: their ops join the top
     /// level directly (exact all the same, only without sharing the solve between instances).
-    std::set<int> inlinedClasses();
+    std::set<ClassId> inlinedClasses();
     /// Instances in table runs, the index PriceSplit::highFrom counts.
     int splittableInstances() const;
 

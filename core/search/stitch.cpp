@@ -45,9 +45,9 @@ struct PlannerSession::Impl::TopLevel {
     std::map<OpId, int> opVar;              ///< strategy variable of each inlined op
 };
 
-std::set<int> PlannerSession::Impl::inlinedClasses()
+std::set<ClassId> PlannerSession::Impl::inlinedClasses()
 {
-    std::set<int> inlined;
+    std::set<ClassId> inlined;
     for (const auto& bc : folded.classes) {
         const auto& rep = bc.instances[0];
         double entries = 1;
@@ -62,11 +62,11 @@ std::set<int> PlannerSession::Impl::inlinedClasses()
         }
         // Absorbed siblings shrink the boundary; without knowing it here, count generously
         // only for blocks that have none.
-        if (siblingsOf(bc.id, 0).empty() && entries > maxTableEntries) inlined.insert(bc.id);
+        if (siblingsOf(ClassId{bc.id}, InstanceId{0}).empty() && entries > maxTableEntries) inlined.insert(ClassId{bc.id});
     }
     // A parent whose siblings are inlined cannot absorb them: inline it too.
     for (const auto& g : folded.siblings)
-        if (inlined.count(g.classId)) inlined.insert(g.parentClass);
+        if (inlined.count(ClassId{g.classId})) inlined.insert(ClassId{g.parentClass});
     return inlined;
 }
 
@@ -97,7 +97,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
     bindItemInputs(top);
     std::vector<Factor> factors;
     inlinedFactors(top, lambda, factors);
-    for (const auto& item : top.items) factors.push_back(itemFactor(item, tableOf(item.run.classId, item.slot)));
+    for (const auto& item : top.items) factors.push_back(itemFactor(item, tableOf(classOf(item.run), item.slot)));
 
     EliminationResult eliminated = eliminate(std::move(factors), topDomain, {}, threadCount());
     const double objective = eliminated.remaining.values.empty() ? 0.0 : eliminated.remaining.values[0];
@@ -120,23 +120,23 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
 /// tables solved at their price) and the instances and ops of inlined classes.
 void PlannerSession::Impl::collectItems(TopLevel& top, double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split)
 {
-    const std::set<int> inlined = inlinedClasses();
+    const std::set<ClassId> inlined = inlinedClasses();
     // Instances at the top level: runs, plus the siblings of inlined parents.
     std::vector<Run> topRuns = folded.runs;
     for (const auto& group : folded.siblings)
-        if (inlined.count(group.parentClass))
+        if (inlined.count(ClassId{group.parentClass}))
             for (int i : group.instances) topRuns.push_back(Run{group.classId, i, 1});
 
     for (const auto& [run, slot] : splitRunsAtPrice(topRuns, folded.runs.size(), split)) {
-        if (inlined.count(run.classId)) {
+        if (inlined.count(classOf(run))) {
             for (int a = 0; a < run.count; ++a) {
-                const BlockInstance& inst = folded.classes[static_cast<size_t>(run.classId)].instances[static_cast<size_t>(run.firstInstance + a)];
+                const BlockInstance& inst = instanceAt(classOf(run), InstanceId{run.firstInstance + a});
                 top.inlinedInstances.push_back(&inst);
                 for (OpId op : inst.ops) top.inlinedOps.push_back(op);
             }
             continue;
         }
-        classTable(run.classId, slot == 1 ? split->high : lambda, recomputeAllowed, slot);
+        classTable(classOf(run), slot == 1 ? split->high : lambda, recomputeAllowed, slot);
         const std::optional<ChainShape> chain = chainOf(run);
         if (chain || run.count == 1) {
             top.items.push_back(TopItem{run, slot, chain, {}, {}});
@@ -167,8 +167,8 @@ void PlannerSession::Impl::addTopVariables(TopLevel& top)
         for (size_t k = 0; k < o.outputs.size(); ++k) top.varOfTensor[o.outputs[k]] = TensorVar{var, true, op, static_cast<int>(k)};
     }
     for (auto& item : top.items) {
-        const auto& ct = tableOf(item.run.classId, item.slot);
-        const auto& last = folded.classes[static_cast<size_t>(item.run.classId)].instances[static_cast<size_t>(item.run.firstInstance + item.run.count - 1)];
+        const auto& ct = tableOf(classOf(item.run), item.slot);
+        const auto& last = instanceAt(classOf(item.run), InstanceId{item.run.firstInstance + item.run.count - 1});
         for (size_t j = 0; j < ct.outputPos.size(); ++j) {
             const int var = static_cast<int>(topDomain.size());
             topDomain.push_back(static_cast<int>(ct.outputDomains[j].size()));
@@ -184,8 +184,8 @@ void PlannerSession::Impl::addTopVariables(TopLevel& top)
 void PlannerSession::Impl::bindItemInputs(TopLevel& top)
 {
     for (auto& item : top.items) {
-        const auto& ct = tableOf(item.run.classId, item.slot);
-        const auto& first = folded.classes[static_cast<size_t>(item.run.classId)].instances[static_cast<size_t>(item.run.firstInstance)];
+        const auto& ct = tableOf(classOf(item.run), item.slot);
+        const auto& first = instanceAt(classOf(item.run), InstanceId{item.run.firstInstance});
         item.inputs.assign(first.inputs.size(), DimBinding{});
         for (size_t k = 0; k < first.inputs.size(); ++k) {
             if (ct.inputDim[k] < 0) continue;
@@ -202,7 +202,7 @@ void PlannerSession::Impl::bindItemInputs(TopLevel& top)
             b.var = tv.var;
             if (tv.isOpVar) {
                 const auto& ps = producerSpecs(tv.producer, tv.slot);
-                for (int spec : ps.specOfStrategy) b.toClass.push_back(specIndex(domain, ps.specs[static_cast<size_t>(spec)]));
+                for (const auto spec : ps.specOfStrategy) b.toClass.push_back(specIndex(domain, ps.specs[spec.at()]));
             } else {
                 for (const auto& spec : topSpecs.at(tv.var)) b.toClass.push_back(specIndex(domain, spec));
             }
