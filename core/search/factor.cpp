@@ -34,6 +34,80 @@ double weightOf(const std::vector<int>& vars, const std::vector<int>& domainSize
     return w;
 }
 
+/// How the elimination kernel reads one factor: its stride for every neighbour position and for
+/// the eliminated variable, so an index can be kept incrementally while the neighbour assignment
+/// advances like an odometer.
+struct Access {
+    const double* values;
+    std::size_t arity;
+    std::vector<std::size_t> strideOfNeighbour;
+    std::size_t varStride;
+};
+
+/// The access to factor `f` when `var` is eliminated next to `neighbours` (ascending). A factor
+/// whose slice over `var` is strided is copied into `reordered` with `var` last.
+Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, const std::vector<int>& domainSizes,
+                std::vector<std::vector<double>>& reordered)
+{
+    const size_t n = neighbours.size();
+    const std::size_t varSize = static_cast<std::size_t>(domainSizes[static_cast<size_t>(var)]);
+    const size_t arity = f->vars.size();
+    std::vector<std::size_t> stride(arity);
+    std::size_t size = 1;
+    size_t varPos = 0;
+    for (size_t k = arity; k-- > 0;) {
+        stride[k] = size;
+        size *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(f->vars[k])]);
+        if (f->vars[k] == var) varPos = k;
+    }
+    Access a{f->values.data(), arity, std::vector<std::size_t>(n, 0), stride[varPos]};
+    auto positionOf = [&](int v) {
+        return static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) - neighbours.begin());
+    };
+    if (a.varStride != 1) {
+        // The kernel (eliminateOne) sums, for every neighbour assignment, the factor's slice over
+        // `var`; a strided slice defeats vectorisation, so the factor is copied once with
+        // `var` last (one pass over it, against a loop that reads each entry at least once).
+        std::vector<double> copy(f->values.size());
+        const std::size_t rows = f->values.size() / varSize;
+        std::vector<std::size_t> rowStride(arity, 0); // source stride of each other var, in f's order
+        std::vector<int> rowDomain(arity, 1);
+        for (size_t k = 0; k < arity; ++k)
+            if (k != varPos) {
+                rowStride[k] = stride[k];
+                rowDomain[k] = domainSizes[static_cast<size_t>(f->vars[k])];
+            }
+        std::vector<int> digit(arity, 0);
+        std::size_t source = 0;
+        for (std::size_t row = 0; row < rows; ++row) {
+            double* out = copy.data() + row * varSize;
+            for (std::size_t x = 0; x < varSize; ++x) out[x] = f->values[source + x * a.varStride];
+            for (size_t k = arity; k-- > 0;) { // odometer over the other vars, f's order
+                if (k == varPos) continue;
+                if (++digit[k] < rowDomain[k]) {
+                    source += rowStride[k];
+                    break;
+                }
+                source -= rowStride[k] * static_cast<std::size_t>(rowDomain[k] - 1);
+                digit[k] = 0;
+            }
+        }
+        std::size_t newStride = varSize;
+        for (size_t k = arity; k-- > 0;) {
+            if (k == varPos) continue;
+            a.strideOfNeighbour[positionOf(f->vars[k])] = newStride;
+            newStride *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(f->vars[k])]);
+        }
+        a.varStride = 1;
+        a.values = copy.data();
+        reordered.push_back(std::move(copy));
+    } else {
+        for (size_t k = 0; k < arity; ++k)
+            if (k != varPos) a.strideOfNeighbour[positionOf(f->vars[k])] = stride[k];
+    }
+    return a;
+}
+
 // Combines `factors` (all mentioning `var`) and minimises `var` out.
 Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const std::vector<int>& domainSizes,
                     EliminationStep& step, int threads)
@@ -45,75 +119,10 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     if (total > (std::size_t{1} << 28)) throw std::length_error("factor too large to eliminate");
     const int varDomain = domainSizes[static_cast<size_t>(var)];
 
-    // For each factor: its stride for every neighbour position and for `var`, so an index can be
-    // kept incrementally while the neighbour assignment advances like an odometer.
-    struct Access {
-        const double* values;
-        std::size_t arity;
-        std::vector<std::size_t> strideOfNeighbour;
-        std::size_t varStride;
-    };
-    const std::size_t varSize = static_cast<std::size_t>(domainSizes[static_cast<size_t>(var)]);
-    std::vector<std::vector<double>> reordered; // copies with `var` last (see below)
+    std::vector<std::vector<double>> reordered; // copies with `var` last (see accessOf)
     reordered.reserve(factors.size());
     std::vector<Access> access;
-    for (const auto* f : factors) {
-        const size_t arity = f->vars.size();
-        std::vector<std::size_t> stride(arity);
-        std::size_t size = 1;
-        size_t varPos = 0;
-        for (size_t k = arity; k-- > 0;) {
-            stride[k] = size;
-            size *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(f->vars[k])]);
-            if (f->vars[k] == var) varPos = k;
-        }
-        Access a{f->values.data(), arity, std::vector<std::size_t>(n, 0), stride[varPos]};
-        auto positionOf = [&](int v) {
-            return static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) - neighbours.begin());
-        };
-        if (a.varStride != 1) {
-            // The loop below sums, for every neighbour assignment, the factor's slice over
-            // `var`; a strided slice defeats vectorisation, so the factor is copied once with
-            // `var` last (one pass over it, against a loop that reads each entry at least once).
-            std::vector<double> copy(f->values.size());
-            const std::size_t rows = f->values.size() / varSize;
-            std::vector<std::size_t> rowStride(arity, 0); // source stride of each other var, in f's order
-            std::vector<int> rowDomain(arity, 1);
-            for (size_t k = 0; k < arity; ++k)
-                if (k != varPos) {
-                    rowStride[k] = stride[k];
-                    rowDomain[k] = domainSizes[static_cast<size_t>(f->vars[k])];
-                }
-            std::vector<int> digit(arity, 0);
-            std::size_t source = 0;
-            for (std::size_t row = 0; row < rows; ++row) {
-                double* out = copy.data() + row * varSize;
-                for (std::size_t x = 0; x < varSize; ++x) out[x] = f->values[source + x * a.varStride];
-                for (size_t k = arity; k-- > 0;) { // odometer over the other vars, f's order
-                    if (k == varPos) continue;
-                    if (++digit[k] < rowDomain[k]) {
-                        source += rowStride[k];
-                        break;
-                    }
-                    source -= rowStride[k] * static_cast<std::size_t>(rowDomain[k] - 1);
-                    digit[k] = 0;
-                }
-            }
-            std::size_t newStride = varSize;
-            for (size_t k = arity; k-- > 0;) {
-                if (k == varPos) continue;
-                a.strideOfNeighbour[positionOf(f->vars[k])] = newStride;
-                newStride *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(f->vars[k])]);
-            }
-            a.varStride = 1;
-            a.values = copy.data();
-            reordered.push_back(std::move(copy));
-        } else {
-            for (size_t k = 0; k < arity; ++k)
-                if (k != varPos) a.strideOfNeighbour[positionOf(f->vars[k])] = stride[k];
-        }
-        access.push_back(std::move(a));
-    }
+    for (const auto* f : factors) access.push_back(accessOf(f, var, neighbours, domainSizes, reordered));
 
     Factor out;
     out.vars = neighbours;

@@ -1,0 +1,123 @@
+#include "price_search.h"
+
+#include <cmath>
+
+#include "session_impl.h"
+
+namespace tp {
+namespace search {
+
+std::optional<ChordStep> chordStep(const PlanLine& over, const PlanLine& under)
+{
+    const double dm = over.bytes - under.bytes;
+    const double dt = under.seconds - over.seconds;
+    if (!(dm > 0)) return std::nullopt;
+    const double cross = dt / dm;
+    if (!(cross > over.lambda && cross < under.lambda)) return std::nullopt;
+    const bool farBelow = over.lambda < under.lambda / 64 && cross < under.lambda / 8;
+    return farBelow ? ChordStep{under.lambda / 8, true} : ChordStep{cross, false};
+}
+
+bool belowChord(double objective, const PlanLine& under, double price)
+{
+    const double chord = under.at(price);
+    return objective < chord - 1e-12 * std::abs(chord);
+}
+
+int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt)
+{
+    int fits = 0, fails = instances;
+    while (fails - fits > 1) {
+        const int k = (fits + fails) / 2;
+        if (fitsAt(k)) fits = k;
+        else fails = k;
+    }
+    return fits;
+}
+
+} // namespace search
+
+using namespace search;
+
+namespace {
+
+PlanLine lineOf(const Attempt& a)
+{
+    return PlanLine{a.result.breakdown.stepSeconds, a.result.breakdown.perDeviceBytes, a.result.lambda};
+}
+
+} // namespace
+
+PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, bool limited, int& pricesTried)
+{
+    // Each attempt needs only the plan's step time and memory; the full breakdown (every
+    // collective of every op) is built once, for the plan finally chosen.
+    auto attemptAt = [&](double lambda, const std::optional<PriceSplit>& split = std::nullopt) {
+        ++pricesTried;
+        if (progress) progress->pricesTried.fetch_add(1, std::memory_order_relaxed);
+        return solveAt(lambda, allowRecompute, split);
+    };
+    Attempt best = attemptAt(0);
+    if (!limited || best.result.breakdown.perDeviceBytes <= limit) return best;
+    // Lagrangian relaxation: price memory at lambda seconds per byte. Each plan is a line
+    // T + lambda * M in lambda, and the search returns the lowest line at the price asked: the
+    // dual g(lambda) is their lower envelope, concave and piecewise linear, and the plan it
+    // picks uses less memory as the price rises. The fastest plan on the envelope that fits is
+    // the one just past the breakpoint where M crosses the limit.
+    //
+    // First a price at which the plan fits (from the last solve's price: an edit rarely moves
+    // it far; else growing 8x from a tiny price). Then chords (chordStep): the two lines of the
+    // tightest plan over the limit and the loosest plan under it cross at one price; the search
+    // at that price either finds a lower line (a plan in between, which replaces one end) or
+    // proves the two adjacent on the envelope. Exact, and usually two or three searches
+    // instead of a bisection's eight.
+    Attempt over = best; // M > limit, at the highest price tried below `under`'s
+    std::optional<Attempt> under;
+    Attempt smallest = best;
+    auto fitsLimit = [&](const Attempt& a) { return a.result.breakdown.perDeviceBytes <= limit; };
+    auto note = [&](const Attempt& a) {
+        if (a.result.breakdown.perDeviceBytes < smallest.result.breakdown.perDeviceBytes) smallest = a;
+    };
+    for (double price = lastLambda > 0 ? lastLambda : 1e-12; price < 1e6; price *= 8) {
+        Attempt r = attemptAt(price);
+        note(r);
+        if (fitsLimit(r)) {
+            under = std::move(r);
+            break;
+        }
+        over = std::move(r);
+    }
+    if (!under) {
+        smallest.result.fits = false;
+        return smallest;
+    }
+    for (int iteration = 0; iteration < 64; ++iteration) {
+        const std::optional<ChordStep> step = chordStep(lineOf(over), lineOf(*under));
+        if (!step) break;
+        Attempt r = attemptAt(step->price);
+        if (!step->stride && !belowChord(r.result.objective, lineOf(*under), step->price)) break;
+        note(r);
+        if (fitsLimit(r)) under = std::move(r);
+        else over = std::move(r);
+    }
+    best = std::move(*under);
+    // The duality gap: identical layers choose alike at one price, so the envelope jumps from
+    // `over` (too big) to `under` (fits, slower) with nothing between. Pricing the first k
+    // instances of the runs at over's price and the rest at under's mixes the two layouts layer
+    // by layer; the most layers at the low price that still fit (k bisected; memory falls as k
+    // falls) is usually much faster than `under`. Kept only when it fits and is faster.
+    const int instances = splittableInstances();
+    if (mixLayers && over.result.lambda < best.result.lambda && instances > 1) {
+        const double lowPrice = over.result.lambda, highPrice = best.result.lambda;
+        bisectLowPricedLayers(instances, [&](int k) {
+            Attempt r = attemptAt(lowPrice, PriceSplit{highPrice, k});
+            r.result.lambda = highPrice;
+            if (!fitsLimit(r)) return false;
+            if (r.result.breakdown.stepSeconds < best.result.breakdown.stepSeconds) best = std::move(r);
+            return true;
+        });
+    }
+    return best;
+}
+
+} // namespace tp

@@ -1,0 +1,188 @@
+// PlannerSession's public methods (search.h): settings, locks with refolding, and solve(),
+// which runs the memory-price search (price_search.cpp) and writes out and costs its answer.
+#include <chrono>
+#include <ctime>
+
+#include "evaluate.h"
+#include "locks.h"
+#include "session_impl.h"
+
+namespace tp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+/// Every instance its own class and its own run: the unfolded baseline.
+FoldedGraph unfoldClasses(const FoldedGraph& folded)
+{
+    FoldedGraph flat;
+    flat.classOfOp.assign(folded.classOfOp.size(), -1);
+    flat.instanceOfOp.assign(folded.instanceOfOp.size(), 0);
+    std::map<std::pair<int, int>, int> newClass;
+    for (const auto& [cls, inst] : folded.sequence) {
+        BlockClass bc;
+        bc.id = static_cast<int>(flat.classes.size());
+        bc.label = folded.classes[static_cast<size_t>(cls)].label;
+        bc.instances.push_back(folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)]);
+        for (OpId op : bc.instances[0].ops) flat.classOfOp[static_cast<size_t>(op)] = bc.id;
+        newClass[{cls, inst}] = bc.id;
+        flat.classes.push_back(std::move(bc));
+        flat.sequence.emplace_back(newClass[{cls, inst}], 0);
+    }
+    for (const auto& run : folded.runs)
+        for (int a = 0; a < run.count; ++a) flat.runs.push_back(Run{newClass.at({run.classId, run.firstInstance + a}), 0, 1});
+    for (const auto& group : folded.siblings)
+        for (int i : group.instances) {
+            SiblingGroup g;
+            g.classId = newClass.at({group.classId, i});
+            g.instances = {0};
+            g.parentClass = newClass.at({group.parentClass, group.parentInstance});
+            g.parentInstance = 0;
+            flat.siblings.push_back(std::move(g));
+        }
+    return flat;
+}
+
+} // namespace
+
+PlannerSession::Impl::Impl(const CostModel& m, FoldedGraph f) : model(m), baseFold(std::move(f)), folded(baseFold)
+{
+    const Graph& g = model.graph();
+    origin.assign(g.tensors.size(), {});
+    for (const auto& op : g.ops)
+        for (size_t k = 0; k < op.outputs.size(); ++k)
+            origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
+    forced.assign(g.ops.size(), -1);
+    consumers = g.consumers();
+    indexFold();
+    indexRuns();
+}
+
+PlannerSession::PlannerSession(const CostModel& model, FoldedGraph folded)
+    : impl_(std::make_unique<Impl>(model, std::move(folded)))
+{
+}
+
+PlannerSession::~PlannerSession() = default;
+
+const CostModel& PlannerSession::model() const { return impl_->model; }
+const FoldedGraph& PlannerSession::folded() const { return impl_->folded; }
+
+void PlannerSession::setLocks(const std::vector<LockRequest>& locks)
+{
+    setResolvedLocks(resolveLocks(impl_->model, locks));
+}
+
+void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
+{
+    Impl& d = *impl_;
+    d.locks = locks;
+    std::fill(d.forced.begin(), d.forced.end(), -1);
+    for (const auto& l : locks) d.forced[static_cast<size_t>(l.op)] = l.strategy;
+    // A lock that differs between instances of a class splits the differing instances out.
+    FoldOptions options;
+    options.distinctOps = search::opsSplitByLocks(d.baseFold, d.forced, locks);
+    d.folded = options.distinctOps.empty() ? d.baseFold : foldGraph(d.model.graph(), options);
+    d.indexRuns();
+}
+
+void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
+void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = allow; }
+void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
+void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
+void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
+void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
+void PlannerSession::setThreads(int threads) { impl_->threads = threads; }
+void PlannerSession::setMaxTableEntries(double entries) { impl_->maxTableEntries = entries; }
+
+SearchResult PlannerSession::solve()
+{
+    Impl& d = *impl_;
+    const auto start = Clock::now();
+    const std::clock_t cpuStart = std::clock();
+    // The flat baseline searches the same instances with nothing shared.
+    std::optional<FoldedGraph> saved;
+    if (d.flat) {
+        saved = std::move(d.folded);
+        d.folded = unfoldClasses(*saved);
+        // Nothing precomputed for the flat fold: it pays its per-instance work in the solve.
+        d.chainCache.clear();
+        d.boundaryCache.clear();
+    }
+    // The session's own fold comes back however the solve ends (a cancellation throws).
+    struct RestoreFold {
+        Impl& d;
+        std::optional<FoldedGraph>& saved;
+        ~RestoreFold()
+        {
+            if (saved) {
+                d.folded = std::move(*saved);
+                d.indexRuns();
+            }
+            saved.reset();
+        }
+    } restoreFold{d, saved};
+    d.tablesSolved = 0;
+    const double capacity = d.model.hardware().hbmBytes;
+    const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
+    const bool limited = limit > 0;
+
+    int pricesTried = 0;
+    Impl::Attempt best = d.searchPrices(limit, limited, pricesTried);
+    d.lastLambda = best.result.lambda;
+    SearchResult& out = best.result;
+    out.searchMs = msSince(start);
+    out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+    // The answer so far is folded (a layout per stretch of identical instances); writing a
+    // strategy per op is linear in the graph, like the breakdown, and is timed apart.
+    const auto expandStart = Clock::now();
+    d.materialize(best);
+    out.expandMs = msSince(expandStart);
+    const auto breakdownStart = Clock::now();
+    out.searchedStepSeconds = out.breakdown.stepSeconds;
+    out.searchedBytes = out.breakdown.perDeviceBytes;
+    const SearchResult costed = evaluatePlan(d.model, &d.folded, out.strategyOfOp, out.recomputeOfOp, "folded");
+    out.breakdown = costed.breakdown;
+    out.breakdownMs = msSince(breakdownStart);
+    out.fits = out.fits && (!limited || out.breakdown.perDeviceBytes <= limit);
+    out.memoryLimitBytes = limited ? limit : 0;
+    out.method = d.flat ? "flat" : "folded";
+    out.lockedOp.assign(d.model.graph().ops.size(), false);
+    for (const auto& l : d.locks) out.lockedOp[static_cast<size_t>(l.op)] = true;
+    out.blockClasses = static_cast<int>(d.folded.classes.size());
+    out.inlinedClasses = static_cast<int>(d.inlinedClasses().size());
+    out.opsSearched = d.folded.searchedOps();
+    out.tablesSolved = d.tablesSolved;
+    out.pricesTried = pricesTried;
+    return std::move(out);
+}
+
+std::vector<int> readerGroupsOf(const FoldedGraph& folded)
+{
+    std::vector<int> group(folded.classOfOp.size(), 0);
+    for (size_t i = 0; i < folded.sequence.size(); ++i) {
+        const auto& [cls, inst] = folded.sequence[i];
+        for (OpId op : folded.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(inst)].ops)
+            group[static_cast<size_t>(op)] = static_cast<int>(i);
+    }
+    return group;
+}
+
+SearchResult searchPlan(const CostModel& model, const FoldedGraph& folded, const SearchOptions& options)
+{
+    PlannerSession session(model, folded);
+    if (!options.locks.empty()) session.setResolvedLocks(options.locks);
+    session.setMemoryLimit(options.memoryLimitBytes);
+    session.setAllowRecompute(options.allowRecompute);
+    session.setFlat(options.flat);
+    session.setMixLayers(options.mixLayers);
+    session.setCancelFlag(options.cancel);
+    session.setProgress(options.progress);
+    session.setThreads(options.threads);
+    return session.solve();
+}
+
+} // namespace tp

@@ -1,0 +1,201 @@
+#pragma once
+// PlannerSession's state, shared by the units of core/search (docs/ARCHITECTURE.md,
+// "core/search"): domains.cpp (the fold's boundaries), class_table.cpp, stitch.cpp, decode.cpp,
+// price_search.cpp and session.cpp each define the members of their step. Internal.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "../util/error.h"
+#include "class_table.h"
+#include "decode.h"
+#include "domains.h"
+#include "minplus.h"
+#include "search.h"
+#include "stitch.h"
+
+namespace tp {
+
+struct PlannerSession::Impl {
+    using ClassBoundary = search::ClassBoundary;
+    using ClassTable = search::ClassTable;
+    using ModeSolve = search::ModeSolve;
+    using Attempt = search::Attempt;
+    using DecodedEntry = search::DecodedEntry;
+    using ChainShape = search::ChainShape;
+    using TopItem = search::TopItem;
+    using TensorVar = search::TensorVar;
+    using PriceSplit = search::PriceSplit;
+    using MinPlus = search::MinPlus;
+    using ProducerSpecs = search::ProducerSpecs;
+    using TensorOrigin = search::TensorOrigin;
+    using ClassId = search::ClassId;
+    using InstanceId = search::InstanceId;
+    using StrategyIndex = search::StrategyIndex;
+
+    const CostModel& model;
+    FoldedGraph baseFold;   ///< the fold without per-instance splits
+    FoldedGraph folded;     ///< with splits for the current locks
+    std::vector<ResolvedLock> locks;
+    double memoryLimit = 0;
+    bool allowRecompute = true;
+    bool flat = false;
+    bool mixLayers = true;
+    const std::atomic<bool>* cancel = nullptr;
+    SearchProgress* progress = nullptr;
+    int threads = 0; // 0: every hardware thread
+    // Asked once: hardware_concurrency() reads sysfs (about 10 us), too slow for every table.
+    const int hardwareThreads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    int threadCount() const { return threads > 0 ? threads : hardwareThreads; }
+    double maxTableEntries = 4e6; ///< see PlannerSession::setMaxTableEntries
+
+    void throwIfCancelled() const
+    {
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    }
+
+    std::vector<TensorOrigin> origin;
+    std::vector<std::vector<OpId>> consumers; ///< per tensor
+    std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
+    search::ModeCache modeCache;
+    std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
+    std::map<std::tuple<OpId, int, OpId, int, bool>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
+    double lastLambda = 0; ///< the memory price of the previous solve, to warm-start the next
+    std::vector<int> forced; ///< per op: locked strategy or -1
+    int tablesSolved = 0;
+
+    Impl(const CostModel& m, FoldedGraph f);
+
+    // ---- the fold and its domains (domains.cpp) ------------------------------------------
+
+    /// The op at the same position of its class's representative in the fold without locks:
+    /// identical ops of identical blocks have identical strategies, spec sets and costs, so they
+    /// share cache entries, also after a per-instance lock splits an instance out of its class.
+    std::vector<OpId> canonicalOp;
+
+    /// The op that stands for `op` in cache keys. The flat baseline shares nothing between
+    /// instances, so there every op stands for itself.
+    OpId keyOp(OpId op) const { return flat ? op : canonicalOp[static_cast<size_t>(op)]; }
+
+    void indexFold();
+    const BlockClass& classAt(ClassId cls) const { return folded.classes[cls.at()]; }
+    const BlockInstance& instanceAt(ClassId cls, InstanceId inst) const { return classAt(cls).instances[inst.at()]; }
+    static ClassId classOf(const Run& run) { return ClassId{run.classId}; }
+    const ProducerSpecs& producerSpecs(OpId op, int slot);
+    bool hasVariable(TensorId t) const { return origin[static_cast<size_t>(t)].producer >= 0; }
+    /// The sibling instances absorbed into instance `inst` of class `cls`, in group order.
+    std::vector<std::pair<ClassId, InstanceId>> siblingsOf(ClassId cls, InstanceId inst) const;
+
+    std::map<ClassId, ClassBoundary> boundaryCache; ///< per class of the current fold
+    const ClassBoundary& boundaryOf(ClassId cls);
+    /// Per-fold facts computed when the fold is set (session set-up, like the consumer lists),
+    /// so that a solve touches each instance only to write its result: class boundaries and
+    /// whether each run chains.
+    void indexRuns();
+
+    std::map<std::tuple<int, int, int>, std::optional<ChainShape>> chainCache; ///< per run of the current fold
+    std::optional<ChainShape> chainShape(const Run& run);
+    /// chainShape of a run, from chainCache (filled by indexRuns, or now).
+    const std::optional<ChainShape>& chainOf(const Run& run);
+
+    // ---- class tables (class_table.cpp) ----------------------------------------------------
+
+    /// Per class id and price slot (key: 2 * class + slot), for the current solve's prices.
+    std::map<int, std::shared_ptr<ClassTable>> tables;
+    static int tableKey(ClassId cls, int slot) { return 2 * cls.value + slot; }
+    const ClassTable& tableOf(ClassId cls, int slot) const { return *tables.at(tableKey(cls, slot)); }
+
+    std::vector<Recompute> recomputeModes(double lambda, bool recomputeAllowed) const
+    {
+        return search::recomputeModes(lambda, recomputeAllowed, model.settings().training);
+    }
+    std::shared_ptr<ClassTable> classTable(ClassId cls, double lambda, bool recomputeAllowed, int slot = 0);
+    void layOutBoundary(ClassTable& ct, const BlockClass& bc);
+    std::string modeKey(const ClassTable& ct, const BlockClass& bc, const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                        double lambda, Recompute mode) const;
+    std::vector<int> classVariables(ClassTable& ct, const BlockInstance& rep,
+                                    const std::vector<std::shared_ptr<ClassTable>>& sibs) const;
+    std::shared_ptr<const ModeSolve> solveMode(ClassTable& ct, const BlockClass& bc,
+                                               const std::vector<std::shared_ptr<ClassTable>>& sibs, double lambda,
+                                               Recompute mode);
+    const std::vector<Factor>& structureFactors(const ClassTable& ct, const BlockInstance& rep,
+                                                const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                                                const std::vector<int>& domains, const std::string& key);
+    void edgesIntoOps(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                      const std::vector<int>& domains, std::vector<Factor>& out);
+    void siblingLinks(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                      const std::vector<int>& domains, std::vector<Factor>& out);
+    void nodeFactors(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& domains, double lambda,
+                     Recompute mode, std::vector<Factor>& out) const;
+    void fillBoundaryTable(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& producerVarOfOutput,
+                           ModeSolve& solve);
+    Factor edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
+                      const std::vector<int>& domains);
+    Factor edgeFromSpecs(int specVar, const std::vector<TensorSpec>& domain, int consumerVar, OpId consumer, int input,
+                         const std::vector<int>& domains);
+
+    // ---- decoding (decode.cpp) -------------------------------------------------------------
+
+    std::map<std::pair<int, std::size_t>, std::shared_ptr<const DecodedEntry>> decodedCache; ///< per solveAt, by (table key, entry)
+    double decodedMemory = 0;     ///< per solveAt
+    double decodedMemoryHigh = 0; ///< the part of decodedMemory priced at a split solve's high price
+
+    std::shared_ptr<const DecodedEntry> decodedEntry(const ClassTable& ct, std::size_t entry);
+    /// Per-device memory of one instance taking `d`, with its absorbed siblings.
+    double instanceMemory(const DecodedEntry& d, ClassId cls, InstanceId inst) const;
+    /// Records that `count` instances from `first` take table entry `entry` (a chained run's
+    /// instances all have the same siblings, so one instance's memory stands for each).
+    void chooseInstances(const ClassTable& ct, InstanceId first, int count, std::size_t entry, Attempt& attempt);
+    /// Writes the strategies of one instance (and of its absorbed siblings) into the result.
+    void writeInstance(const DecodedEntry& d, ClassId cls, InstanceId inst, SearchResult& result) const;
+    /// Expands an attempt's folded choice into a strategy and recompute mode per op.
+    void materialize(Attempt& attempt) const;
+    /// The table entries an item's instances took under the top-level assignment.
+    void decodeItem(const TopItem& item, const std::vector<int>& assignment, Attempt& attempt);
+
+    // ---- stitching (stitch.cpp) ------------------------------------------------------------
+
+    /// The product trees of the chain powers itemFactor computed, per item (by its first
+    /// instance and price slot) and context, kept for decodeItem to expand. Per solveAt.
+    std::map<std::tuple<int, int, int, std::vector<int>>, std::pair<std::vector<MinPlus>, int>> chainPowers;
+    std::vector<int> topDomain;                      ///< per top-level variable
+    std::map<int, std::vector<TensorSpec>> topSpecs; ///< per top-level variable: its spec domain
+
+    /// The spec a top-level variable gives its tensor when it takes value `d`.
+    TensorSpec specOf(const TensorVar& tv, int d) const
+    {
+        return tv.isOpVar ? model.outputSpec(tv.producer, d, tv.slot) : topSpecs.at(tv.var)[static_cast<size_t>(d)];
+    }
+    /// Classes whose boundary is too wide for a table are not tabulated: their ops join the top
+    /// level directly (exact all the same, only without sharing the solve between instances).
+    std::set<ClassId> inlinedClasses();
+    /// Instances in table runs, the index PriceSplit::highFrom counts.
+    int splittableInstances() const;
+
+    struct TopLevel; // one solveAt's top-level factor graph (stitch.cpp)
+    Attempt solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt);
+    void collectItems(TopLevel& top, double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split);
+    void addTopVariables(TopLevel& top);
+    void bindItemInputs(TopLevel& top);
+    void inlinedFactors(const TopLevel& top, double lambda, std::vector<Factor>& factors);
+    void decodeInlined(const TopLevel& top, const std::vector<int>& assignment, Attempt& attempt);
+    MinPlus chainMatrix(const ClassTable& ct, int chain, const std::vector<int>& context) const;
+    /// The top-level factor of an item: its table (or, for a compressed run, the run's min-plus
+    /// power) as a function of the variables its boundary is bound to.
+    Factor itemFactor(const TopItem& item, const ClassTable& ct);
+
+    // ---- the memory price (price_search.cpp) -----------------------------------------------
+
+    /// The fastest plan that fits `limit` on the envelope of the searches at a memory price,
+    /// then mixed layer by layer across the duality gap; counts each search in pricesTried.
+    Attempt searchPrices(double limit, bool limited, int& pricesTried);
+};
+
+} // namespace tp

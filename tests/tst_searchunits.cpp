@@ -1,0 +1,285 @@
+// The units of the search (docs/ARCHITECTURE.md, "core/search") on their own, with numbers
+// worked out by hand: min-plus products and powers, the product tree's decoding of a run, the
+// chord step and the layer-mix bisection of the memory-price search, runs split at a price,
+// domains, recompute modes, the table cache and the refold for per-instance locks.
+#include <QtTest>
+
+#include "search/class_table.h"
+#include "search/domains.h"
+#include "search/locks.h"
+#include "search/minplus.h"
+#include "search/price_search.h"
+#include "search/stitch.h"
+
+using namespace tp;
+using namespace tp::search;
+
+namespace {
+
+constexpr double inf = kInfinity;
+
+MinPlus matrix(int n, std::vector<double> v)
+{
+    MinPlus m;
+    m.n = n;
+    m.v = std::move(v);
+    return m;
+}
+
+TensorSpec splitOn(int dim, int axis)
+{
+    TensorSpec s = TensorSpec::replicated(2);
+    s.dims[static_cast<size_t>(dim)] = {axis};
+    return s;
+}
+
+} // namespace
+
+class TestSearchUnits : public QObject {
+    Q_OBJECT
+private slots:
+    // A = [[0 1 4] [2 0 1] [inf 3 0]]; (A*A)(i,j) = min_m A(i,m) + A(m,j):
+    //   row 0: min(0+0, 1+2, 4+inf) = 0, min(0+1, 1+0, 4+3) = 1, min(0+4, 1+1, 4+0) = 2
+    //   row 1: min(2+0, 0+2, 1+inf) = 2, min(2+1, 0+0, 1+3) = 0, min(2+4, 0+1, 1+0) = 1
+    //   row 2: min(inf, 3+2, 0+inf) = 5, min(inf, 3+0, 0+3) = 3, min(inf, 3+1, 0+0) = 0
+    void minPlusProductOfThreeStates()
+    {
+        const MinPlus a = matrix(3, {0, 1, 4, 2, 0, 1, inf, 3, 0});
+        const MinPlus c = multiply(a, a);
+        const std::vector<double> expected{0, 1, 2, 2, 0, 1, 5, 3, 0};
+        QCOMPARE(c.n, 3);
+        QCOMPARE(c.v, expected);
+    }
+
+    // M = [[2 5] [1 4]] (a step's cost from state i to j).
+    //   M^2 = [[min(2+2, 5+1), min(2+5, 5+4)] [min(1+2, 4+1), min(1+5, 4+4)]] = [[4 7] [3 6]]
+    //   M^3 = M * M^2 = [[min(2+4, 5+3), min(2+7, 5+6)] [min(1+4, 4+3), min(1+7, 4+6)]] = [[6 9] [5 8]]
+    // Repeated squaring for 3 = 0b11: the leaf M, the square M^2, the product M * M^2.
+    void powerByRepeatedSquaring()
+    {
+        std::vector<MinPlus> nodes;
+        const int root = power(nodes, matrix(2, {2, 5, 1, 4}), 3);
+        QCOMPARE(nodes.size(), size_t(3));
+        const MinPlus& r = nodes[static_cast<size_t>(root)];
+        QCOMPARE(r.v, (std::vector<double>{6, 9, 5, 8}));
+        QCOMPARE(r.span, std::int64_t(3));
+        QCOMPARE(r.left, 0);
+        QCOMPARE(r.right, 1);
+        QCOMPARE(nodes[1].v, (std::vector<double>{4, 7, 3, 6}));
+    }
+
+    // A run of 4 instances over states {0, 1}: staying in 0 costs 1, switching 0 -> 1 costs 3,
+    // back costs 10, staying in 1 costs 2. From 0 to 1 the cheapest path switches at the last
+    // instance: 1 + 1 + 1 + 3 = 6 (switching at instance t costs t + 3 + 2 (3 - t), more for
+    // t < 3). The tree of M^4 is M, M^2 = [[2 4] [11 4]], M^4 (both halves M^2); decoding
+    // splits M^4 at midOf = 0 (2 + 4 = 6 against 4 + 4 = 8), finds that M^2 stays in 0 without
+    // visiting its instances, then splits the second M^2 at 0 (1 + 3 = 4 against 3 + 2 = 5):
+    // three instances 0 -> 0, then one 0 -> 1.
+    void productTreeDecodesAFourInstanceRun()
+    {
+        std::vector<MinPlus> nodes;
+        const int root = power(nodes, matrix(2, {1, 3, 10, 2}), 4);
+        QCOMPARE(nodes[static_cast<size_t>(root)].at(0, 1), 6.0);
+        QCOMPARE(nodes[1].v, (std::vector<double>{2, 4, 11, 4}));
+        QCOMPARE(midOf(nodes, root, 0, 1), 0);
+        QVERIFY(staysAt(nodes, root, 0));
+        QVERIFY(staysAt(nodes, root, 1)); // 1 -> 1: 2 a step against 10 + ... to leave
+        std::vector<StateRun> stretches;
+        expandRuns(nodes, root, 0, 1, stretches);
+        QCOMPARE(stretches.size(), size_t(2));
+        QCOMPARE(stretches[0].in, 0);
+        QCOMPARE(stretches[0].out, 0);
+        QCOMPARE(stretches[0].count, std::int64_t(3));
+        QCOMPARE(stretches[1].in, 0);
+        QCOMPARE(stretches[1].out, 1);
+        QCOMPARE(stretches[1].count, std::int64_t(1));
+    }
+
+    // M = [[5 1] [1 5]]: from 0 back to 0 in two instances, 0 -> 1 -> 0 costs 2 against 10 for
+    // staying, so the path does not stay in 0 and decodes instance by instance.
+    void aPathThatLeavesIsNotAStay()
+    {
+        std::vector<MinPlus> nodes;
+        const int root = power(nodes, matrix(2, {5, 1, 1, 5}), 2);
+        QVERIFY(!staysAt(nodes, root, 0));
+        std::vector<StateRun> stretches;
+        expandRuns(nodes, root, 0, 0, stretches);
+        QCOMPARE(stretches.size(), size_t(2));
+        QCOMPARE(stretches[0].out, 1);
+        QCOMPARE(stretches[1].in, 1);
+    }
+
+    // Plan lines T + lambda M. over: T = 1 s, M = 100 B, found at 0.001; under: T = 2 s,
+    // M = 50 B, at 0.1. They cross where 1 + 100 l = 2 + 50 l: l = 1/50 = 0.02, inside
+    // (0.001, 0.1). Not far below (0.02 >= 0.1 / 8 = 0.0125), so the step is the crossing.
+    // The chord through under at 0.02 is 2 + 50 * 0.02 = 3: a search there returning 2.9 found
+    // a plan between the two; returning 3 proves them adjacent.
+    void chordStepBetweenTwoPlanLines()
+    {
+        const PlanLine over{1.0, 100.0, 0.001}, under{2.0, 50.0, 0.1};
+        const auto step = chordStep(over, under);
+        QVERIFY(step.has_value());
+        QCOMPARE(step->price, 0.02);
+        QVERIFY(!step->stride);
+        QVERIFY(belowChord(2.9, under, 0.02));
+        QVERIFY(!belowChord(3.0, under, 0.02));
+        // over found at 0.05, above the crossing: the lines cross outside the prices (adjacent).
+        QVERIFY(!chordStep(PlanLine{1.0, 100.0, 0.05}, under).has_value());
+        // No memory between them: nothing to step to.
+        QVERIFY(!chordStep(PlanLine{1.0, 50.0, 0.001}, under).has_value());
+    }
+
+    // over is the unpriced plan (T = 1 s, M = 1000 B at 0), under fits at 1 (T = 3 s, M = 10 B).
+    // Crossing: (3 - 1) / (1000 - 10) = 0.00202, far below 1 / 8 with over below 1 / 64: the
+    // step strides down from the fitting side to 1 / 8 = 0.125.
+    void chordStridesDownFromAFarLowerPlan()
+    {
+        const auto step = chordStep(PlanLine{1.0, 1000.0, 0.0}, PlanLine{3.0, 10.0, 1.0});
+        QVERIFY(step.has_value());
+        QCOMPARE(step->price, 0.125);
+        QVERIFY(step->stride);
+    }
+
+    // Memory with k of 10 layers at the low price: 10 + 3k bytes, limit 31, so k <= 7 fits.
+    // Bisection from (fits 0, fails 10): 5 (25 B, fits), 7 (31 B, fits), 8 (34 B, fails): 7.
+    void layerMixBisection()
+    {
+        std::vector<int> probes;
+        const int k = bisectLowPricedLayers(10, [&](int k) {
+            probes.push_back(k);
+            return 10 + 3 * k <= 31;
+        });
+        QCOMPARE(k, 7);
+        QCOMPARE(probes, (std::vector<int>{5, 7, 8}));
+        // Nothing fits but k = 0: every probe fails, down to 1.
+        probes.clear();
+        QCOMPARE(bisectLowPricedLayers(4, [&](int k) { probes.push_back(k); return false; }), 0);
+        QCOMPARE(probes, (std::vector<int>{2, 1}));
+    }
+
+    // Table runs A (class 0, 3 instances) and B (class 1, 2 instances), then a sibling run S of
+    // an inlined parent (not a table run). Split at 4: A's 3 instances and B's first at the low
+    // price (slot 0), B's second at the high one; S stays at the base price.
+    void runsSplitAtAPrice()
+    {
+        const std::vector<Run> runs{{0, 0, 3}, {1, 0, 2}, {2, 1, 1}};
+        const auto priced = splitRunsAtPrice(runs, 2, PriceSplit{1.0, 4});
+        QCOMPARE(priced.size(), size_t(4));
+        auto is = [&](size_t i, int cls, int first, int count, int slot) {
+            return priced[i].first.classId == cls && priced[i].first.firstInstance == first && priced[i].first.count == count &&
+                   priced[i].second == slot;
+        };
+        QVERIFY(is(0, 0, 0, 3, 0));
+        QVERIFY(is(1, 1, 0, 1, 0));
+        QVERIFY(is(2, 1, 1, 1, 1));
+        QVERIFY(is(3, 2, 1, 1, 0));
+        // Without a split every run is one item at the base price.
+        const auto plain = splitRunsAtPrice(runs, 2, std::nullopt);
+        QCOMPARE(plain.size(), size_t(3));
+        QCOMPARE(plain[1].first.count, 2);
+        QCOMPARE(plain[1].second, 0);
+    }
+
+    void globEdgeCases_data()
+    {
+        QTest::addColumn<QString>("pattern");
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<bool>("matches");
+        QTest::newRow("empty matches empty") << "" << "" << true;
+        QTest::newRow("empty pattern") << "" << "a" << false;
+        QTest::newRow("star matches empty") << "*" << "" << true;
+        QTest::newRow("stars only") << "***" << "abc" << true;
+        QTest::newRow("backtrack to the last star") << "*ab" << "aab" << true;
+        QTest::newRow("star then suffix missing") << "*ab" << "aba" << false;
+        QTest::newRow("stars between each") << "a*b*c" << "abc" << true;
+        QTest::newRow("one char for two") << "a*a" << "a" << false;
+        QTest::newRow("star runs over slashes") << "layers.*" << "layers.1/attn/q" << true;
+        QTest::newRow("case matters") << "Layers.*" << "layers.1" << false;
+    }
+
+    void globEdgeCases()
+    {
+        QFETCH(QString, pattern);
+        QFETCH(QString, name);
+        QFETCH(bool, matches);
+        QCOMPARE(globMatch(pattern.toStdString(), name.toStdString()), matches);
+    }
+
+    // Class 0 has two instances, ops {0, 1} and {2, 3} (op 1 and op 3 at the same position).
+    void locksSplitOnlyDifferingInstances()
+    {
+        FoldedGraph base;
+        BlockClass bc;
+        bc.id = 0;
+        bc.instances = {BlockInstance{{0, 1}, {}, {}}, BlockInstance{{2, 3}, {}, {}}};
+        base.classes = {bc};
+        base.classOfOp = {0, 0, 0, 0};
+        base.instanceOfOp = {0, 0, 1, 1};
+        // Both instances locked alike: a constraint on the class, no refold.
+        QVERIFY(opsSplitByLocks(base, {-1, 2, -1, 2}, {{1, 2}, {3, 2}}).empty());
+        // One instance locked: it splits out.
+        QCOMPARE(opsSplitByLocks(base, {-1, 2, -1, -1}, {{1, 2}}), (std::set<OpId>{1}));
+        // Different strategies: both are distinct.
+        QCOMPARE(opsSplitByLocks(base, {-1, 2, -1, 1}, {{1, 2}, {3, 1}}), (std::set<OpId>{1, 3}));
+    }
+
+    // Producers give {a, b} and {b, c} at one input position: the domain is their union, plus
+    // the free spec when some instance reads a graph input there (4 specs, sorted). With no
+    // producer at all there is no variable, free or not.
+    void unionDomainOfAnInputPosition()
+    {
+        const TensorSpec a = splitOn(0, 0), b = splitOn(1, 0), c = TensorSpec::replicated(2);
+        const std::vector<TensorSpec> first{a, b}, second{b, c};
+        std::vector<TensorSpec> domain = unionDomain({&first, &second}, true);
+        QCOMPARE(domain.size(), size_t(4));
+        QVERIFY(std::is_sorted(domain.begin(), domain.end()));
+        QVERIFY(specIndex(domain, freeSpec()) >= 0);
+        QVERIFY(specIndex(domain, a) >= 0 && specIndex(domain, b) >= 0 && specIndex(domain, c) >= 0);
+        QCOMPARE(unionDomain({&first, &second}, false).size(), size_t(3));
+        QVERIFY(unionDomain({}, true).empty());
+        QCOMPARE(specIndex(first, c), -1);
+    }
+
+    void recomputeModesOnlyWhenMemoryHasAPrice()
+    {
+        QCOMPARE(recomputeModes(0.0, true, true).size(), size_t(1));
+        QCOMPARE(recomputeModes(1e-9, true, true).size(), size_t(3));
+        QCOMPARE(recomputeModes(1e-9, false, true).size(), size_t(1));
+        QCOMPARE(recomputeModes(1e-9, true, false).size(), size_t(1)); // inference keeps nothing to recompute
+    }
+
+    // Mode tables [3 1 inf 5] and [2 4 inf 5]: per entry min 2 (mode 1), 1 (mode 0), inf, and
+    // 5 on a tie, which the first mode keeps.
+    void classTableTakesTheMinOverModes()
+    {
+        ClassTable ct;
+        ct.dims = {4};
+        for (const auto& values : {std::vector<double>{3, 1, inf, 5}, std::vector<double>{2, 4, inf, 5}}) {
+            auto m = std::make_shared<ModeSolve>();
+            m->table = values;
+            ct.modes.push_back(m);
+        }
+        takeMinOverModes(ct);
+        QCOMPARE(ct.table, (std::vector<double>{2, 1, inf, 5}));
+        QCOMPARE(ct.modeOfEntry, (std::vector<std::uint8_t>{1, 0, 0, 0}));
+    }
+
+    // Three solves of 800 bytes each (100 doubles) under a 2000-byte bound: the third pushes
+    // the total to 2400, so the oldest goes and 1600 bytes stay.
+    void modeCacheDropsTheOldestOverItsBound()
+    {
+        ModeCache cache(2000);
+        for (const char* key : {"a", "b", "c"}) {
+            auto m = std::make_shared<ModeSolve>();
+            m->table.assign(100, 0.0);
+            cache.remember(key, m);
+        }
+        QVERIFY(!cache.find("a"));
+        QVERIFY(cache.find("b") && cache.find("c"));
+        QCOMPARE(cache.bytes(), 1600.0);
+        QCOMPARE(cache.size(), size_t(2));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSearchUnits)
+#include "tst_searchunits.moc"
