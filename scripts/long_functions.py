@@ -97,6 +97,7 @@ def functions(path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=150)
+    parser.add_argument("--fail", action="store_true", help="exit 1 when any function is over the limit (ctest)")
     parser.add_argument("dirs", nargs="*", default=["core", "app", "tests", "fuzz"])
     args = parser.parse_args()
     rows = []
@@ -108,6 +109,11 @@ def main():
                     rows += [(length, p, start, name) for length, start, name in functions(p) if length > args.limit]
     for length, p, start, name in sorted(rows, key=lambda r: (-r[0], r[1], r[2])):
         print(f"{length:5d}  {p}:{start}  {name}")
+    if args.fail and rows:
+        print(f"long_functions: {len(rows)} function(s) over {args.limit} lines (split them into named steps)")
+        return 1
+    if args.fail:
+        print(f"long_functions: no function over {args.limit} lines in {' '.join(args.dirs)}")
     return 0
 
 

@@ -127,6 +127,53 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
     return k;
 }
 
+// Selective recomputation (Korthikanti et al.): the attention core between two weightless
+// contractions (batch matmuls of two activations) is not kept but recomputed. Region ops are
+// the non-matmul ops on a path from such a contraction's output to such a contraction's input;
+// the contraction feeding the region is recomputed too, because the region's recomputation
+// needs its output. Returns, per op, whether it is in such a region.
+std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<OpId>& producer,
+                                        const std::vector<std::vector<OpId>>& consumers, const std::vector<bool>& matmul)
+{
+    const size_t nOps = graph.ops.size();
+    std::vector<bool> weightless(nOps, false);
+    for (size_t i = 0; i < nOps; ++i) {
+        if (!matmul[i]) continue;
+        weightless[i] = std::none_of(graph.ops[i].inputs.begin(), graph.ops[i].inputs.end(), [&](TensorId t) {
+            return graph.tensor(t).role == TensorRole::Weight;
+        });
+    }
+    std::vector<bool> fromW(nOps, false), toW(nOps, false);
+    for (const auto id : graph.topologicalOrder()) {
+        const auto& op = graph.op(id);
+        if (matmul[static_cast<size_t>(id)]) continue;
+        for (auto t : op.inputs) {
+            const OpId p = producer[static_cast<size_t>(t)];
+            if (p >= 0 && (weightless[static_cast<size_t>(p)] || fromW[static_cast<size_t>(p)])) fromW[static_cast<size_t>(id)] = true;
+        }
+    }
+    {
+        auto order = graph.topologicalOrder();
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            const auto& op = graph.op(*it);
+            if (matmul[static_cast<size_t>(*it)]) continue;
+            for (auto t : op.outputs)
+                for (OpId c : consumers[static_cast<size_t>(t)])
+                    if (weightless[static_cast<size_t>(c)] || toW[static_cast<size_t>(c)]) toW[static_cast<size_t>(*it)] = true;
+        }
+    }
+    std::vector<bool> recomputedSel(nOps, false);
+    for (size_t i = 0; i < nOps; ++i) recomputedSel[i] = fromW[i] && toW[i];
+    for (size_t i = 0; i < nOps; ++i) {
+        if (!weightless[i]) continue;
+        for (auto t : graph.ops[i].outputs)
+            for (OpId c : consumers[static_cast<size_t>(t)])
+                if (!matmul[static_cast<size_t>(c)] && fromW[static_cast<size_t>(c)] && toW[static_cast<size_t>(c)])
+                    recomputedSel[i] = true;
+    }
+    return recomputedSel;
+}
+
 } // namespace
 
 void CostModel::Impl::build()
@@ -168,46 +215,7 @@ void CostModel::Impl::build()
     for (size_t t = 0; t < nTensors; ++t)
         if (producer[t] < 0 || graph.tensors[t].role == TensorRole::Weight) kept[t] = false;
 
-    // Selective recomputation (Korthikanti et al.): the attention core between two weightless
-    // contractions (batch matmuls of two activations) is not kept but recomputed. Region ops
-    // are the non-matmul ops on a path from such a contraction's output to such a
-    // contraction's input; the contraction feeding the region is recomputed too, because the
-    // region's recomputation needs its output.
-    std::vector<bool> weightless(nOps, false);
-    for (size_t i = 0; i < nOps; ++i) {
-        if (!matmul[i]) continue;
-        weightless[i] = std::none_of(graph.ops[i].inputs.begin(), graph.ops[i].inputs.end(), [&](TensorId t) {
-            return graph.tensor(t).role == TensorRole::Weight;
-        });
-    }
-    std::vector<bool> fromW(nOps, false), toW(nOps, false);
-    for (const auto id : graph.topologicalOrder()) {
-        const auto& op = graph.op(id);
-        if (matmul[static_cast<size_t>(id)]) continue;
-        for (auto t : op.inputs) {
-            const OpId p = producer[static_cast<size_t>(t)];
-            if (p >= 0 && (weightless[static_cast<size_t>(p)] || fromW[static_cast<size_t>(p)])) fromW[static_cast<size_t>(id)] = true;
-        }
-    }
-    {
-        auto order = graph.topologicalOrder();
-        for (auto it = order.rbegin(); it != order.rend(); ++it) {
-            const auto& op = graph.op(*it);
-            if (matmul[static_cast<size_t>(*it)]) continue;
-            for (auto t : op.outputs)
-                for (OpId c : consumers[static_cast<size_t>(t)])
-                    if (weightless[static_cast<size_t>(c)] || toW[static_cast<size_t>(c)]) toW[static_cast<size_t>(*it)] = true;
-        }
-    }
-    std::vector<bool> recomputedSel(nOps, false);
-    for (size_t i = 0; i < nOps; ++i) recomputedSel[i] = fromW[i] && toW[i];
-    for (size_t i = 0; i < nOps; ++i) {
-        if (!weightless[i]) continue;
-        for (auto t : graph.ops[i].outputs)
-            for (OpId c : consumers[static_cast<size_t>(t)])
-                if (!matmul[static_cast<size_t>(c)] && fromW[static_cast<size_t>(c)] && toW[static_cast<size_t>(c)])
-                    recomputedSel[i] = true;
-    }
+    const std::vector<bool> recomputedSel = selectivelyRecomputed(graph, producer, consumers, matmul);
 
     // Which tensors have the batch as dim 0. The batch is dim 0 of the first graph input of
     // rank >= 2 (tokens, images); graph inputs of rank >= 2 with that dim 0 seed it (not, say,
