@@ -23,6 +23,28 @@ namespace {
 
 Hardware testHardware() { return loadHardware("a100-80g-dgx"); }
 
+/// A built-in model with `layers` layers (batch 8), folded and costed on `mesh` as tpplan costs
+/// it (reader groups from the fold). Held by pointer: the cost model refers to the graph.
+struct Costed {
+    LoadedModel lm;
+    FoldedGraph folded;
+    std::unique_ptr<CostModel> cost;
+};
+std::unique_ptr<Costed> costed(const QString& model, int layers, const QString& mesh)
+{
+    auto c = std::make_unique<Costed>();
+    ModelOptions options;
+    options.batch = 8;
+    options.overrides = {"layers=" + std::to_string(layers)};
+    c->lm = loadModel(model.toStdString(), options);
+    const Hardware hw = testHardware();
+    c->folded = foldGraph(c->lm.graph);
+    CostSettings settings;
+    settings.readerGroupOfOp = readerGroupsOf(c->folded);
+    c->cost = std::make_unique<CostModel>(c->lm.graph, parseMesh(mesh.toStdString(), hw), hw, settings);
+    return c;
+}
+
 /// Exhaustive minimum of sum(node) + sum(edges) over every strategy combination, by depth-first
 /// enumeration in topological order (edge costs are added once both ends are assigned).
 double bruteForce(const CostModel& model)
@@ -420,15 +442,10 @@ private slots:
         QFETCH(QString, mesh);
         QFETCH(QString, lock);
         if (kSanitized && layers > 10) layers = 10;
-        ModelOptions options;
-        options.batch = 8;
-        options.overrides = {"layers=" + std::to_string(layers)};
-        const auto m = loadModel(model.toStdString(), options);
-        const Hardware hw = testHardware();
-        const FoldedGraph folded = foldGraph(m.graph);
-        CostSettings settings;
-        settings.readerGroupOfOp = readerGroupsOf(folded);
-        CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw, settings);
+        const auto c = costed(model, layers, mesh);
+        const auto& m = c->lm;
+        const FoldedGraph& folded = c->folded;
+        const CostModel& cost = *c->cost;
         SearchOptions so;
         so.memoryLimitBytes = -1;
         if (!lock.isEmpty()) so.locks = resolveLocks(cost, {parseLockRequest(lock.toStdString())});
@@ -679,15 +696,10 @@ private slots:
         QFETCH(bool, mix);
         QFETCH(bool, inlined);
         QFETCH(QString, expect);
-        ModelOptions options;
-        options.batch = 8;
-        options.overrides = {"layers=" + std::to_string(layers)};
-        const auto m = loadModel(model.toStdString(), options);
-        const Hardware hw = testHardware();
-        const FoldedGraph folded = foldGraph(m.graph);
-        CostSettings settings;
-        settings.readerGroupOfOp = readerGroupsOf(folded);
-        CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw, settings);
+        const auto c = costed(model, layers, mesh);
+        const auto& m = c->lm;
+        const FoldedGraph& folded = c->folded;
+        const CostModel& cost = *c->cost;
         PlannerSession session(cost, folded);
         session.setMixLayers(mix);
         if (inlined) session.setMaxTableEntries(0);

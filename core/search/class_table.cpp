@@ -218,16 +218,34 @@ const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTab
     return structureCache.emplace(structureKey, std::move(structure)).first->second;
 }
 
+namespace {
+
+/// Each op of the block instance by its position in the instance.
+std::map<OpId, int> localIndexOfOps(const BlockInstance& rep)
+{
+    std::map<OpId, int> local;
+    for (size_t i = 0; i < rep.ops.size(); ++i) local[rep.ops[i]] = static_cast<int>(i);
+    return local;
+}
+
+/// The input positions of the instance whose spec is a variable of the class table.
+std::map<TensorId, int> variableInputPositions(const ClassTable& ct, const BlockInstance& rep)
+{
+    std::map<TensorId, int> inputPosition;
+    for (size_t k = 0; k < rep.inputs.size(); ++k)
+        if (ct.inputVar[k] >= 0) inputPosition[rep.inputs[k]] = static_cast<int>(k);
+    return inputPosition;
+}
+
+} // namespace
+
 /// The resharding edge into each op input: from an op of the block, a block input's spec, or
 /// an absorbed sibling's output spec.
 void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
                         const std::vector<int>& domains, std::vector<Factor>& out)
 {
-    std::map<OpId, int> local;
-    for (size_t i = 0; i < rep.ops.size(); ++i) local[rep.ops[i]] = static_cast<int>(i);
-    std::map<TensorId, int> inputPosition; // inputs with a variable
-    for (size_t k = 0; k < rep.inputs.size(); ++k)
-        if (ct.inputVar[k] >= 0) inputPosition[rep.inputs[k]] = static_cast<int>(k);
+    const std::map<OpId, int> local = localIndexOfOps(rep);
+    const std::map<TensorId, int> inputPosition = variableInputPositions(ct, rep);
     // Tensors produced by absorbed siblings: (sibling, output position).
     std::map<TensorId, std::pair<int, int>> siblingOutput;
     const auto sibInstances = siblingsOf(ct.classId, InstanceId{0});
@@ -287,11 +305,8 @@ Factor linkFactor(int xVar, int xSize, int yVar, int ySize, Allowed allowed)
 void PlannerSession::Impl::siblingLinks(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
                         const std::vector<int>& domains, std::vector<Factor>& out)
 {
-    std::map<OpId, int> local;
-    for (size_t i = 0; i < rep.ops.size(); ++i) local[rep.ops[i]] = static_cast<int>(i);
-    std::map<TensorId, int> inputPosition; // inputs with a variable
-    for (size_t k = 0; k < rep.inputs.size(); ++k)
-        if (ct.inputVar[k] >= 0) inputPosition[rep.inputs[k]] = static_cast<int>(k);
+    const std::map<OpId, int> local = localIndexOfOps(rep);
+    const std::map<TensorId, int> inputPosition = variableInputPositions(ct, rep);
     const auto sibInstances = siblingsOf(ct.classId, InstanceId{0});
     for (size_t s = 0; s < sibs.size(); ++s) {
         const auto& sib = *sibs[s];
