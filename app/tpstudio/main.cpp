@@ -25,106 +25,111 @@ bool saveGrab(QWidget* widget, const QString& path)
     return false;
 }
 
-} // namespace
-
-int main(int argc, char** argv)
-{
-    QApplication app(argc, argv);
-    QApplication::setApplicationName(QStringLiteral("TP Studio"));
-    QApplication::setOrganizationName(QStringLiteral("TP Studio"));
-    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+/// The options tpstudio takes (the comment at the top of this file), added to a parser.
+struct CommandLine {
+    QCommandLineOption mesh{QStringLiteral("mesh"), QStringLiteral("Device mesh, e.g. 8, 2x8, 4x4x8."), QStringLiteral("shape")};
+    QCommandLineOption hardware{QStringLiteral("hardware"), QStringLiteral("Hardware preset or JSON file."),
+                                QStringLiteral("name")};
+    QCommandLineOption batch{QStringLiteral("batch"), QStringLiteral("Global batch."), QStringLiteral("n")};
+    QCommandLineOption seq{QStringLiteral("seq"), QStringLiteral("Sequence length."), QStringLiteral("n")};
+    QCommandLineOption microBatch{QStringLiteral("micro-batch"), QStringLiteral("Micro-batch (gradient accumulation)."),
+                                  QStringLiteral("n")};
+    QCommandLineOption mode{QStringLiteral("mode"), QStringLiteral("train or infer."), QStringLiteral("mode")};
+    QCommandLineOption memoryLimit{QStringLiteral("memory-limit"), QStringLiteral("e.g. 80GiB, none."), QStringLiteral("bytes")};
+    QCommandLineOption lock{QStringLiteral("lock"), QStringLiteral("GLOB=STRATEGY (repeatable)."), QStringLiteral("lock")};
+    QCommandLineOption select{QStringLiteral("select"), QStringLiteral("Op to select (name)."), QStringLiteral("op")};
+    QCommandLineOption screenshot{QStringLiteral("screenshot"),
+                                  QStringLiteral("Render the window after the first plan, save, exit."), QStringLiteral("png")};
+    QCommandLineOption screenshotBreakdown{QStringLiteral("screenshot-breakdown"),
+                                           QStringLiteral("Also save the Breakdown dock."), QStringLiteral("png")};
+    QCommandLineOption screenshotExplain{QStringLiteral("screenshot-explain"),
+                                         QStringLiteral("Also save the Explain dock for the --select op."),
+                                         QStringLiteral("png")};
+    QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."),
+                            QStringLiteral("WxH")};
+    QCommandLineOption benchEdits{
+        QStringLiteral("bench-edits"),
+        QStringLiteral("Time N edits (lock/unlock an op) to the updated plan on screen, print JSON, exit."), QStringLiteral("N")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("Visualizer and planner for tensor parallelism"));
-    parser.addHelpOption();
-    parser.addVersionOption();
-    parser.addPositionalArgument(QStringLiteral("source"),
-                                 QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
-    const QCommandLineOption mesh(QStringLiteral("mesh"), QStringLiteral("Device mesh, e.g. 8, 2x8, 4x4x8."), QStringLiteral("shape"));
-    const QCommandLineOption hardware(QStringLiteral("hardware"), QStringLiteral("Hardware preset or JSON file."), QStringLiteral("name"));
-    const QCommandLineOption batch(QStringLiteral("batch"), QStringLiteral("Global batch."), QStringLiteral("n"));
-    const QCommandLineOption seq(QStringLiteral("seq"), QStringLiteral("Sequence length."), QStringLiteral("n"));
-    const QCommandLineOption microBatch(QStringLiteral("micro-batch"), QStringLiteral("Micro-batch (gradient accumulation)."), QStringLiteral("n"));
-    const QCommandLineOption mode(QStringLiteral("mode"), QStringLiteral("train or infer."), QStringLiteral("mode"));
-    const QCommandLineOption memoryLimit(QStringLiteral("memory-limit"), QStringLiteral("e.g. 80GiB, none."), QStringLiteral("bytes"));
-    const QCommandLineOption lock(QStringLiteral("lock"), QStringLiteral("GLOB=STRATEGY (repeatable)."), QStringLiteral("lock"));
-    const QCommandLineOption select(QStringLiteral("select"), QStringLiteral("Op to select (name)."), QStringLiteral("op"));
-    const QCommandLineOption screenshot(QStringLiteral("screenshot"), QStringLiteral("Render the window after the first plan, save, exit."),
-                                        QStringLiteral("png"));
-    const QCommandLineOption screenshotBreakdown(QStringLiteral("screenshot-breakdown"),
-                                                 QStringLiteral("Also save the Breakdown dock."), QStringLiteral("png"));
-    const QCommandLineOption screenshotExplain(QStringLiteral("screenshot-explain"),
-                                               QStringLiteral("Also save the Explain dock for the --select op."), QStringLiteral("png"));
-    const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."), QStringLiteral("WxH"));
-    const QCommandLineOption benchEdits(QStringLiteral("bench-edits"),
-                                        QStringLiteral("Time N edits (lock/unlock an op) to the updated plan on screen, print JSON, exit."),
-                                        QStringLiteral("N"));
-    parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot, screenshotBreakdown, screenshotExplain, size, benchEdits});
-    parser.process(app);
 
-    tp::PlanSettings base;
-    if (parser.isSet(mesh)) base.mesh = parser.value(mesh).toStdString();
-    if (parser.isSet(hardware)) base.hardware = parser.value(hardware).toStdString();
-    if (parser.isSet(batch)) base.batch = parser.value(batch).toLongLong();
-    if (parser.isSet(seq)) base.seq = parser.value(seq).toLongLong();
-    if (parser.isSet(microBatch)) base.microBatch = parser.value(microBatch).toLongLong();
-    if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
-    if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
-
-    const bool measuring = parser.isSet(benchEdits);
-    const bool headless = parser.isSet(screenshot) || parser.isSet(screenshotBreakdown) || parser.isSet(screenshotExplain) || measuring;
-    tp::MainWindow window(!headless);
-    if (parser.isSet(size)) {
-        const auto wh = parser.value(size).split(QLatin1Char('x'));
-        if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
-    } else if (headless) {
-        window.resize(1720, 1080);
+    CommandLine()
+    {
+        parser.setApplicationDescription(QStringLiteral("Visualizer and planner for tensor parallelism"));
+        parser.addHelpOption();
+        parser.addVersionOption();
+        parser.addPositionalArgument(
+            QStringLiteral("source"),
+            QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
+        parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot,
+                           screenshotBreakdown, screenshotExplain, size, benchEdits});
     }
+
+    tp::PlanSettings settings() const
+    {
+        tp::PlanSettings base;
+        if (parser.isSet(mesh)) base.mesh = parser.value(mesh).toStdString();
+        if (parser.isSet(hardware)) base.hardware = parser.value(hardware).toStdString();
+        if (parser.isSet(batch)) base.batch = parser.value(batch).toLongLong();
+        if (parser.isSet(seq)) base.seq = parser.value(seq).toLongLong();
+        if (parser.isSet(microBatch)) base.microBatch = parser.value(microBatch).toLongLong();
+        if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
+        if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
+        return base;
+    }
+    bool measuring() const { return parser.isSet(benchEdits); }
+    bool headless() const
+    {
+        return parser.isSet(screenshot) || parser.isSet(screenshotBreakdown) || parser.isSet(screenshotExplain) || measuring();
+    }
+};
+
+/// Opens what the command line names (or what crash recovery restores, or the start page).
+/// Returns an exit code when tpstudio must stop at once, else -1.
+int openFromCommandLine(tp::MainWindow& window, const CommandLine& cl)
+{
+    const bool headless = cl.headless();
     // Autosave and crash recovery (docs/RELIABILITY.md "Nothing lost"); screenshots leave no files.
     bool restored = false;
     if (!headless) {
         window.enableRecovery();
         restored = window.offerRecovery();
     }
-    const QStringList positional = parser.positionalArguments();
-    if (restored) {
-        // The restored edits replace the file named on the command line.
-    } else if (!positional.isEmpty()) {
-        if (!window.openSource(positional.first(), base)) {
-            std::fprintf(stderr, "tpstudio: %s\n", qPrintable(window.statusText()));
-            if (headless) return 2;
-        } else if (parser.isSet(lock)) {
-            std::vector<tp::LockRequest> locks = window.document()->locks();
-            try {
-                for (const auto& text : parser.values(lock)) locks.push_back(tp::parseLockRequest(text.toStdString()));
-            } catch (const std::exception& e) {
-                std::fprintf(stderr, "tpstudio: %s\n", e.what());
-                return 2;
-            }
-            window.openSettings(window.document()->settings(), locks);
-        }
-    } else {
+    const QStringList positional = cl.parser.positionalArguments();
+    if (restored) return -1; // the restored edits replace the file named on the command line
+    if (positional.isEmpty()) {
         window.showStartPage();
+        return -1;
     }
-    window.show();
-
-    if (headless) {
-        if (positional.isEmpty()) {
-            std::fprintf(stderr, "tpstudio: --screenshot needs a model or file\n");
+    if (!window.openSource(positional.first(), cl.settings())) {
+        std::fprintf(stderr, "tpstudio: %s\n", qPrintable(window.statusText()));
+        return headless ? 2 : -1;
+    }
+    if (cl.parser.isSet(cl.lock)) {
+        std::vector<tp::LockRequest> locks = window.document()->locks();
+        try {
+            for (const auto& text : cl.parser.values(cl.lock)) locks.push_back(tp::parseLockRequest(text.toStdString()));
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "tpstudio: %s\n", e.what());
             return 2;
         }
-        if (measuring) {
-            tp::startEditBenchmark(window, parser.value(benchEdits).toInt());
-            return app.exec();
-        }
-        QElapsedTimer clock;
-        clock.start();
-        tp::Document* doc = window.document();
-        const QString selectName = parser.value(select);
-        QObject::connect(doc, &tp::Document::errorOccurred, &app, [](const QString& message) {
-            std::fprintf(stderr, "tpstudio: %s\n", qPrintable(message));
-            QApplication::exit(2);
-        });
-        QObject::connect(doc, &tp::Document::planChanged, &app, [&, doc] {
+        window.openSettings(window.document()->settings(), locks);
+    }
+    return -1;
+}
+
+/// After the first plan: select the --select op, wait for dot's layout (and the explanation,
+/// when asked), save the screenshots and exit.
+void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const CommandLine& cl, const QElapsedTimer& clock)
+{
+    tp::Document* doc = window.document();
+    const QString selectName = cl.parser.value(cl.select);
+    QObject::connect(doc, &tp::Document::errorOccurred, &app, [](const QString& message) {
+        std::fprintf(stderr, "tpstudio: %s\n", qPrintable(message));
+        QApplication::exit(2);
+    });
+    QObject::connect(
+        doc, &tp::Document::planChanged, &app,
+        [&, doc, selectName] {
             if (!selectName.isEmpty())
                 for (const auto& op : doc->workspace()->model.graph.ops)
                     if (QString::fromStdString(op.name) == selectName) doc->setSelectedOp(op.id);
@@ -132,10 +137,15 @@ int main(int argc, char** argv)
                 // Let the views lay out and paint once before grabbing.
                 QTimer::singleShot(50, &app, [&] {
                     int rc = 0;
-                    if (parser.isSet(screenshot) && !saveGrab(&window, parser.value(screenshot))) rc = 1;
-                    if (parser.isSet(screenshotBreakdown) && !saveGrab(window.breakdownDock(), parser.value(screenshotBreakdown))) rc = 1;
-                    if (parser.isSet(screenshotExplain) && !saveGrab(window.explainDock(), parser.value(screenshotExplain))) rc = 1;
-                    std::fprintf(stderr, "tpstudio: first plan and screenshot in %lld ms\n", static_cast<long long>(clock.elapsed()));
+                    if (cl.parser.isSet(cl.screenshot) && !saveGrab(&window, cl.parser.value(cl.screenshot))) rc = 1;
+                    if (cl.parser.isSet(cl.screenshotBreakdown) &&
+                        !saveGrab(window.breakdownDock(), cl.parser.value(cl.screenshotBreakdown)))
+                        rc = 1;
+                    if (cl.parser.isSet(cl.screenshotExplain) &&
+                        !saveGrab(window.explainDock(), cl.parser.value(cl.screenshotExplain)))
+                        rc = 1;
+                    std::fprintf(stderr, "tpstudio: first plan and screenshot in %lld ms\n",
+                                 static_cast<long long>(clock.elapsed()));
                     QApplication::exit(rc);
                 });
             };
@@ -146,16 +156,52 @@ int main(int argc, char** argv)
                 else
                     grabAll();
             };
-            if (parser.isSet(screenshotExplain) && doc->selectedOp() >= 0) {
+            if (cl.parser.isSet(cl.screenshotExplain) && doc->selectedOp() >= 0) {
                 // The explanation is computed on a worker: grab once it is on screen.
                 window.explainDock()->raise();
                 // Tall enough that the mesh pictures and the why-not table are readable.
                 window.resizeDocks({window.explainDock()}, {window.height() * 2 / 3}, Qt::Vertical);
-                QObject::connect(window.explainPanel(), &tp::ExplainPanel::explanationShown, &app, waitForLayout, Qt::SingleShotConnection);
+                QObject::connect(window.explainPanel(), &tp::ExplainPanel::explanationShown, &app, waitForLayout,
+                                 Qt::SingleShotConnection);
             } else {
                 waitForLayout();
             }
-        }, Qt::SingleShotConnection);
+        },
+        Qt::SingleShotConnection);
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    QApplication app(argc, argv);
+    QApplication::setApplicationName(QStringLiteral("TP Studio"));
+    QApplication::setOrganizationName(QStringLiteral("TP Studio"));
+    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    CommandLine cl;
+    cl.parser.process(app);
+
+    const bool headless = cl.headless();
+    tp::MainWindow window(!headless);
+    if (cl.parser.isSet(cl.size)) {
+        const auto wh = cl.parser.value(cl.size).split(QLatin1Char('x'));
+        if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
+    } else if (headless) {
+        window.resize(1720, 1080);
     }
+    if (const int rc = openFromCommandLine(window, cl); rc >= 0) return rc;
+    window.show();
+    if (!headless) return app.exec();
+    if (cl.parser.positionalArguments().isEmpty()) {
+        std::fprintf(stderr, "tpstudio: --screenshot needs a model or file\n");
+        return 2;
+    }
+    if (cl.measuring()) {
+        tp::startEditBenchmark(window, cl.parser.value(cl.benchEdits).toInt());
+        return app.exec();
+    }
+    QElapsedTimer clock;
+    clock.start();
+    screenshotAfterFirstPlan(app, window, cl, clock);
     return app.exec();
 }
