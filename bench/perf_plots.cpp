@@ -101,7 +101,8 @@ bool plotScaling(const QJsonObject& doc, const QString& path)
             if (!r.contains(c.key)) continue;
             // A sample ({wall_ms, cpu_ms}) or a plain CPU figure.
             const QJsonValue value = r[c.key];
-            const double x = r["layers"].toDouble(), y = value.isObject() ? value.toObject()["cpu_ms"].toDouble() : value.toDouble();
+            const double x = r["layers"].toDouble(),
+                         y = value.isObject() ? value.toObject()["cpu_ms"].toDouble() : value.toDouble();
             if (!(y > 0)) continue;
             line->append(x, y);
             dots->append(x, y);
@@ -150,7 +151,8 @@ bool plotMethods(const QJsonObject& doc, const QString& path)
 {
     const QJsonArray rows = doc["comparison"].toArray();
     auto* chart = new QChart;
-    chart->setTitle(QStringLiteral("Search time: folded vs flat vs ILP (CBC, limit %1 s)").arg(doc["settings"].toObject()["ilp_time_limit_s"].toDouble()));
+    chart->setTitle(QStringLiteral("Search time: folded vs flat vs ILP (CBC, limit %1 s)")
+                        .arg(doc["settings"].toObject()["ilp_time_limit_s"].toDouble()));
     auto* folded = new QBarSet("folded search (ours)");
     auto* flat = new QBarSet("flat search (same engine, unfolded)");
     auto* ilp = new QBarSet("Alpa-style ILP (CBC, build + solve)");

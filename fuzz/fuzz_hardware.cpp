@@ -13,7 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         const tp::Hardware hardware = tp::hardwareFromJson(text, "fuzz.json");
         (void)tp::parseMesh("2x8", hardware);
-    } catch (const tp::InputError&) {
-    }
+    } catch (const tp::InputError&) {}
     return 0;
 }

@@ -15,7 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const tp::ModelConfig config = tp::modelConfigFromHuggingFace(text, "config.json");
         const tp::Graph graph = tp::buildModel(config);
         tp::validateGraph(graph);
-    } catch (const tp::InputError&) {
-    }
+    } catch (const tp::InputError&) {}
     return 0;
 }

@@ -17,7 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         const tp::Graph graph = tp::importOnnx(bytes, "fuzz.onnx", options);
         tp::validateGraph(graph);
-    } catch (const tp::InputError&) {
-    }
+    } catch (const tp::InputError&) {}
     return 0;
 }

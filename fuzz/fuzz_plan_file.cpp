@@ -13,7 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         const tp::LoadedPlan plan = tp::readPlanFile(text, "fuzz.tpplan.json");
         (void)tp::writePlanFile(tp::planDocument(plan));
-    } catch (const tp::InputError&) {
-    }
+    } catch (const tp::InputError&) {}
     return 0;
 }

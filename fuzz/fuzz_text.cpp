@@ -42,8 +42,7 @@ void parseOne(std::uint8_t selector, const std::string& text)
     }
     case 1: {
         const tp::OpStrategy strategy = tp::parseStrategy(text, f.matmul, f.mesh);
-        if (tp::parseStrategy(tp::strategyToString(strategy, f.matmul, f.mesh), f.matmul, f.mesh) != strategy)
-            std::abort();
+        if (tp::parseStrategy(tp::strategyToString(strategy, f.matmul, f.mesh), f.matmul, f.mesh) != strategy) std::abort();
         break;
     }
     case 2: {
@@ -74,7 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     try {
         parseOne(data[0], std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
-    } catch (const tp::InputError&) {
-    }
+    } catch (const tp::InputError&) {}
     return 0;
 }

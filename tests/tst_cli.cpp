@@ -34,8 +34,10 @@ private slots:
         QTest::newRow("bad set") << QStringList{"info", "gpt2", "--set", "layers"} << "--set 'layers': expected key=value";
         QTest::newRow("bad batch") << QStringList{"info", "gpt2", "--batch", "-3"} << "--batch '-3': expected a positive integer";
         QTest::newRow("missing file") << QStringList{"info", "/nonexistent/config.json"} << "no such file";
-        QTest::newRow("overlap zero") << QStringList{"plan", "gpt2", "--overlap", "0"} << "--overlap '0': expected a positive integer";
-        QTest::newRow("overlap huge") << QStringList{"plan", "gpt2", "--overlap", "5000"} << "--overlap '5000': at most 1024 chunks";
+        QTest::newRow("overlap zero") << QStringList{"plan", "gpt2", "--overlap", "0"}
+                                      << "--overlap '0': expected a positive integer";
+        QTest::newRow("overlap huge") << QStringList{"plan", "gpt2", "--overlap", "5000"}
+                                      << "--overlap '5000': at most 1024 chunks";
     }
 
     void badInputExitsTwoWithOneLine()
@@ -66,7 +68,8 @@ private slots:
         const auto ca = a["cost"].toObject(), cb = b["cost"].toObject();
         QCOMPARE(ca["hidden_comm_s"].toDouble(), 0.0);
         QVERIFY(cb["hidden_comm_s"].toDouble() > 0);
-        QVERIFY(qAbs(cb["exposed_comm_s"].toDouble() + cb["hidden_comm_s"].toDouble() - cb["comm_s"].toDouble()) <= 1e-9 * cb["comm_s"].toDouble());
+        QVERIFY(qAbs(cb["exposed_comm_s"].toDouble() + cb["hidden_comm_s"].toDouble() - cb["comm_s"].toDouble()) <=
+                1e-9 * cb["comm_s"].toDouble());
         QVERIFY(cb["step_time_s"].toDouble() < ca["step_time_s"].toDouble());
     }
 
@@ -82,7 +85,8 @@ private slots:
         const QStringList model{"gpt2", "--set", "layers=2", "--mesh", "2x2"};
         const Run free = tpplan(QStringList{"plan"} + model + QStringList{"--memory-limit", "none", "--json"});
         QCOMPARE(free.code, 0);
-        const double unconstrained = QJsonDocument::fromJson(free.out).object()["memory"].toObject()["per_device_bytes"].toDouble();
+        const double unconstrained =
+            QJsonDocument::fromJson(free.out).object()["memory"].toObject()["per_device_bytes"].toDouble();
         QVERIFY(unconstrained > 0);
         QTemporaryDir dir;
         const QString path = dir.filePath("p.tpplan.json");
@@ -100,7 +104,8 @@ private slots:
         const QJsonObject compare = QJsonDocument::fromJson(r.out).object()["compare"].toObject();
         QCOMPARE(compare["base_total"].toObject(), compare["other_total"].toObject());
         // The totals are the plan's own breakdown.
-        QCOMPARE(compare["base_total"].toObject()["memory_bytes"].toDouble(), plan["memory"].toObject()["per_device_bytes"].toDouble());
+        QCOMPARE(compare["base_total"].toObject()["memory_bytes"].toDouble(),
+                 plan["memory"].toObject()["per_device_bytes"].toDouble());
         for (const auto& b : compare["blocks"].toArray()) {
             const QJsonObject block = b.toObject();
             QCOMPARE(block["base"].toObject(), block["other"].toObject());
@@ -114,7 +119,8 @@ private slots:
         const Run r = tpplan({"plan", "llama3-8b", "--mesh", "2x8"});
         QCOMPARE(r.code, 0);
         const QString text = QString::fromUtf8(r.out);
-        QVERIFY2(text.contains(QRegularExpression("\\d+ of 32 instances use another layout \\(layers\\.\\d+")), qPrintable(text.left(3000)));
+        QVERIFY2(text.contains(QRegularExpression("\\d+ of 32 instances use another layout \\(layers\\.\\d+")),
+                 qPrintable(text.left(3000)));
         QVERIFY(text.contains("memory/device   79.98 GiB of 80.00 GiB"));
     }
 

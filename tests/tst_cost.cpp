@@ -51,8 +51,8 @@ Graph gpt22b(std::int64_t layers)
 {
     // Korthikanti et al. Table 3's 22B model: h = 6144, a = 64, s = 2048 (48 layers; fewer
     // here since only one layer is measured), micro-batch 4.
-    ModelConfig c = {{"family", "gpt"}, {"name", "gpt-22b"}, {"layers", layers}, {"hidden", 6144}, {"heads", 64},
-                     {"vocab", 51200}, {"seq", 2048}, {"batch", 4}};
+    ModelConfig c = {{"family", "gpt"}, {"name", "gpt-22b"}, {"layers", layers}, {"hidden", 6144},
+                     {"heads", 64},     {"vocab", 51200},    {"seq", 2048},      {"batch", 4}};
     return buildModel(c);
 }
 
@@ -92,8 +92,8 @@ private slots:
         QTest::newRow("all-to-all") << CollectiveKind::AllToAll << 4 << 50e9 << 10e-6 << 2e9 << 0.00753;
         // DGX A100 NVLink, 8 GPUs: all-reduce of a GPT-3 layer activation b*s*h*2 bytes with b=1:
         // 2*7/8 * 2048*12288*2 / 235e9 + 14 * 5 us = 3.7478e-4 + 7e-5 = 4.4478e-4
-        QTest::newRow("gpt3 activation on NVLink") << CollectiveKind::AllReduce << 8 << 235e9 << 5e-6
-                                                   << 2048.0 * 12288 * 2 << (1.75 * 2048.0 * 12288 * 2 / 235e9 + 7e-5);
+        QTest::newRow("gpt3 activation on NVLink") << CollectiveKind::AllReduce << 8 << 235e9 << 5e-6 << 2048.0 * 12288 * 2
+                                                   << (1.75 * 2048.0 * 12288 * 2 / 235e9 + 7e-5);
         QTest::newRow("one device") << CollectiveKind::AllReduce << 1 << 100e9 << 5e-6 << 1e9 << 0.0;
     }
     void collectiveFormula()
@@ -117,34 +117,58 @@ private slots:
         QTest::addColumn<QString>("to");
         QTest::addColumn<QString>("plan");
         QTest::addColumn<double>("seconds");
-        QTest::newRow("same") << "[-,y,-]" << "[-,y,-]" << "" << 0.0;
+        QTest::newRow("same") << "[-,y,-]"
+                              << "[-,y,-]"
+                              << "" << 0.0;
         // partial -> replicated: all-reduce 2*3/4 * 8192/1e11 = 1.2288e-7
-        QTest::newRow("all-reduce") << "[-,-,-]+y" << "[-,-,-]" << "AR y 8192" << 1.2288e-7;
+        QTest::newRow("all-reduce") << "[-,-,-]+y"
+                                    << "[-,-,-]"
+                                    << "AR y 8192" << 1.2288e-7;
         // partial -> split: reduce-scatter 3/4 * 8192/1e11 = 6.144e-8
-        QTest::newRow("reduce-scatter") << "[-,-,-]+y" << "[-,-,y]" << "RS y 8192" << 6.144e-8;
+        QTest::newRow("reduce-scatter") << "[-,-,-]+y"
+                                        << "[-,-,y]"
+                                        << "RS y 8192" << 6.144e-8;
         // split -> replicated: all-gather, n = gathered 8192: 6.144e-8
-        QTest::newRow("all-gather") << "[-,-,y]" << "[-,-,-]" << "AG y 8192" << 6.144e-8;
+        QTest::newRow("all-gather") << "[-,-,y]"
+                                    << "[-,-,-]"
+                                    << "AG y 8192" << 6.144e-8;
         // split dim 2 -> dim 0: all-to-all, n = 4 * 2048: 3/16 * 8192/1e11 = 1.536e-8
-        QTest::newRow("all-to-all") << "[-,-,y]" << "[y,-,-]" << "A2A y 8192" << 1.536e-8;
+        QTest::newRow("all-to-all") << "[-,-,y]"
+                                    << "[y,-,-]"
+                                    << "A2A y 8192" << 1.536e-8;
         // replicated -> split: a local slice
-        QTest::newRow("slice") << "[-,-,-]" << "[-,x,-]" << "" << 0.0;
+        QTest::newRow("slice") << "[-,-,-]"
+                               << "[-,x,-]"
+                               << "" << 0.0;
         // [-,-,x*y] -> [x,-,y]: y is minor inside x, so gather y (n = 8192/2 = 4096:
         // 3/4*4096/1e11 = 3.072e-8), move x to dim 0 (n = 2 * 4096: 1/4*8192/1e10 = 2.048e-7),
         // slice y: 2.3552e-7.
-        QTest::newRow("two axes") << "[-,-,x*y]" << "[x,-,y]" << "AG y 4096; A2A x 8192" << 2.3552e-7;
+        QTest::newRow("two axes") << "[-,-,x*y]"
+                                  << "[x,-,y]"
+                                  << "AG y 4096; A2A x 8192" << 2.3552e-7;
         // partial over both, to split on y: reduce-scatter y first (8192: 6.144e-8), then the
         // slow x all-reduce on the quarter (2048: 2*1/2*2048/1e10 = 2.048e-7): 2.6624e-7.
-        QTest::newRow("partial x+y") << "[-,-,-]+x+y" << "[-,-,y]" << "RS y 8192; AR x 2048" << 2.6624e-7;
+        QTest::newRow("partial x+y") << "[-,-,-]+x+y"
+                                     << "[-,-,y]"
+                                     << "RS y 8192; AR x 2048" << 2.6624e-7;
         // [y,-,-]+x -> [-,-,x]: reduce-scatter x onto dim 2 (n = 8192/4 = 2048: 1/2*2048/1e10
         // = 1.024e-7), then gather y (shard 1024 * 4 = 4096: 3/4*4096/1e11 = 3.072e-8).
-        QTest::newRow("partial and move") << "[y,-,-]+x" << "[-,-,x]" << "RS x 2048; AG y 4096" << 1.3312e-7;
+        QTest::newRow("partial and move") << "[y,-,-]+x"
+                                          << "[-,-,x]"
+                                          << "RS x 2048; AG y 4096" << 1.3312e-7;
         // Order of axes in one dim differs: gather both (y: 1024*4 = 4096 -> 3.072e-8;
         // x: 4096*2 = 8192 -> 1/2*8192/1e10 = 4.096e-7), then slice: 4.4032e-7.
-        QTest::newRow("axis order") << "[x*y,-,-]" << "[y*x,-,-]" << "AG y 4096; AG x 8192" << 4.4032e-7;
+        QTest::newRow("axis order") << "[x*y,-,-]"
+                                    << "[y*x,-,-]"
+                                    << "AG y 4096; AG x 8192" << 4.4032e-7;
         // Becoming partial is free, but the x split must go first: all-gather 4.096e-7.
-        QTest::newRow("to partial") << "[x,-,-]" << "[-,-,-]+y" << "AG x 8192" << 4.096e-7;
+        QTest::newRow("to partial") << "[x,-,-]"
+                                    << "[-,-,-]+y"
+                                    << "AG x 8192" << 4.096e-7;
         // Partial on both sides stays; the y split moves dim 0 -> 1 (all-to-all 1.536e-8).
-        QTest::newRow("keep partial") << "[y,-,-]+x" << "[-,y,-]+x" << "A2A y 8192" << 1.536e-8;
+        QTest::newRow("keep partial") << "[y,-,-]+x"
+                                      << "[-,y,-]+x"
+                                      << "A2A y 8192" << 1.536e-8;
     }
     void reshard()
     {
@@ -154,8 +178,8 @@ private slots:
         QFETCH(double, seconds);
         const Mesh m = handMesh();
         const std::vector<std::int64_t> shape{8, 16, 32};
-        const auto calls = planReshard(parseSpec(from.toStdString(), shape, m), parseSpec(to.toStdString(), shape, m),
-                                       shape, 2, m, Phase::Forward);
+        const auto calls = planReshard(parseSpec(from.toStdString(), shape, m), parseSpec(to.toStdString(), shape, m), shape, 2,
+                                       m, Phase::Forward);
         QCOMPARE(QString::fromStdString(planText(calls, m)), plan);
         double total = 0;
         for (const auto& c : calls) total += c.seconds;
@@ -177,8 +201,7 @@ private slots:
                     try {
                         parseSpec(t, shape, m);
                         specs.push_back(t);
-                    } catch (const InputError&) {
-                    }
+                    } catch (const InputError&) {}
                 }
         // Per dim pair with distinct axes: (-,-) (-,x) (-,y) (-,x*y) (-,y*x) (x,-) (x,y) (y,-)
         // (y,x) (x*y,-) (y*x,-), each with the unused axes optionally partial:
@@ -249,8 +272,8 @@ private slots:
         add("gpt3-175b", 2048, 1, 12288, 96); // none: 2048*12288*(34 + 80) = 2.869e9 bytes
         add("gpt-22b", 2048, 4, 6144, 64);
         // Micro-batch 1 of the 22B model's batch 4: the same formula with b = 1.
-        QTest::newRow("gpt-22b tp micro-batch 1") << "gpt-22b" << "tp-micro1"
-                                                  << 2048.0 * 6144 * (10 + 24 / t + 5 * 64 * 2048 / (6144 * t));
+        QTest::newRow("gpt-22b tp micro-batch 1") << "gpt-22b"
+                                                  << "tp-micro1" << 2048.0 * 6144 * (10 + 24 / t + 5 * 64 * 2048 / (6144 * t));
     }
     void korthikanti()
     {
@@ -264,7 +287,9 @@ private slots:
         const CostModel m(g, parseMesh(mode == "none" ? "1" : "8", hw), hw, settings);
         std::vector<int> plan(g.ops.size(), 0);
         if (mode != "none") plan = megatronAssignment(m, {mode.startsWith("sp")});
-        const Recompute r = mode.endsWith("sel") ? Recompute::Selective : mode.endsWith("full") ? Recompute::Full : Recompute::None;
+        const Recompute r = mode.endsWith("sel")    ? Recompute::Selective
+                            : mode.endsWith("full") ? Recompute::Full
+                                                    : Recompute::None;
         const double got = layerActivation(m, plan, r);
         QVERIFY2(expected == 0 ? got == 0 : near(got, expected, 0.01),
                  qPrintable(QStringLiteral("%1 vs %2 (%3)").arg(got, 0, 'e', 5).arg(expected, 0, 'e', 5).arg(got / expected)));
@@ -298,8 +323,10 @@ private slots:
         }
         const auto name = [&](const char* n) {
             for (const auto& op : lm.graph.ops)
-                if (op.name == n) return QString::fromStdString(
-                    strategyToString(m.strategies(op.id)[static_cast<size_t>(plan[static_cast<size_t>(op.id)])], m.signature(op.id), m.mesh()));
+                if (op.name == n)
+                    return QString::fromStdString(
+                        strategyToString(m.strategies(op.id)[static_cast<size_t>(plan[static_cast<size_t>(op.id)])],
+                                         m.signature(op.id), m.mesh()));
             return QString();
         };
         QCOMPARE(name("layers.3/attn/q"), QString("f=x"));
@@ -371,8 +398,10 @@ private slots:
         QCOMPARE(b.perDeviceBytes, mem);
         QVERIFY(near(b.stepSeconds, b.computeSeconds + b.exposedCommSeconds, 1e-12));
         QVERIFY(near(b.commSeconds, b.exposedCommSeconds + b.hiddenCommSeconds, 1e-12));
-        if (overlap == 1) QCOMPARE(hidden, 0.0);
-        else QVERIFY(hidden > 0);
+        if (overlap == 1)
+            QCOMPARE(hidden, 0.0);
+        else
+            QVERIFY(hidden > 0);
         QCOMPARE(b.capacityBytes, hw.hbmBytes);
         QCOMPARE(int(b.ops.size()), int(lm.graph.ops.size()));
     }

@@ -58,11 +58,26 @@ void TestExplain::figuresAddUp_data()
     QTest::addColumn<QString>("overrides");
     QTest::addColumn<QString>("mesh");
     QTest::addColumn<QString>("baseline");
-    QTest::newRow("gpt2 search 8") << "gpt2" << "layers=2" << "8" << "";
-    QTest::newRow("gpt2 megatron 2x4") << "gpt2" << "layers=2" << "2x4" << "megatron";
-    QTest::newRow("llama search 2x8") << "llama2-7b" << "layers=2" << "2x8" << "";
-    QTest::newRow("bert dp 4") << "bert-base" << "layers=2" << "4" << "dp";
-    QTest::newRow("t5 megatron-sp 8") << "t5-base" << "layers=1" << "8" << "megatron-sp";
+    QTest::newRow("gpt2 search 8") << "gpt2"
+                                   << "layers=2"
+                                   << "8"
+                                   << "";
+    QTest::newRow("gpt2 megatron 2x4") << "gpt2"
+                                       << "layers=2"
+                                       << "2x4"
+                                       << "megatron";
+    QTest::newRow("llama search 2x8") << "llama2-7b"
+                                      << "layers=2"
+                                      << "2x8"
+                                      << "";
+    QTest::newRow("bert dp 4") << "bert-base"
+                               << "layers=2"
+                               << "4"
+                               << "dp";
+    QTest::newRow("t5 megatron-sp 8") << "t5-base"
+                                      << "layers=1"
+                                      << "8"
+                                      << "megatron-sp";
 }
 
 // Per op: compute, communication and memory equal the Breakdown's OpBreakdown; summed over all
@@ -95,7 +110,8 @@ void TestExplain::figuresAddUp()
     QVERIFY2(close(comm, b.commSeconds, b.stepSeconds), qPrintable(QString::number(comm - b.commSeconds)));
     QVERIFY(close(step, b.stepSeconds, b.stepSeconds));
     QVERIFY(close(memory, b.perDeviceBytes, b.perDeviceBytes));
-    for (const auto& [kind, seconds] : b.commByKind) QVERIFY(close(byKind[std::string(collectiveName(kind))], seconds, b.stepSeconds));
+    for (const auto& [kind, seconds] : b.commByKind)
+        QVERIFY(close(byKind[std::string(collectiveName(kind))], seconds, b.stepSeconds));
 
     // The explanation of an op carries the same three figures, and its collectives into the op
     // plus its own add up to its communication.
@@ -119,11 +135,26 @@ void TestExplain::whyNotDeltas_data()
     QTest::addColumn<QString>("mesh");
     QTest::addColumn<QString>("baseline");
     QTest::addColumn<QString>("op");
-    QTest::newRow("gpt2 fc1 searched 2x4") << "gpt2" << "2x4" << "" << "layers.0/mlp/fc1";
-    QTest::newRow("gpt2 out megatron 8") << "gpt2" << "8" << "megatron" << "layers.0/attn/out";
-    QTest::newRow("gpt2 ln1 megatron 8") << "gpt2" << "8" << "megatron" << "layers.1/ln1";
-    QTest::newRow("llama gate searched 2x8") << "llama2-7b" << "2x8" << "" << "layers.0/mlp/gate";
-    QTest::newRow("gpt2 embedding dp 4") << "gpt2" << "4" << "dp" << "embed/wte";
+    QTest::newRow("gpt2 fc1 searched 2x4") << "gpt2"
+                                           << "2x4"
+                                           << ""
+                                           << "layers.0/mlp/fc1";
+    QTest::newRow("gpt2 out megatron 8") << "gpt2"
+                                         << "8"
+                                         << "megatron"
+                                         << "layers.0/attn/out";
+    QTest::newRow("gpt2 ln1 megatron 8") << "gpt2"
+                                         << "8"
+                                         << "megatron"
+                                         << "layers.1/ln1";
+    QTest::newRow("llama gate searched 2x8") << "llama2-7b"
+                                             << "2x8"
+                                             << ""
+                                             << "layers.0/mlp/gate";
+    QTest::newRow("gpt2 embedding dp 4") << "gpt2"
+                                         << "4"
+                                         << "dp"
+                                         << "embed/wte";
 }
 
 // Switching the op to each candidate and re-evaluating the whole plan changes step time,
@@ -174,9 +205,18 @@ void TestExplain::layoutsAndCollectives_data()
     QTest::addColumn<QString>("followedBy");
     // Megatron on 4 GPUs: fc1 column-parallel (weight split on f), fc2 row-parallel (output
     // partial: an all-reduce over x follows in the forward pass).
-    QTest::newRow("fc1 column") << "layers.0/mlp/fc1" << "f=x" << "[-,x]" << "";
-    QTest::newRow("fc2 row") << "layers.0/mlp/fc2" << "h=x" << "[x,-]" << "all-reduce";
-    QTest::newRow("out row") << "layers.0/attn/out" << "h=x" << "[x,-]" << "all-reduce";
+    QTest::newRow("fc1 column") << "layers.0/mlp/fc1"
+                                << "f=x"
+                                << "[-,x]"
+                                << "";
+    QTest::newRow("fc2 row") << "layers.0/mlp/fc2"
+                             << "h=x"
+                             << "[x,-]"
+                             << "all-reduce";
+    QTest::newRow("out row") << "layers.0/attn/out"
+                             << "h=x"
+                             << "[x,-]"
+                             << "all-reduce";
 }
 
 // The layouts name each device's slice, and a row-parallel layer is followed by an all-reduce
@@ -221,7 +261,8 @@ void TestExplain::compareAddsUp()
     r.baseline = "megatron";
     const SearchResult meg = runPlan(*p.ws, r);
     const auto d = explain::comparePlans(m, p.ws->folded, p.result, meg);
-    const Breakdown a = evaluatePlan(m, &p.ws->folded, p.result.strategyOfOp, p.result.recomputeOfOp, "plan").breakdown, b = evaluatePlan(m, &p.ws->folded, meg.strategyOfOp, {}, "megatron").breakdown;
+    const Breakdown a = evaluatePlan(m, &p.ws->folded, p.result.strategyOfOp, p.result.recomputeOfOp, "plan").breakdown,
+                    b = evaluatePlan(m, &p.ws->folded, meg.strategyOfOp, {}, "megatron").breakdown;
     QCOMPARE(d.base.computeSeconds, a.computeSeconds);
     QCOMPARE(d.other.computeSeconds, b.computeSeconds);
     QVERIFY(close(d.base.commSeconds, a.commSeconds, a.stepSeconds));

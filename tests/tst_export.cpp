@@ -85,9 +85,12 @@ private slots:
         };
         for (OpId op = 0; op < static_cast<OpId>(g.ops.size()); ++op) {
             const int s = plan.result.strategyOfOp[static_cast<size_t>(op)];
-            const std::string strategy = strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), model.mesh());
-            const QString expected = "," + quoted(strategy) + "," + QString::fromStdString(std::string(shardClassName(classifyOp(model, op, s).kind))) + ",";
-            const int row = lines.indexOf(QRegularExpression("^" + QRegularExpression::escape(QString::fromStdString(g.op(op).name)) + ",.*"));
+            const std::string strategy =
+                strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), model.mesh());
+            const QString expected = "," + quoted(strategy) + "," +
+                                     QString::fromStdString(std::string(shardClassName(classifyOp(model, op, s).kind))) + ",";
+            const int row = lines.indexOf(
+                QRegularExpression("^" + QRegularExpression::escape(QString::fromStdString(g.op(op).name)) + ",.*"));
             QVERIFY(row > 0);
             QVERIFY2(lines[row].contains(expected), qPrintable(lines[row] + " lacks " + expected));
         }
@@ -161,11 +164,16 @@ private slots:
     {
         QTest::addColumn<QString>("module");
         QTest::addColumn<QString>("style");
-        QTest::newRow("q") << "layers.*.attn.q" << "ColwiseParallel()";
-        QTest::newRow("k") << "layers.*.attn.k" << "ColwiseParallel()";
-        QTest::newRow("out") << "layers.*.attn.out" << "RowwiseParallel()";
-        QTest::newRow("fc1") << "layers.*.mlp.fc1" << "ColwiseParallel()";
-        QTest::newRow("fc2") << "layers.*.mlp.fc2" << "RowwiseParallel()";
+        QTest::newRow("q") << "layers.*.attn.q"
+                           << "ColwiseParallel()";
+        QTest::newRow("k") << "layers.*.attn.k"
+                           << "ColwiseParallel()";
+        QTest::newRow("out") << "layers.*.attn.out"
+                             << "RowwiseParallel()";
+        QTest::newRow("fc1") << "layers.*.mlp.fc1"
+                             << "ColwiseParallel()";
+        QTest::newRow("fc2") << "layers.*.mlp.fc2"
+                             << "RowwiseParallel()";
     }
 
     void pytorchStyles()
@@ -197,11 +205,21 @@ private slots:
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<QString>("baseline");
-        QTest::newRow("gpt3-175b searched") << "gpt3-175b" << "8x8" << "";
-        QTest::newRow("gpt3-175b megatron") << "gpt3-175b" << "8x8" << "megatron";
-        QTest::newRow("llama2-7b searched") << "llama2-7b" << "2x8" << "";
-        QTest::newRow("llama3-8b megatron-sp") << "llama3-8b" << "8" << "megatron-sp";
-        QTest::newRow("resnet50 dp") << "resnet50" << "8" << "dp";
+        QTest::newRow("gpt3-175b searched") << "gpt3-175b"
+                                            << "8x8"
+                                            << "";
+        QTest::newRow("gpt3-175b megatron") << "gpt3-175b"
+                                            << "8x8"
+                                            << "megatron";
+        QTest::newRow("llama2-7b searched") << "llama2-7b"
+                                            << "2x8"
+                                            << "";
+        QTest::newRow("llama3-8b megatron-sp") << "llama3-8b"
+                                               << "8"
+                                               << "megatron-sp";
+        QTest::newRow("resnet50 dp") << "resnet50"
+                                     << "8"
+                                     << "dp";
     }
 
     void pytorchCompiles()
@@ -241,11 +259,12 @@ private slots:
         QVERIFY(args.find("--tensor-model-parallel-size 4\n") != std::string::npos);
         QVERIFY(args.find("# data parallel size 2 ") != std::string::npos);
         QVERIFY(args.find("--sequence-parallel") == std::string::npos);
-        const LoadedPlan edited =
-            readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4_fc1_row.tpplan.json"), "e");
+        const LoadedPlan edited = readPlanFile(readAll(TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4_fc1_row.tpplan.json"), "e");
         const std::string other = exportMegatron(*edited.workspace, edited.result);
         QVERIFY(other.find("NOT Megatron-shaped") != std::string::npos);
-        QVERIFY2(other.find("layers.*.mlp.fc1: the plan is row-parallel over y, Megatron-LM column-parallel") != std::string::npos, other.c_str());
+        QVERIFY2(other.find("layers.*.mlp.fc1: the plan is row-parallel over y, Megatron-LM column-parallel") !=
+                     std::string::npos,
+                 other.c_str());
     }
 
     void hfTpPlan()
@@ -263,12 +282,18 @@ private slots:
     {
         QTest::addColumn<QString>("format");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("csv") << "csv" << "op,block,instance,kind";
-        QTest::newRow("pytorch") << "pytorch" << "# Tensor-parallel plan for gpt2";
-        QTest::newRow("megatron") << "megatron" << "# Megatron-LM arguments";
-        QTest::newRow("hf") << "hf-tp-plan" << "{\n";
-        QTest::newRow("png") << "png" << "PNG"; // after the 0x89 byte
-        QTest::newRow("svg") << "svg" << "<?xml";
+        QTest::newRow("csv") << "csv"
+                             << "op,block,instance,kind";
+        QTest::newRow("pytorch") << "pytorch"
+                                 << "# Tensor-parallel plan for gpt2";
+        QTest::newRow("megatron") << "megatron"
+                                  << "# Megatron-LM arguments";
+        QTest::newRow("hf") << "hf-tp-plan"
+                            << "{\n";
+        QTest::newRow("png") << "png"
+                             << "PNG"; // after the 0x89 byte
+        QTest::newRow("svg") << "svg"
+                             << "<?xml";
     }
 
     void exportCommand()
@@ -278,14 +303,15 @@ private slots:
         QTemporaryDir dir;
         const QString out = dir.filePath("out");
         QProcess p;
-        p.start(QStringLiteral(TP_TPPLAN), {"export", TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json", "--format",
-                                            format, "-o", out});
+        p.start(QStringLiteral(TP_TPPLAN),
+                {"export", TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json", "--format", format, "-o", out});
         QVERIFY(p.waitForFinished(120000));
         QCOMPARE(p.exitCode(), 0);
         const std::string bytes = readAll(out);
         QVERIFY(bytes.substr(format == "png" ? 1 : 0).starts_with(expected.toStdString()));
         QProcess bad;
-        bad.start(QStringLiteral(TP_TPPLAN), {"export", TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json", "--format", "xls"});
+        bad.start(QStringLiteral(TP_TPPLAN),
+                  {"export", TP_TEST_DATA "/plans_valid/gpt2_megatron_2x4.tpplan.json", "--format", "xls"});
         QVERIFY(bad.waitForFinished(120000));
         QCOMPARE(bad.exitCode(), 2);
     }

@@ -46,8 +46,7 @@ QList<int> repeatedCounts(const FoldedGraph& folded)
 {
     QList<int> counts;
     for (const auto& block : folded.classes)
-        if (block.instances.size() > 1 && !isSiblingClass(folded, block.id))
-            counts << static_cast<int>(block.instances.size());
+        if (block.instances.size() > 1 && !isSiblingClass(folded, block.id)) counts << static_cast<int>(block.instances.size());
     std::sort(counts.begin(), counts.end(), std::greater<>());
     return counts;
 }
@@ -120,7 +119,9 @@ RandomStack randomStack(unsigned seed)
         g.addOp(name(), kind, std::move(inputs), {out}, std::move(eq));
         return out;
     };
-    auto weight = [&](std::vector<std::int64_t> shape) { return g.addTensor(name(), std::move(shape), DType::BF16, TensorRole::Weight); };
+    auto weight = [&](std::vector<std::int64_t> shape) {
+        return g.addTensor(name(), std::move(shape), DType::BF16, TensorRole::Weight);
+    };
     auto linear = [&](TensorId x, std::int64_t out) {
         const std::int64_t in = g.tensor(x).shape.back();
         return addOp(OpKind::Linear, {x, weight({in, out})}, {b, s, out}, "bsh,hf->bsf");
@@ -129,7 +130,13 @@ RandomStack randomStack(unsigned seed)
     const TensorId tokens = g.addTensor(name(), {b, s}, DType::I64, TensorRole::Input);
     TensorId x = addOp(OpKind::Embedding, {tokens, weight({vocab, h})}, {b, s, h}, "bs,vh->bsh");
 
-    struct Step { int kind; int a; int c; std::int64_t width; OpKind op; };
+    struct Step {
+        int kind;
+        int a;
+        int c;
+        std::int64_t width;
+        OpKind op;
+    };
     const int blocks = pick(1, 3);
     for (int j = 0; j < blocks; ++j) {
         // The recipe, replayed for every copy. Values: 0 is the block input, 1 the first linear.
@@ -145,7 +152,9 @@ RandomStack randomStack(unsigned seed)
                 step.op = unary[pick(0, 4)];
                 break;
             }
-            case 2: step.width = pick(0, 1) ? 5 : 7; break;
+            case 2:
+                step.width = pick(0, 1) ? 5 : 7;
+                break;
             case 3: {
                 std::vector<int> same;
                 for (int v = 0; v < static_cast<int>(widthOf.size()); ++v)
@@ -154,7 +163,8 @@ RandomStack randomStack(unsigned seed)
                 step.op = pick(0, 1) ? OpKind::Add : OpKind::Mul;
                 break;
             }
-            default: break;
+            default:
+                break;
             }
             widthOf.push_back(step.kind == 2 ? step.width : w);
             recipe.push_back(step);
@@ -168,11 +178,21 @@ RandomStack randomStack(unsigned seed)
                 const TensorId a = values[static_cast<size_t>(step.a)];
                 const auto shape = g.tensor(a).shape;
                 switch (step.kind) {
-                case 0: values.push_back(addOp(step.op, {a}, shape)); break;
-                case 1: values.push_back(addOp(OpKind::LayerNorm, {a, weight({shape.back()}), weight({shape.back()})}, shape)); break;
-                case 2: values.push_back(linear(a, step.width)); break;
-                case 3: values.push_back(addOp(step.op, {a, values[static_cast<size_t>(step.c)]}, shape)); break;
-                default: values.push_back(addOp(OpKind::Softmax, {a}, shape)); break;
+                case 0:
+                    values.push_back(addOp(step.op, {a}, shape));
+                    break;
+                case 1:
+                    values.push_back(addOp(OpKind::LayerNorm, {a, weight({shape.back()}), weight({shape.back()})}, shape));
+                    break;
+                case 2:
+                    values.push_back(linear(a, step.width));
+                    break;
+                case 3:
+                    values.push_back(addOp(step.op, {a, values[static_cast<size_t>(step.c)]}, shape));
+                    break;
+                default:
+                    values.push_back(addOp(OpKind::Softmax, {a}, shape));
+                    break;
                 }
             }
             x = addOp(OpKind::Add, {x, linear(values.back(), h)}, {b, s, h});
@@ -242,7 +262,7 @@ private slots:
     void builtinModels_data()
     {
         QTest::addColumn<QString>("model");
-        QTest::addColumn<QList<int>>("repeated");  // instances of each repeated top-level class
+        QTest::addColumn<QList<int>>("repeated"); // instances of each repeated top-level class
         QTest::addColumn<int>("siblingGroups");
         QTest::addColumn<int>("siblingsPerGroup");
         // 96 layers; embedding and head are singletons.
@@ -286,8 +306,7 @@ private slots:
         // ReLU = 12 ops, a singleton class of its own.
         QStringList downsampling;
         for (const auto& block : folded.classes)
-            if (block.instances.size() == 1 && block.opsPerInstance() == 12)
-                downsampling << QString::fromStdString(block.label);
+            if (block.instances.size() == 1 && block.opsPerInstance() == 12) downsampling << QString::fromStdString(block.label);
         QCOMPARE(downsampling, (QStringList{"layer1.0", "layer2.0", "layer3.0", "layer4.0"}));
     }
 
@@ -479,11 +498,16 @@ private slots:
         FoldedGraph folded = foldGraph(graph);
         checkFold(graph, folded);
         BlockClass& layer = folded.classes[1];
-        if (damage == "drop-op") layer.instances[3].ops.pop_back();
-        else if (damage == "swap-ops") std::swap(layer.instances[3].ops[1], layer.instances[3].ops[3]); // q and k
-        else if (damage == "table") folded.instanceOfOp[layer.instances[2].ops[0]] = 3;
-        else if (damage == "run") --folded.runs[1].count;
-        else if (damage == "inputs") layer.instances[2].inputs.push_back(layer.instances[2].outputs[0]);
+        if (damage == "drop-op")
+            layer.instances[3].ops.pop_back();
+        else if (damage == "swap-ops")
+            std::swap(layer.instances[3].ops[1], layer.instances[3].ops[3]); // q and k
+        else if (damage == "table")
+            folded.instanceOfOp[layer.instances[2].ops[0]] = 3;
+        else if (damage == "run")
+            --folded.runs[1].count;
+        else if (damage == "inputs")
+            layer.instances[2].inputs.push_back(layer.instances[2].outputs[0]);
         else {
             // Layer 6 (the odd one) listed as an instance of the common layer class.
             const int odd = folded.classOfOp[opNamed(graph, "layers.6/ln1")];

@@ -116,7 +116,9 @@ void TestGui::openGpt3ShowsOneClassTimes96()
 
     // The graph view shows one card for the 96 layers and draws the plan's collectives.
     const SceneIndex& scene = window.graphView()->sceneIndex();
-    QCOMPARE(std::count_if(scene.cardLabels.begin(), scene.cardLabels.end(), [](const QString& l) { return l.contains(QStringLiteral("×96")); }), 1L);
+    QCOMPARE(std::count_if(scene.cardLabels.begin(), scene.cardLabels.end(),
+                           [](const QString& l) { return l.contains(QStringLiteral("×96")); }),
+             1L);
     QCOMPARE(scene.opItems.size(), size_t(21)); // the biggest block opens by default
     QVERIFY(scene.badges > 0);
     // The status bar reports the search, step time, memory, locks and undo depth.
@@ -137,7 +139,8 @@ void TestGui::openGpt3ShowsOneClassTimes96()
     QVERIFY(doc.lockOp(fc1, other, LockScope::AllInstances));
     QVERIFY(waitForPlan(doc));
     window.repaint();
-    qInfo("edit (lock layers.*/mlp/fc1 on GPT-3 175B 8x8) to updated plan on screen: %lld ms (search %.1f ms, unlocked search cached)",
+    qInfo("edit (lock layers.*/mlp/fc1 on GPT-3 175B 8x8) to updated plan on screen: %lld ms (search %.1f ms, unlocked search "
+          "cached)",
           static_cast<long long>(clock.elapsed()), doc.plan()->result.searchMs);
     QCOMPARE(std::count(doc.plan()->result.lockedOp.begin(), doc.plan()->result.lockedOp.end(), true), 96L);
     QVERIFY(window.statusText().contains(QStringLiteral("1 lock ")));
@@ -288,8 +291,11 @@ void TestGui::candidateColoursAreTheExportClass()
             const QModelIndex cell = candidates.index(r, CandidateModel::StrategyColumn);
             const int s = cell.data(CandidateModel::StrategyIndexRole).toInt();
             const ShardClass exported = classifyOp(model, op, s).kind;
-            QCOMPARE(cell.data(Qt::DecorationRole).value<QColor>(), QColor(QString::fromLatin1(shardClassColor(exported).data())));
-            QVERIFY2(cell.data(Qt::ToolTipRole).toString().endsWith(shardingClassName(exported) + QStringLiteral("; double-click to lock")),
+            QCOMPARE(cell.data(Qt::DecorationRole).value<QColor>(),
+                     QColor(QString::fromLatin1(shardClassColor(exported).data())));
+            QVERIFY2(cell.data(Qt::ToolTipRole)
+                         .toString()
+                         .endsWith(shardingClassName(exported) + QStringLiteral("; double-click to lock")),
                      qPrintable(cell.data(Qt::ToolTipRole).toString()));
             if (std::string_view(name) == "head/loss" && cell.data().toString() == QStringLiteral("b=x"))
                 QCOMPARE(exported, ShardClass::Data);
@@ -516,15 +522,17 @@ void TestGui::explainDockExplainsTheSelectedOp()
 
     const PlanWorkspace& ws = *doc.workspace();
     const int chosen = doc.plan()->result.strategyOfOp[static_cast<size_t>(fc2)];
-    const std::string chosenText = strategyToString(ws.costModel->strategies(fc2)[static_cast<size_t>(chosen)], ws.costModel->signature(fc2),
-                                                    ws.costModel->mesh());
+    const std::string chosenText = strategyToString(ws.costModel->strategies(fc2)[static_cast<size_t>(chosen)],
+                                                    ws.costModel->signature(fc2), ws.costModel->mesh());
     QVERIFY(panel.explanation());
     QCOMPARE(panel.explanation()->op, std::string("layers.0/mlp/fc2"));
-    QVERIFY2(panel.summaryLabel()->text().contains(QStringLiteral("Chosen strategy: <b>%1</b>").arg(QString::fromStdString(chosenText))),
+    QVERIFY2(panel.summaryLabel()->text().contains(
+                 QStringLiteral("Chosen strategy: <b>%1</b>").arg(QString::fromStdString(chosenText))),
              qPrintable(panel.summaryLabel()->text()));
     // One why-not row per candidate, the chosen one first.
     QCOMPARE(panel.whyNotTable()->rowCount(), static_cast<int>(ws.costModel->strategies(fc2).size()));
-    QCOMPARE(panel.whyNotTable()->item(0, ExplainPanel::WhyStrategy)->text(), QStringLiteral("✔ %1").arg(QString::fromStdString(chosenText)));
+    QCOMPARE(panel.whyNotTable()->item(0, ExplainPanel::WhyStrategy)->text(),
+             QStringLiteral("✔ %1").arg(QString::fromStdString(chosenText)));
     // Every operand gets a picture with one slice per device.
     const auto& operands = panel.explanation()->operands;
     QCOMPARE(operands.size(), ws.model.graph.op(fc2).inputs.size() + ws.model.graph.op(fc2).outputs.size());
@@ -565,14 +573,17 @@ void TestGui::explainDockShowsCoreNumbers()
     for (int r = 0; r < whyNot->rowCount(); ++r) {
         const auto& w = core.whyNot[static_cast<size_t>(r)];
         QVERIFY(whyNot->item(r, ExplainPanel::WhyStrategy)->text().endsWith(QString::fromStdString(w.strategy)));
-        QCOMPARE(whyNot->item(r, ExplainPanel::WhyObjective)->text(), QString::fromStdString(formatSecondsDelta(w.objectiveDelta)));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyObjective)->text(),
+                 QString::fromStdString(formatSecondsDelta(w.objectiveDelta)));
         QCOMPARE(whyNot->item(r, ExplainPanel::WhyStep)->text(), QString::fromStdString(formatSecondsDelta(w.delta.stepSeconds)));
-        QCOMPARE(whyNot->item(r, ExplainPanel::WhyCompute)->text(), QString::fromStdString(formatSecondsDelta(w.delta.computeSeconds)));
+        QCOMPARE(whyNot->item(r, ExplainPanel::WhyCompute)->text(),
+                 QString::fromStdString(formatSecondsDelta(w.delta.computeSeconds)));
         QCOMPARE(whyNot->item(r, ExplainPanel::WhyMemory)->text(), QString::fromStdString(formatBytesDelta(w.delta.memoryBytes)));
         for (int c = ExplainPanel::WhyFirstCollective; c < whyNot->columnCount(); ++c) {
             const QString kind = whyNot->horizontalHeaderItem(c)->text().mid(2); // "Δ all-reduce"
             const auto it = w.delta.commByKind.find(kind.toStdString());
-            QCOMPARE(whyNot->item(r, c)->text(), QString::fromStdString(formatSecondsDelta(it == w.delta.commByKind.end() ? 0.0 : it->second)));
+            QCOMPARE(whyNot->item(r, c)->text(),
+                     QString::fromStdString(formatSecondsDelta(it == w.delta.commByKind.end() ? 0.0 : it->second)));
         }
     }
     // Collectives: into, own, out of, with core's bytes and times.
@@ -582,8 +593,10 @@ void TestGui::explainDockShowsCoreNumbers()
     QCOMPARE(panel.collectivesTable()->rowCount(), static_cast<int>(steps.size()));
     for (int r = 0; r < static_cast<int>(steps.size()); ++r) {
         QCOMPARE(panel.collectivesTable()->item(r, 1)->text(), QString::fromStdString(steps[static_cast<size_t>(r)].kind));
-        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(), QString::fromStdString(formatBytes(steps[static_cast<size_t>(r)].bytes)));
-        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(), QString::fromStdString(formatSeconds(steps[static_cast<size_t>(r)].seconds)));
+        QCOMPARE(panel.collectivesTable()->item(r, 4)->text(),
+                 QString::fromStdString(formatBytes(steps[static_cast<size_t>(r)].bytes)));
+        QCOMPARE(panel.collectivesTable()->item(r, 5)->text(),
+                 QString::fromStdString(formatSeconds(steps[static_cast<size_t>(r)].seconds)));
     }
 
     // Compare with data parallel: core's per-block sums.
@@ -713,9 +726,16 @@ void TestGui::modelOverrideRefusedAtTheField_data()
     QTest::addColumn<QString>("key");
     QTest::addColumn<QString>("value");
     QTest::addColumn<QString>("message");
-    QTest::newRow("zero layers") << "layers" << "0" << "layers: must be a positive integer, not '0'";
-    QTest::newRow("heads not dividing hidden") << "heads" << "7" << "heads = 7 refused: model config 'gpt2': field 'hidden' (768) is not divisible by 'heads' (7)";
-    QTest::newRow("beyond the repeat limit") << "layers" << "60000" << "at most 50000 are supported";
+    QTest::newRow("zero layers") << "layers"
+                                 << "0"
+                                 << "layers: must be a positive integer, not '0'";
+    QTest::newRow("heads not dividing hidden")
+        << "heads"
+        << "7"
+        << "heads = 7 refused: model config 'gpt2': field 'hidden' (768) is not divisible by 'heads' (7)";
+    QTest::newRow("beyond the repeat limit") << "layers"
+                                             << "60000"
+                                             << "at most 50000 are supported";
 }
 
 void TestGui::modelOverrideRefusedAtTheField()
@@ -810,8 +830,10 @@ void TestGui::runCardUnfoldsIntoInstances_data()
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("mesh");
     QTest::addColumn<int>("instances");
-    QTest::newRow("gpt2") << "gpt2" << "2x4" << 12;
-    QTest::newRow("gpt3-175b") << "gpt3-175b" << "8" << 96;
+    QTest::newRow("gpt2") << "gpt2"
+                          << "2x4" << 12;
+    QTest::newRow("gpt3-175b") << "gpt3-175b"
+                               << "8" << 96;
 }
 
 void TestGui::runCardUnfoldsIntoInstances()
@@ -847,7 +869,8 @@ void TestGui::runCardUnfoldsIntoInstances()
     QElapsedTimer clock;
     clock.start();
     QTest::mouseClick(view.viewport(), Qt::LeftButton, {}, view.mapFromScene(toggle.center()));
-    qInfo("%s: unfold %d instances with their ops: %lld ms", qPrintable(model), instances, static_cast<long long>(clock.elapsed()));
+    qInfo("%s: unfold %d instances with their ops: %lld ms", qPrintable(model), instances,
+          static_cast<long long>(clock.elapsed()));
     const SceneIndex& scene = view.sceneIndex();
     QCOMPARE(scene.instanceCards.size(), size_t(instances));
     QCOMPARE(scene.cards.size(), runs); // still one frame per run
@@ -860,7 +883,8 @@ void TestGui::runCardUnfoldsIntoInstances()
     const QRectF frame = scene.cards[static_cast<size_t>(card)]->sceneBoundingRect();
     for (size_t k = 0; k < scene.instanceCards.size(); ++k) {
         QVERIFY(frame.contains(scene.instanceCards[k]->sceneBoundingRect().center()));
-        if (k > 0) QVERIFY(scene.instanceCards[k]->sceneBoundingRect().top() > scene.instanceCards[k - 1]->sceneBoundingRect().bottom());
+        if (k > 0)
+            QVERIFY(scene.instanceCards[k]->sceneBoundingRect().top() > scene.instanceCards[k - 1]->sceneBoundingRect().bottom());
     }
     QVERIFY(doc.expandedClasses().contains(GraphView::instancesKey(QStringLiteral("layers.*"))));
     // Dot lays the class out once; every instance uses its positions.
@@ -943,7 +967,8 @@ void TestGui::projectKeepsOverridesAndOverlap()
         readProject(text, "p.tpproj.json");
         QFAIL("overlap_chunks 0 was accepted");
     } catch (const InputError& e) {
-        QCOMPARE(QString::fromUtf8(e.what()), QStringLiteral("p.tpproj.json: /settings/overlap_chunks: is 0, must be at least 1"));
+        QCOMPARE(QString::fromUtf8(e.what()),
+                 QStringLiteral("p.tpproj.json: /settings/overlap_chunks: is 0, must be at least 1"));
     }
 }
 

@@ -21,7 +21,10 @@ namespace {
 
 Hardware testHardware() { return loadHardware("a100-80g-dgx"); }
 
-bool closeRelative(double a, double b, double tolerance = 1e-6) { return std::abs(a - b) <= tolerance * std::max({1e-30, std::abs(a), std::abs(b)}); }
+bool closeRelative(double a, double b, double tolerance = 1e-6)
+{
+    return std::abs(a - b) <= tolerance * std::max({1e-30, std::abs(a), std::abs(b)});
+}
 
 QString mismatch(const char* what, double ilp, double search)
 {
@@ -48,10 +51,19 @@ Graph randomGraph(std::mt19937& rng, int opCount)
         const std::int64_t h = b.shape(x).back();
         TensorId y = -1;
         switch (std::uniform_int_distribution<int>(0, 6)(rng)) {
-        case 0: case 1: y = b.linear(name, x, h, h == 8 ? 16 : 8, i % 2 == 0); break;
-        case 2: y = b.unary(OpKind::GeLU, name, x); break;
-        case 3: y = b.layerNorm(name, x); break;
-        case 4: y = b.unary(OpKind::Softmax, name, x); break;
+        case 0:
+        case 1:
+            y = b.linear(name, x, h, h == 8 ? 16 : 8, i % 2 == 0);
+            break;
+        case 2:
+            y = b.unary(OpKind::GeLU, name, x);
+            break;
+        case 3:
+            y = b.layerNorm(name, x);
+            break;
+        case 4:
+            y = b.unary(OpKind::Softmax, name, x);
+            break;
         default: {
             std::vector<TensorId> same;
             for (TensorId t : pool)
@@ -103,7 +115,8 @@ private slots:
         const IlpResult ilp = solveIlp(model, options);
         QCOMPARE(ilp.status, IlpStatus::Optimal);
         QCOMPARE(ilp.strategyOfOp.size(), g.ops.size());
-        QVERIFY2(closeRelative(ilp.objective, search.objective), qPrintable(mismatch("objective", ilp.objective, search.objective)));
+        QVERIFY2(closeRelative(ilp.objective, search.objective),
+                 qPrintable(mismatch("objective", ilp.objective, search.objective)));
         // The objective is the model's own evaluation of the plan, and the bound is below it.
         QVERIFY(closeRelative(ilp.objective, model.evaluate(ilp.strategyOfOp).stepSeconds, 1e-9));
         QVERIFY(ilp.bestBound <= ilp.objective * (1 + 1e-9));
@@ -137,8 +150,10 @@ private slots:
             options.formulation = formulation;
             const IlpResult ilp = solveIlp(model, options);
             QCOMPARE(ilp.status, IlpStatus::Optimal);
-            QVERIFY2(closeRelative(ilp.objective, search.objective), qPrintable(mismatch("objective", ilp.objective, search.objective)));
-            QVERIFY(closeRelative(ilp.objective, evaluatePlan(model, nullptr, ilp.strategyOfOp, {}, "ilp").breakdown.stepSeconds, 1e-12));
+            QVERIFY2(closeRelative(ilp.objective, search.objective),
+                     qPrintable(mismatch("objective", ilp.objective, search.objective)));
+            QVERIFY(closeRelative(ilp.objective, evaluatePlan(model, nullptr, ilp.strategyOfOp, {}, "ilp").breakdown.stepSeconds,
+                                  1e-12));
         }
     }
 
@@ -155,7 +170,8 @@ private slots:
         double smallest = 0;
         for (const Op& op : g.ops) {
             double m = 1e300;
-            for (size_t s = 0; s < model.strategies(op.id).size(); ++s) m = std::min(m, model.opCost(op.id, static_cast<int>(s)).memoryBytes());
+            for (size_t s = 0; s < model.strategies(op.id).size(); ++s)
+                m = std::min(m, model.opCost(op.id, static_cast<int>(s)).memoryBytes());
             smallest += m;
         }
         QVERIFY(smallest < free.memoryBytes);
@@ -172,7 +188,9 @@ private slots:
         searchOptions.memoryLimitBytes = limit;
         searchOptions.allowRecompute = false; // the ILP has no recomputation variables
         const SearchResult search = searchPlan(model, foldGraph(g), searchOptions);
-        if (search.fits) QVERIFY2(tight.objective <= search.breakdown.stepSeconds * (1 + 1e-9), qPrintable(mismatch("constrained", tight.objective, search.breakdown.stepSeconds)));
+        if (search.fits)
+            QVERIFY2(tight.objective <= search.breakdown.stepSeconds * (1 + 1e-9),
+                     qPrintable(mismatch("constrained", tight.objective, search.breakdown.stepSeconds)));
 
         options.memoryLimitBytes = smallest * 0.5; // below every plan
         QCOMPARE(solveIlp(model, options).status, IlpStatus::Infeasible);
@@ -201,7 +219,8 @@ private slots:
         QCOMPARE(locked.strategyOfOp[static_cast<size_t>(lock.op)], lock.strategy);
         QVERIFY(locked.objective >= free.objective * (1 - 1e-9));
         const SearchResult search = searchUnlimited(model, g, {lock});
-        QVERIFY2(closeRelative(locked.objective, search.objective), qPrintable(mismatch("locked", locked.objective, search.objective)));
+        QVERIFY2(closeRelative(locked.objective, search.objective),
+                 qPrintable(mismatch("locked", locked.objective, search.objective)));
 
         ResolvedLock bad{lock.op, static_cast<int>(model.strategies(lock.op).size())};
         options.locks = {bad};
@@ -219,7 +238,8 @@ private slots:
         const IlpResult started = solveIlp(model, options);
         QCOMPARE(started.status, IlpStatus::Optimal);
         const SearchResult search = searchUnlimited(model, g);
-        QVERIFY2(closeRelative(started.objective, search.objective), qPrintable(mismatch("started", started.objective, search.objective)));
+        QVERIFY2(closeRelative(started.objective, search.objective),
+                 qPrintable(mismatch("started", started.objective, search.objective)));
     }
 };
 

@@ -37,7 +37,8 @@ OutlineSnapshot twoLayers()
     OutlineClass layers;
     layers.label = QStringLiteral("layers.*");
     layers.opsPerInstance = 2;
-    layers.instances.push_back({QStringLiteral("layers.0"), 3e-3, {op(1, "layers.0/fc1", 1e-3), op(2, "layers.0/fc2", 2e-3, true)}});
+    layers.instances.push_back(
+        {QStringLiteral("layers.0"), 3e-3, {op(1, "layers.0/fc1", 1e-3), op(2, "layers.0/fc2", 2e-3, true)}});
     layers.instances.push_back({QStringLiteral("layers.1"), 7e-3, {op(3, "layers.1/fc1", 3e-3), op(4, "layers.1/fc2", 4e-3)}});
     layers.seconds = 10e-3;
     s.classes = {head, layers};

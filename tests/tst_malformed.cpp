@@ -47,8 +47,7 @@ std::function<void(const QString& name)> readerFor(const QString& name)
     if (name.endsWith(QLatin1String(".tpgraph.json")) || name.endsWith(QLatin1String(".onnx")) ||
         name.endsWith(QLatin1String(".hf.json")))
         return model;
-    if (name.endsWith(QLatin1String(".hw.json")))
-        return [](const QString& n) { (void)loadHardware(n.toStdString()); };
+    if (name.endsWith(QLatin1String(".hw.json"))) return [](const QString& n) { (void)loadHardware(n.toStdString()); };
 #ifdef TP_HAVE_PLAN_FILE
     if (name.endsWith(QLatin1String(".tpplan.json")))
         return [](const QString& n) { (void)readPlanFile(readAll(n), n.toStdString()); };
@@ -80,12 +79,15 @@ std::string unescape(const QString& field)
             continue;
         }
         const char c = s[++i];
-        if (c == 't') out += '\t';
-        else if (c == 'n') out += '\n';
+        if (c == 't')
+            out += '\t';
+        else if (c == 'n')
+            out += '\n';
         else if (c == 'x' && i + 2 < s.size()) {
             out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
             i += 2;
-        } else out += c;
+        } else
+            out += c;
     }
     return out;
 }
@@ -142,7 +144,8 @@ private slots:
         const QStringList files = QDir(kMalformedDir).entryList(QDir::Files);
         QStringList suffixes = {".tpgraph.json", ".onnx", ".hf.json", ".hw.json"};
 #ifdef TP_HAVE_PLAN_FILE
-        suffixes << ".tpplan.json" << ".tpproj.json";
+        suffixes << ".tpplan.json"
+                 << ".tpproj.json";
 #endif
         for (const auto& suffix : suffixes) {
             const auto n = std::count_if(files.begin(), files.end(), [&](const QString& f) { return f.endsWith(suffix); });
@@ -164,8 +167,7 @@ private slots:
             if (line.isEmpty() || line.startsWith('#')) continue;
             const QStringList columns = line.split('\t');
             QVERIFY2(columns.size() == 3, qPrintable(QStringLiteral("text.tsv row %1: expected 3 columns").arg(row)));
-            QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(row).arg(columns[0])))
-                << columns[0] << columns[1] << columns[2];
+            QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(row).arg(columns[0]))) << columns[0] << columns[1] << columns[2];
         }
     }
 
@@ -177,12 +179,18 @@ private slots:
         static const TextFixture f;
         const std::string text = unescape(input);
         std::function<void()> read;
-        if (parser == "spec") read = [&] { parseSpec(text, f.activation, f.mesh); };
-        else if (parser == "strategy") read = [&] { parseStrategy(text, f.matmul, f.mesh); };
-        else if (parser == "lock") read = [&] { parseLockRequest(text); };
-        else if (parser == "bytes") read = [&] { parseBytes(text); };
-        else if (parser == "mesh") read = [&] { parseMesh(text, f.hardware); };
-        else if (parser == "einsum") read = [&] { parseSignature(text, f.matmulInputs, f.matmulOutputs); };
+        if (parser == "spec")
+            read = [&] { parseSpec(text, f.activation, f.mesh); };
+        else if (parser == "strategy")
+            read = [&] { parseStrategy(text, f.matmul, f.mesh); };
+        else if (parser == "lock")
+            read = [&] { parseLockRequest(text); };
+        else if (parser == "bytes")
+            read = [&] { parseBytes(text); };
+        else if (parser == "mesh")
+            read = [&] { parseMesh(text, f.hardware); };
+        else if (parser == "einsum")
+            read = [&] { parseSignature(text, f.matmulInputs, f.matmulOutputs); };
         QVERIFY2(read, qPrintable("unknown parser " + parser));
         QCOMPARE(messageOf(read), QString::fromStdString(unescape(message)));
     }

@@ -16,10 +16,14 @@ private slots:
         QTest::addColumn<QString>("shape");
         QTest::addColumn<int>("devices");
         QTest::addColumn<QString>("names");
-        QTest::newRow("1d") << "8" << "8" << 8 << "x";
-        QTest::newRow("2d") << "2x8" << "2x8" << 16 << "xy";
-        QTest::newRow("3d") << "4x4x8" << "4x4x8" << 128 << "xyz";
-        QTest::newRow("capital X and spaces") << " 2 X 8 " << "2x8" << 16 << "xy";
+        QTest::newRow("1d") << "8"
+                            << "8" << 8 << "x";
+        QTest::newRow("2d") << "2x8"
+                            << "2x8" << 16 << "xy";
+        QTest::newRow("3d") << "4x4x8"
+                            << "4x4x8" << 128 << "xyz";
+        QTest::newRow("capital X and spaces") << " 2 X 8 "
+                                              << "2x8" << 16 << "xy";
         QTest::newRow("multiplication sign") << QString::fromUtf8("8\u00d78") << "8x8" << 64 << "xy";
     }
     void parse()
@@ -63,12 +67,18 @@ private slots:
     {
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<QString>("crosses"); // per axis: N (NVLink) or I (InfiniBand)
-        QTest::newRow("2x8") << "2x8" << "IN";
-        QTest::newRow("16") << "16" << "I";
-        QTest::newRow("8") << "8" << "N";
-        QTest::newRow("8x2") << "8x2" << "IN";
-        QTest::newRow("4x2") << "4x2" << "NN";
-        QTest::newRow("4x4x8") << "4x4x8" << "IIN";
+        QTest::newRow("2x8") << "2x8"
+                             << "IN";
+        QTest::newRow("16") << "16"
+                            << "I";
+        QTest::newRow("8") << "8"
+                           << "N";
+        QTest::newRow("8x2") << "8x2"
+                             << "IN";
+        QTest::newRow("4x2") << "4x2"
+                             << "NN";
+        QTest::newRow("4x4x8") << "4x4x8"
+                               << "IIN";
     }
     void links()
     {

@@ -49,8 +49,8 @@ QStringList blockStructure(const Graph& g, const std::string& prefix)
     QStringList lines;
     for (const auto& op : g.ops) {
         if (op.name.rfind(prefix, 0) != 0) continue;
-        QString line = QString::fromStdString(std::string(opKindName(op.kind)) + " " + op.name.substr(prefix.size()) +
-                                              " " + op.einsum);
+        QString line =
+            QString::fromStdString(std::string(opKindName(op.kind)) + " " + op.name.substr(prefix.size()) + " " + op.einsum);
         for (const auto* side : {&op.inputs, &op.outputs})
             for (auto t : *side) {
                 line += " [";
@@ -202,8 +202,7 @@ private slots:
         QFETCH(double, vocab);
         const auto m = load(model.toStdString(), {"seq=1024"}, 2);
         const double b = 2, s = 1024, tokens = b * s;
-        const double matmulWeights =
-            static_cast<double>(m.graph.parameterCount()) - vocab * hidden - (2 * layers + 1) * hidden;
+        const double matmulWeights = static_cast<double>(m.graph.parameterCount()) - vocab * hidden - (2 * layers + 1) * hidden;
         const double expected = 2 * tokens * matmulWeights + 4 * b * s * s * hidden * layers;
         const double flops = forwardFlopsOf(m.graph, {OpKind::Linear, OpKind::BatchMatMul});
         QVERIFY2(std::abs(flops / expected - 1) < 1e-9,
@@ -265,9 +264,9 @@ private slots:
     void builtinNamesFromDesign()
     {
         // The built-in names `tpplan models` lists.
-        for (const char* name : {"gpt2", "gpt3-1.3b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b",
-                                 "llama3-70b", "bert-base", "bert-large", "t5-base", "t5-3b", "t5-11b", "vit-b16",
-                                 "vit-h14", "resnet50", "wide-resnet101-2", "switch-base-8"})
+        for (const char* name :
+             {"gpt2", "gpt3-1.3b", "gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "bert-base",
+              "bert-large", "t5-base", "t5-3b", "t5-11b", "vit-b16", "vit-h14", "resnet50", "wide-resnet101-2", "switch-base-8"})
             QVERIFY2(isBuiltinModel(name), name);
     }
 
@@ -278,36 +277,36 @@ private slots:
         QTest::addColumn<QStringList>("absent");
         QTest::newRow("gpt2") << "gpt2" << QStringList{"layers.11/mlp/fc1", "layers.0/attn/scores", "head/lm_head"}
                               << QStringList{"layers.12/mlp/fc1"};
-        QTest::newRow("llama2-7b") << "llama2-7b"
-                                   << QStringList{"layers.31/attn/q", "layers.0/mlp/gate", "layers.0/mlp/up",
-                                                  "layers.0/mlp/silu", "layers.0/mlp/mul", "layers.0/mlp/down",
-                                                  "layers.0/attn_norm", "head/lm_head"}
+        QTest::newRow("llama2-7b") << "llama2-7b" << QStringList{"layers.31/attn/q",   "layers.0/mlp/gate", "layers.0/mlp/up",
+                                                                 "layers.0/mlp/silu",  "layers.0/mlp/mul",  "layers.0/mlp/down",
+                                                                 "layers.0/attn_norm", "head/lm_head"}
                                    << QStringList{"layers.32/attn/q", "layers.0/mlp/fc1"};
-        QTest::newRow("bert-base") << "bert-base"
-                                   << QStringList{"embed/token_type", "layers.11/ln2", "pooler/tanh", "mlm/decoder",
-                                                  "nsp/classifier", "loss"}
+        QTest::newRow("bert-base") << "bert-base" << QStringList{"embed/token_type", "layers.11/ln2",  "pooler/tanh",
+                                                                 "mlm/decoder",      "nsp/classifier", "loss"}
                                    << QStringList{"layers.12/ln2"};
         QTest::newRow("t5-base") << "t5-base"
-                                 << QStringList{"encoder/position_bias", "decoder/position_bias",
+                                 << QStringList{"encoder/position_bias",
+                                                "decoder/position_bias",
                                                 "encoder/layers.11/self_attn/position_bias",
-                                                "decoder/layers.11/cross_attn/k", "decoder/layers.0/ffn/wi",
-                                                "decoder/layers.0/ffn/relu", "decoder/head/lm_head"}
+                                                "decoder/layers.11/cross_attn/k",
+                                                "decoder/layers.0/ffn/wi",
+                                                "decoder/layers.0/ffn/relu",
+                                                "decoder/head/lm_head"}
                                  << QStringList{"encoder/layers.0/cross_attn/q", "decoder/layers.0/cross_attn/position_bias"};
         QTest::newRow("switch-base-8") << "switch-base-8"
-                                       << QStringList{"encoder/layers.3/moe/router", "encoder/layers.3/moe/dispatch",
-                                                      "encoder/layers.3/moe/experts.5/wi",
-                                                      "decoder/layers.11/moe/experts.7/wo", "decoder/layers.1/moe/combine",
-                                                      "encoder/layers.2/ffn/wi"}
+                                       << QStringList{"encoder/layers.3/moe/router",       "encoder/layers.3/moe/dispatch",
+                                                      "encoder/layers.3/moe/experts.5/wi", "decoder/layers.11/moe/experts.7/wo",
+                                                      "decoder/layers.1/moe/combine",      "encoder/layers.2/ffn/wi"}
                                        << QStringList{"encoder/layers.2/moe/router", "encoder/layers.3/ffn/wi",
                                                       "encoder/layers.3/moe/experts.8/wi"};
         QTest::newRow("vit-b16") << "vit-b16"
-                                 << QStringList{"embed/patch", "embed/class_token", "layers.11/attn/scores",
-                                                "head/classifier", "head/loss"}
+                                 << QStringList{"embed/patch", "embed/class_token", "layers.11/attn/scores", "head/classifier",
+                                                "head/loss"}
                                  << QStringList{"layers.12/attn/scores"};
-        QTest::newRow("resnet50") << "resnet50"
-                                  << QStringList{"conv1", "maxpool", "layer1.0/downsample.0", "layer3.5/conv2",
-                                                 "layer4.2/relu3", "avgpool", "fc"}
-                                  << QStringList{"layer3.6/conv2", "layer1.1/downsample.0"};
+        QTest::newRow("resnet50")
+            << "resnet50"
+            << QStringList{"conv1", "maxpool", "layer1.0/downsample.0", "layer3.5/conv2", "layer4.2/relu3", "avgpool", "fc"}
+            << QStringList{"layer3.6/conv2", "layer1.1/downsample.0"};
     }
 
     void scopeNames()
@@ -326,15 +325,23 @@ private slots:
         QTest::addColumn<QString>("stack"); // prefix before "layers.<i>/"
         QTest::addColumn<int>("layers");
         QTest::addColumn<int>("period"); // layers i and i+period are compared
-        QTest::newRow("t5 encoder") << "t5-base" << "encoder/" << 12 << 1;
-        QTest::newRow("t5 decoder") << "t5-base" << "decoder/" << 12 << 1;
-        QTest::newRow("t5-3b decoder") << "t5-3b" << "decoder/" << 24 << 1;
-        QTest::newRow("llama2-70b") << "llama2-70b" << "" << 80 << 1;
-        QTest::newRow("bert-large") << "bert-large" << "" << 24 << 1;
-        QTest::newRow("vit-h14") << "vit-h14" << "" << 32 << 1;
+        QTest::newRow("t5 encoder") << "t5-base"
+                                    << "encoder/" << 12 << 1;
+        QTest::newRow("t5 decoder") << "t5-base"
+                                    << "decoder/" << 12 << 1;
+        QTest::newRow("t5-3b decoder") << "t5-3b"
+                                       << "decoder/" << 24 << 1;
+        QTest::newRow("llama2-70b") << "llama2-70b"
+                                    << "" << 80 << 1;
+        QTest::newRow("bert-large") << "bert-large"
+                                    << "" << 24 << 1;
+        QTest::newRow("vit-h14") << "vit-h14"
+                                 << "" << 32 << 1;
         // Switch alternates dense and sparse layers: equal with a period of two.
-        QTest::newRow("switch encoder") << "switch-base-8" << "encoder/" << 12 << 2;
-        QTest::newRow("switch decoder") << "switch-base-8" << "decoder/" << 12 << 2;
+        QTest::newRow("switch encoder") << "switch-base-8"
+                                        << "encoder/" << 12 << 2;
+        QTest::newRow("switch decoder") << "switch-base-8"
+                                        << "decoder/" << 12 << 2;
     }
 
     void layersOfAStackAreIdentical()
@@ -344,9 +351,7 @@ private slots:
         QFETCH(int, layers);
         QFETCH(int, period);
         const auto m = load(model.toStdString());
-        auto layer = [&](int i) {
-            return blockStructure(m.graph, stack.toStdString() + "layers." + std::to_string(i) + "/");
-        };
+        auto layer = [&](int i) { return blockStructure(m.graph, stack.toStdString() + "layers." + std::to_string(i) + "/"); };
         const QStringList first = layer(0);
         QVERIFY(first.size() > 8);
         for (int i = period; i < layers; ++i) QCOMPARE(layer(i), layer(i - period));
@@ -378,10 +383,18 @@ private slots:
         QTest::addColumn<QString>("head");
         QTest::addColumn<QString>("embedding");
         QTest::addColumn<bool>("tied");
-        QTest::newRow("gpt2 tied") << "gpt2" << "head/lm_head" << "embed/wte" << true;
-        QTest::newRow("llama untied") << "llama2-7b" << "head/lm_head" << "embed/tokens" << false;
-        QTest::newRow("bert decoder tied") << "bert-base" << "mlm/decoder" << "embed/word" << true;
-        QTest::newRow("t5 tied") << "t5-base" << "decoder/head/lm_head" << "encoder/embed" << true;
+        QTest::newRow("gpt2 tied") << "gpt2"
+                                   << "head/lm_head"
+                                   << "embed/wte" << true;
+        QTest::newRow("llama untied") << "llama2-7b"
+                                      << "head/lm_head"
+                                      << "embed/tokens" << false;
+        QTest::newRow("bert decoder tied") << "bert-base"
+                                           << "mlm/decoder"
+                                           << "embed/word" << true;
+        QTest::newRow("t5 tied") << "t5-base"
+                                 << "decoder/head/lm_head"
+                                 << "encoder/embed" << true;
     }
 
     void tiedAndUntiedHeads()
@@ -486,22 +499,31 @@ private slots:
         QTest::addColumn<QString>("family");
         QTest::addColumn<qint64>("params");
         // GPT-2 small: Hugging Face's count.
-        QTest::newRow("gpt2") << "gpt2.json" << "gpt" << qint64(124439808);
+        QTest::newRow("gpt2") << "gpt2.json"
+                              << "gpt" << qint64(124439808);
         // OPT-125m: embed 50272*768 + positions (2048+2)*768 + 12*(4*(768^2+768) + 2*768*3072 + 3072
         // + 768 + 4*768) + final LN 2*768 = 38,608,896 + 1,574,400 + 85,054,464 + 1,536 = 125,239,296.
-        QTest::newRow("opt-125m") << "opt-125m.json" << "gpt" << qint64(125239296);
-        QTest::newRow("llama-2-7b") << "llama-2-7b.json" << "llama" << qint64(6738415616); // Meta's 6.738B
-        QTest::newRow("llama-3-8b") << "llama-3-8b.json" << "llama" << qint64(8030261248); // Hugging Face's count
+        QTest::newRow("opt-125m") << "opt-125m.json"
+                                  << "gpt" << qint64(125239296);
+        QTest::newRow("llama-2-7b") << "llama-2-7b.json"
+                                    << "llama" << qint64(6738415616); // Meta's 6.738B
+        QTest::newRow("llama-3-8b") << "llama-3-8b.json"
+                                    << "llama" << qint64(8030261248); // Hugging Face's count
         // Mistral 7B: 2*32000*4096 + 32*(2*4096^2 + 2*4096*1024 + 3*4096*14336 + 2*4096) + 4096
         // = 262,144,000 + 6,979,584,000 + 4,096 = 7,241,732,096.
-        QTest::newRow("mistral-7b") << "mistral-7b.json" << "llama" << qint64(7241732096);
+        QTest::newRow("mistral-7b") << "mistral-7b.json"
+                                    << "llama" << qint64(7241732096);
         // BERT-base with the pre-training heads (see parameterCounts): 110,106,428.
-        QTest::newRow("bert-base-uncased") << "bert-base-uncased.json" << "bert" << qint64(110106428);
+        QTest::newRow("bert-base-uncased") << "bert-base-uncased.json"
+                                           << "bert" << qint64(110106428);
         // T5-small: 32128*512 + 6*(4*512^2 + 2*512*2048 + 2*512) + 6*(8*512^2 + 2*512*2048 + 3*512)
         // + 2*32*8 + 2*512 = 16,449,536 + 18,880,512 + 25,175,040 + 512 + 1,024 = 60,506,624 (~60M).
-        QTest::newRow("t5-small") << "t5-small.json" << "t5" << qint64(60506624);
-        QTest::newRow("vit-base-patch16-224") << "vit-base-patch16-224.json" << "vit" << qint64(86567656);
-        QTest::newRow("switch-base-8") << "switch-base-8.json" << "moe" << qint64(619339008);
+        QTest::newRow("t5-small") << "t5-small.json"
+                                  << "t5" << qint64(60506624);
+        QTest::newRow("vit-base-patch16-224") << "vit-base-patch16-224.json"
+                                              << "vit" << qint64(86567656);
+        QTest::newRow("switch-base-8") << "switch-base-8.json"
+                                       << "moe" << qint64(619339008);
     }
 
     void huggingFaceConfigs()
@@ -520,8 +542,7 @@ private slots:
     {
         // Switch: HF's expert_capacity (64) wins over the capacity factor.
         const auto sw = loadModel((kHfData + "switch-base-8.json").toStdString());
-        QCOMPARE(sw.graph.tensor(findOp(sw.graph, "encoder/layers.1/moe/dispatch")->outputs[0]).shape[1],
-                 std::int64_t{64});
+        QCOMPARE(sw.graph.tensor(findOp(sw.graph, "encoder/layers.1/moe/dispatch")->outputs[0]).shape[1], std::int64_t{64});
         // OPT uses ReLU; GPT-2 GeLU.
         const auto opt = loadModel((kHfData + "opt-125m.json").toStdString());
         QVERIFY(findOp(opt.graph, "layers.0/mlp/relu"));
@@ -555,7 +576,8 @@ private slots:
         QTest::newRow("kv heads") << "mistral-indivisible-kv.json"
                                   << "mistral-indivisible-kv.json: model config 'mistral': field 'heads' (32) is not "
                                      "divisible by 'kv_heads' (6)";
-        QTest::newRow("not json") << "not-json.json" << "not-json.json: not valid JSON";
+        QTest::newRow("not json") << "not-json.json"
+                                  << "not-json.json: not valid JSON";
     }
 
     void huggingFaceErrors()
@@ -584,20 +606,17 @@ private slots:
         QTest::addColumn<QString>("message");
         QTest::newRow("gpt heads") << "gpt2" << QStringList{"hidden=100", "heads=3"}
                                    << "field 'hidden' (100) is not divisible by 'heads' (3)";
-        QTest::newRow("negative layers") << "gpt2" << QStringList{"layers=-4"}
-                                         << "field 'layers' must be a positive integer";
+        QTest::newRow("negative layers") << "gpt2" << QStringList{"layers=-4"} << "field 'layers' must be a positive integer";
         QTest::newRow("llama kv heads") << "llama2-70b" << QStringList{"kv_heads=7"}
                                         << "field 'heads' (64) is not divisible by 'kv_heads' (7)";
-        QTest::newRow("llama seq") << "llama2-7b" << QStringList{"seq=8192"}
-                                   << "field 'seq' (8192) exceeds 'positions' (4096)";
+        QTest::newRow("llama seq") << "llama2-7b" << QStringList{"seq=8192"} << "field 'seq' (8192) exceeds 'positions' (4096)";
         QTest::newRow("vit patch") << "vit-b16" << QStringList{"patch=15"}
                                    << "field 'image' (224) is not divisible by 'patch' (15)";
         QTest::newRow("resnet blocks") << "resnet50" << QStringList{"blocks=3,4,6"}
                                        << "field 'blocks' must list four positive block counts";
         QTest::newRow("activation") << "t5-base" << QStringList{"activation=mish"}
                                     << "field 'activation' is 'mish'; use gelu, relu, silu or tanh";
-        QTest::newRow("experts") << "switch-base-8" << QStringList{"experts=0"}
-                                 << "field 'experts' must be a positive integer";
+        QTest::newRow("experts") << "switch-base-8" << QStringList{"experts=0"} << "field 'experts' must be a positive integer";
         QTest::newRow("capacity factor") << "switch-base-8" << QStringList{"capacity_factor=fast"}
                                          << "field 'capacity_factor' must be a positive number";
         QTest::newRow("family") << "gpt2" << QStringList{"family=rnn"}

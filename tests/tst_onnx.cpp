@@ -129,8 +129,8 @@ private slots:
             const auto onnxOp = op.attrs.find("onnx_op");
             if (onnxOp == op.attrs.end()) continue;
             const auto& type = std::get<std::string>(onnxOp->second);
-            for (const char* folded : {"Shape", "Constant", "ConstantOfShape", "Cast", "Unsqueeze", "Range", "Erf",
-                                       "Sqrt", "Pow", "ReduceMean", "Identity"})
+            for (const char* folded : {"Shape", "Constant", "ConstantOfShape", "Cast", "Unsqueeze", "Range", "Erf", "Sqrt", "Pow",
+                                       "ReduceMean", "Identity"})
                 QVERIFY2(type != folded, qPrintable(QString::fromStdString(op.name + " is a " + type)));
         }
         // Scopes survive: "/layers.3/attn/qkv/MatMul" -> "layers.3/attn/qkv/MatMul".
@@ -243,7 +243,8 @@ private slots:
             }
             for (std::int64_t i = 0; i < n; ++i) t->add_float_data(0.5f);
         };
-        auto einsum = [&](const std::string& name, std::vector<std::string> inputs, const std::string& out, const std::string& equation) {
+        auto einsum = [&](const std::string& name, std::vector<std::string> inputs, const std::string& out,
+                          const std::string& equation) {
             onnx::NodeProto* node = g->add_node();
             node->set_name(name);
             node->set_op_type("Einsum");
@@ -318,7 +319,8 @@ private slots:
             importOnnxFile(path.toStdString());
             QFAIL("an Einsum with an ellipsis was accepted");
         } catch (const InputError& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("node 'proj' (op type Einsum, node 0) is not supported: an Einsum with an ellipsis")),
+            QVERIFY2(QString::fromUtf8(e.what()).contains(
+                         QStringLiteral("node 'proj' (op type Einsum, node 0) is not supported: an Einsum with an ellipsis")),
                      e.what());
         }
         QFile::remove(path);
@@ -362,7 +364,8 @@ private slots:
     {
         QTest::addColumn<QByteArray>("bytes");
         QTest::addColumn<QString>("message");
-        QTest::newRow("text") << QByteArray("this is not protobuf") << "mem.onnx: not an ONNX model (the protobuf message does not parse)";
+        QTest::newRow("text") << QByteArray("this is not protobuf")
+                              << "mem.onnx: not an ONNX model (the protobuf message does not parse)";
         QTest::newRow("empty") << QByteArray() << "mem.onnx: the ONNX model has no graph";
         QFile f(kFixtures + "/scoped_mlp.onnx");
         QVERIFY(f.open(QIODevice::ReadOnly));
@@ -403,7 +406,8 @@ private slots:
                 ++refused;
                 std::string why = e.what();
                 const auto cut = why.find(": ", file.size() + 2);
-                ++reasons[why.substr(file.size() + 2, cut == std::string::npos ? 40 : std::min<size_t>(cut - file.size() - 2, 60))];
+                ++reasons[why.substr(file.size() + 2,
+                                     cut == std::string::npos ? 40 : std::min<size_t>(cut - file.size() - 2, 60))];
             } catch (const std::exception& e) {
                 other << file + ": " + e.what();
             }

@@ -83,8 +83,10 @@ private slots:
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("mesh");
         for (const auto& name : builtinModelNames()) QTest::newRow(name.c_str()) << QString::fromStdString(name) << "2x4";
-        QTest::newRow("gpt2 mesh 8") << "gpt2" << "8";
-        QTest::newRow("llama2-7b mesh 2x2x2") << "llama2-7b" << "2x2x2";
+        QTest::newRow("gpt2 mesh 8") << "gpt2"
+                                     << "8";
+        QTest::newRow("llama2-7b mesh 2x2x2") << "llama2-7b"
+                                              << "2x2x2";
     }
 
     void roundTripBuiltins()
@@ -106,11 +108,16 @@ private slots:
         QTest::addColumn<QString>("source");
         QTest::addColumn<QString>("baseline");
         QTest::addColumn<bool>("customHardware");
-        QTest::newRow("megatron") << "gpt2" << "megatron" << false;
-        QTest::newRow("megatron-sp") << "gpt2" << "megatron-sp" << false;
-        QTest::newRow("dp") << "bert-base" << "dp" << false;
-        QTest::newRow("graph file") << "graphfile" << "" << false;
-        QTest::newRow("custom hardware") << "gpt2" << "" << true;
+        QTest::newRow("megatron") << "gpt2"
+                                  << "megatron" << false;
+        QTest::newRow("megatron-sp") << "gpt2"
+                                     << "megatron-sp" << false;
+        QTest::newRow("dp") << "bert-base"
+                            << "dp" << false;
+        QTest::newRow("graph file") << "graphfile"
+                                    << "" << false;
+        QTest::newRow("custom hardware") << "gpt2"
+                                         << "" << true;
     }
 
     void roundTripSources()
@@ -166,9 +173,11 @@ private slots:
         for (const auto& op : g.ops)
             if (op.name == "layers.0/mlp/fc1") fc1 = op.id;
         QVERIFY(fc1 >= 0);
-        expected[static_cast<size_t>(fc1)] = model.findStrategy(fc1, parseStrategy("b=x,h=y", model.signature(fc1), model.mesh()));
+        expected[static_cast<size_t>(fc1)] =
+            model.findStrategy(fc1, parseStrategy("b=x,h=y", model.signature(fc1), model.mesh()));
         QCOMPARE(edited.result.strategyOfOp, expected);
-        const SearchResult direct = evaluatePlan(model, &edited.workspace->folded, expected, edited.result.recomputeOfOp, "evaluated");
+        const SearchResult direct =
+            evaluatePlan(model, &edited.workspace->folded, expected, edited.result.recomputeOfOp, "evaluated");
         QCOMPARE(edited.result.breakdown.stepSeconds, direct.breakdown.stepSeconds);
         QVERIFY(edited.result.breakdown.stepSeconds != original.result.breakdown.stepSeconds);
         bool specReported = false;
@@ -226,8 +235,10 @@ private slots:
         QCOMPARE(p.exitCode(), code);
         const QString out = QString::fromUtf8(p.readAllStandardOutput());
         const QString err = QString::fromUtf8(p.readAllStandardError());
-        if (code == 0) QVERIFY2(out.contains(expectedOutput), qPrintable(out));
-        else QVERIFY2(err.count('\n') == 1 && err.contains("/ops/20/strategy: op 'layers.0/mlp/fc1'"), qPrintable(err));
+        if (code == 0)
+            QVERIFY2(out.contains(expectedOutput), qPrintable(out));
+        else
+            QVERIFY2(err.count('\n') == 1 && err.contains("/ops/20/strategy: op 'layers.0/mlp/fc1'"), qPrintable(err));
 
         QProcess j;
         j.start(QStringLiteral(TP_TPPLAN), {"check", QStringLiteral(TP_TEST_DATA "/") + file, "--json"});
@@ -268,7 +279,7 @@ private slots:
 
     void brokenProjects_data()
     {
-        QTest::addColumn<QString>("edit");   // JSON merged into a valid project
+        QTest::addColumn<QString>("edit"); // JSON merged into a valid project
         QTest::addColumn<QString>("message");
         QTest::newRow("newer") << R"({"version": 3})"
                                << "p.tpproj.json: /version: is 3, newer than this TP Studio reads (1); update TP Studio";
@@ -294,10 +305,14 @@ private slots:
                                      }
                                      return std::string();
                                  }());
-        QTest::newRow("mode") << R"({"settings": {"mode": "serve"}})" << "p.tpproj.json: /settings/mode: is 'serve', expected 'train' or 'infer'";
-        QTest::newRow("view") << R"({"view": [1, 2]})" << "p.tpproj.json: /view: must be an object, not array";
-        QTest::newRow("batch") << R"({"settings": {"batch": 1.5}})" << "p.tpproj.json: /settings/batch: must be an integer, not 1.5";
-        QTest::newRow("no model") << R"({"settings": {"model": null}})" << "p.tpproj.json: /settings/model: is missing";
+        QTest::newRow("mode") << R"({"settings": {"mode": "serve"}})"
+                              << "p.tpproj.json: /settings/mode: is 'serve', expected 'train' or 'infer'";
+        QTest::newRow("view") << R"({"view": [1, 2]})"
+                              << "p.tpproj.json: /view: must be an object, not array";
+        QTest::newRow("batch") << R"({"settings": {"batch": 1.5}})"
+                               << "p.tpproj.json: /settings/batch: must be an integer, not 1.5";
+        QTest::newRow("no model") << R"({"settings": {"model": null}})"
+                                  << "p.tpproj.json: /settings/model: is missing";
         QTest::newRow("bandwidth") << R"({"settings": {"inter_node_GBps": -3}})"
                                    << "p.tpproj.json: /settings/inter_node_GBps: is -3, must not be negative";
     }
@@ -351,7 +366,8 @@ private slots:
         QVERIFY(!(r.nodes[0].center.y > c.y && r.nodes[0].center.y < c.y + c.height));
         QVERIFY(r.edges[0].spline.size() >= 4 && r.edges[0].hasArrow && r.edges[0].hasLabel);
         QVERIFY(!r.edges[1].hasLabel);
-        QVERIFY(std::abs(r.edges[0].spline.front().y - r.nodes[0].center.y) < std::abs(r.edges[0].spline.front().y - r.nodes[1].center.y));
+        QVERIFY(std::abs(r.edges[0].spline.front().y - r.nodes[0].center.y) <
+                std::abs(r.edges[0].spline.front().y - r.nodes[1].center.y));
         QVERIFY(std::abs(r.edges[0].arrowTip.y - r.nodes[1].center.y) < r.nodes[1].height);
     }
 
@@ -375,8 +391,10 @@ private slots:
         if (which == 1) in.edges.push_back(layoutEdge("a", "zz"));
         if (which == 2) in.nodes[0].cluster = "nowhere";
         try {
-            if (which == 3) renderLayout(in, "bmp");
-            else layoutGraph(in);
+            if (which == 3)
+                renderLayout(in, "bmp");
+            else
+                layoutGraph(in);
             QFAIL("accepted");
         } catch (const InputError& e) {
             QCOMPARE(QString::fromUtf8(e.what()), message);

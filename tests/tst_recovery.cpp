@@ -76,7 +76,8 @@ ProjectData largeProject(int version)
     p.settings.model = "/nonexistent/version" + std::to_string(version) + ".tpgraph.json";
     p.settings.mesh = version == 1 ? "4x8" : "2x8";
     for (int i = 0; i < kLocks[version]; ++i)
-        p.locks.push_back({"layers." + std::to_string(i) + "/mlp/fc" + std::to_string(version % 2 + 1), version == 2 ? "f=y" : "b=x,f=y"});
+        p.locks.push_back(
+            {"layers." + std::to_string(i) + "/mlp/fc" + std::to_string(version % 2 + 1), version == 2 ? "f=y" : "b=x,f=y"});
     return p;
 }
 
@@ -230,7 +231,8 @@ void TestRecovery::crashedSessionIsOfferedAndRestored()
     QVERIFY(child.waitForStarted());
     QElapsedTimer clock;
     clock.start();
-    while (!child.canReadLine() && child.state() == QProcess::Running && clock.elapsed() < kPlanTimeoutMs) child.waitForReadyRead(1000);
+    while (!child.canReadLine() && child.state() == QProcess::Running && clock.elapsed() < kPlanTimeoutMs)
+        child.waitForReadyRead(1000);
     QCOMPARE(child.readLine().trimmed(), QByteArray("autosaved"));
     QCOMPARE(recoveryFiles(dir.path()).size(), 1);
     {
@@ -396,7 +398,8 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
         QVERIFY(f.open(QIODevice::ReadOnly));
         QCOMPARE(f.readAll(), versions[0]); // the same bytes the child's saves write
     }
-    const int iterations = qEnvironmentVariableIsSet("TP_KILL_ITERATIONS") ? qEnvironmentVariableIntValue("TP_KILL_ITERATIONS") : 40;
+    const int iterations =
+        qEnvironmentVariableIsSet("TP_KILL_ITERATIONS") ? qEnvironmentVariableIntValue("TP_KILL_ITERATIONS") : 40;
     std::mt19937 random(20251129);
     std::uniform_real_distribution<double> fraction(0.0, 1.0);
     std::vector<int> seen(versions.size(), 0);
@@ -412,7 +415,8 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
         QVERIFY(child.waitForStarted());
         QElapsedTimer clock;
         clock.start();
-        while (!child.canReadLine() && child.state() == QProcess::Running && clock.elapsed() < 60000) child.waitForReadyRead(1000);
+        while (!child.canReadLine() && child.state() == QProcess::Running && clock.elapsed() < 60000)
+            child.waitForReadyRead(1000);
         const QList<QByteArray> ready = child.readLine().trimmed().split(' ');
         QCOMPARE(ready.value(0), QByteArray("ready"));
         // A kill anywhere in the next three saves or so (0 to 1 of the time three saves took);
@@ -427,8 +431,9 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
         QVERIFY2(f.open(QIODevice::ReadOnly), qPrintable(QStringLiteral("iteration %1: the file is gone").arg(i)));
         const QByteArray bytes = f.readAll();
         const auto match = std::find(versions.begin(), versions.end(), bytes);
-        QVERIFY2(match != versions.end(),
-                 qPrintable(QStringLiteral("iteration %1: %2 bytes, not one of the versions (truncated?)").arg(i).arg(bytes.size())));
+        QVERIFY2(
+            match != versions.end(),
+            qPrintable(QStringLiteral("iteration %1: %2 bytes, not one of the versions (truncated?)").arg(i).arg(bytes.size())));
         const ProjectData read = readProject(bytes.toStdString(), path.toStdString());
         QCOMPARE(read.locks.size(), largeProject(static_cast<int>(match - versions.begin())).locks.size());
         ++seen[static_cast<size_t>(match - versions.begin())];
@@ -437,8 +442,10 @@ void TestRecovery::killDuringSaveLeavesACompleteFile()
     }
     // QSaveFile's temporary files a kill can leave next to the target (never the target itself).
     const QStringList leftovers = QDir(dir.path()).entryList(QDir::Files).filter(QStringLiteral("big.tpproj.json."));
-    qInfo("%d kills: versions seen %d/%d/%d, file changed %d times, %lld temporary files left; three saves took %.0f ms on average",
-          iterations, seen[0], seen[1], seen[2], changed, static_cast<long long>(leftovers.size()), totalCycleMs / std::max(1, iterations));
+    qInfo(
+        "%d kills: versions seen %d/%d/%d, file changed %d times, %lld temporary files left; three saves took %.0f ms on average",
+        iterations, seen[0], seen[1], seen[2], changed, static_cast<long long>(leftovers.size()),
+        totalCycleMs / std::max(1, iterations));
     // The children did save (the file moved between versions), so kills landed amid saves.
     QVERIFY(changed > 0);
 }
@@ -569,7 +576,8 @@ void TestRecovery::closeWhileSearching()
             clock.start();
             QVERIFY(window.close()); // clean: nothing asked
         }
-        qInfo("window closed %d ms after open: close and destructor took %lld ms", delay, static_cast<long long>(clock.elapsed()));
+        qInfo("window closed %d ms after open: close and destructor took %lld ms", delay,
+              static_cast<long long>(clock.elapsed()));
     }
     // Opening another model while a search runs: the old document's search is cancelled, it is
     // deleted once its worker has stopped, and the new plan arrives meanwhile.
@@ -580,8 +588,8 @@ void TestRecovery::closeWhileSearching()
     QElapsedTimer clock;
     clock.start();
     QVERIFY(window.openSource(QStringLiteral("gpt2"), quickSettings()));
-    qInfo("opening another model during a search took %lld ms; the old document %s",
-          static_cast<long long>(clock.elapsed()), old ? "waits for its worker" : "was deleted at once");
+    qInfo("opening another model during a search took %lld ms; the old document %s", static_cast<long long>(clock.elapsed()),
+          old ? "waits for its worker" : "was deleted at once");
     QVERIFY(window.document() != old);
     QVERIFY(waitForPlan(*window.document()));
     QCOMPARE(window.document()->settings().model, std::string("gpt2"));

@@ -153,7 +153,12 @@ private slots:
         QCOMPARE(probes, (std::vector<int>{5, 7, 8}));
         // Nothing fits but k = 0: every probe fails, down to 1.
         probes.clear();
-        QCOMPARE(bisectLowPricedLayers(4, [&](int k) { probes.push_back(k); return false; }), 0);
+        QCOMPARE(bisectLowPricedLayers(4,
+                                       [&](int k) {
+                                           probes.push_back(k);
+                                           return false;
+                                       }),
+                 0);
         QCOMPARE(probes, (std::vector<int>{2, 1}));
     }
 
@@ -185,16 +190,26 @@ private slots:
         QTest::addColumn<QString>("pattern");
         QTest::addColumn<QString>("name");
         QTest::addColumn<bool>("matches");
-        QTest::newRow("empty matches empty") << "" << "" << true;
-        QTest::newRow("empty pattern") << "" << "a" << false;
-        QTest::newRow("star matches empty") << "*" << "" << true;
-        QTest::newRow("stars only") << "***" << "abc" << true;
-        QTest::newRow("backtrack to the last star") << "*ab" << "aab" << true;
-        QTest::newRow("star then suffix missing") << "*ab" << "aba" << false;
-        QTest::newRow("stars between each") << "a*b*c" << "abc" << true;
-        QTest::newRow("one char for two") << "a*a" << "a" << false;
-        QTest::newRow("star runs over slashes") << "layers.*" << "layers.1/attn/q" << true;
-        QTest::newRow("case matters") << "Layers.*" << "layers.1" << false;
+        QTest::newRow("empty matches empty") << ""
+                                             << "" << true;
+        QTest::newRow("empty pattern") << ""
+                                       << "a" << false;
+        QTest::newRow("star matches empty") << "*"
+                                            << "" << true;
+        QTest::newRow("stars only") << "***"
+                                    << "abc" << true;
+        QTest::newRow("backtrack to the last star") << "*ab"
+                                                    << "aab" << true;
+        QTest::newRow("star then suffix missing") << "*ab"
+                                                  << "aba" << false;
+        QTest::newRow("stars between each") << "a*b*c"
+                                            << "abc" << true;
+        QTest::newRow("one char for two") << "a*a"
+                                          << "a" << false;
+        QTest::newRow("star runs over slashes") << "layers.*"
+                                                << "layers.1/attn/q" << true;
+        QTest::newRow("case matters") << "Layers.*"
+                                      << "layers.1" << false;
     }
 
     void globEdgeCases()

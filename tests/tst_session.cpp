@@ -147,8 +147,11 @@ void TestSession::onePlanningPath()
     QVERIFY(outcome->result.lockedOp[static_cast<size_t>(explain::findOp(outcome->workspace->model.graph, "layers.0/mlp/fc1"))]);
 
     // The same settings as tpplan flags.
-    const QStringList flags = {"--set", "layers=2", "--mesh", "2x2", "--intra-node-bw", "100", "--memory-limit",
-                               QString::fromStdString(settings.memoryLimit), "--lock", "layers.*/mlp/fc1=b=x"};
+    const QStringList flags = {"--set",           "layers=2",
+                               "--mesh",          "2x2",
+                               "--intra-node-bw", "100",
+                               "--memory-limit",  QString::fromStdString(settings.memoryLimit),
+                               "--lock",          "layers.*/mlp/fc1=b=x"};
     const nlohmann::json cli = tpplanJson(QStringList{"plan", "gpt2", "--json"} + flags);
     QVERIFY(cli.is_object());
     QCOMPARE(cli["cost"]["step_time_s"].get<double>(), gui.stepSeconds);
@@ -181,11 +184,16 @@ void TestSession::linkOverrideFlagsAreChecked_data()
 {
     QTest::addColumn<QString>("flag");
     QTest::addColumn<QString>("value");
-    QTest::newRow("zero") << "--intra-node-bw" << "0";
-    QTest::newRow("negative") << "--inter-node-bw" << "-5";
-    QTest::newRow("text") << "--intra-node-bw" << "fast";
-    QTest::newRow("infinite") << "--inter-node-bw" << "inf";
-    QTest::newRow("trailing") << "--inter-node-bw" << "25GB";
+    QTest::newRow("zero") << "--intra-node-bw"
+                          << "0";
+    QTest::newRow("negative") << "--inter-node-bw"
+                              << "-5";
+    QTest::newRow("text") << "--intra-node-bw"
+                          << "fast";
+    QTest::newRow("infinite") << "--inter-node-bw"
+                              << "inf";
+    QTest::newRow("trailing") << "--inter-node-bw"
+                              << "25GB";
 }
 
 void TestSession::linkOverrideFlagsAreChecked()

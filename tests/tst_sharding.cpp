@@ -80,13 +80,20 @@ private slots:
     {
         QTest::addColumn<QString>("text");
         QTest::addColumn<QString>("says");
-        QTest::newRow("unknown axis") << "[-,z,-]" << "unknown mesh axis 'z'";
-        QTest::newRow("axis twice") << "[x,x,-]" << "used twice";
-        QTest::newRow("split and partial on one axis") << "[x,-,-]+x" << "used twice";
-        QTest::newRow("rank") << "[-,-]" << "rank 3";
-        QTest::newRow("no brackets") << "-,-,-" << "expected the form";
-        QTest::newRow("junk after") << "[-,-,-]x" << "unexpected";
-        QTest::newRow("not dividing") << "[-,-,-]" << ""; // placeholder replaced below
+        QTest::newRow("unknown axis") << "[-,z,-]"
+                                      << "unknown mesh axis 'z'";
+        QTest::newRow("axis twice") << "[x,x,-]"
+                                    << "used twice";
+        QTest::newRow("split and partial on one axis") << "[x,-,-]+x"
+                                                       << "used twice";
+        QTest::newRow("rank") << "[-,-]"
+                              << "rank 3";
+        QTest::newRow("no brackets") << "-,-,-"
+                                     << "expected the form";
+        QTest::newRow("junk after") << "[-,-,-]x"
+                                    << "unexpected";
+        QTest::newRow("not dividing") << "[-,-,-]"
+                                      << ""; // placeholder replaced below
     }
     void specErrors()
     {
@@ -117,33 +124,60 @@ private slots:
         QTest::addColumn<QString>("op");
         QTest::addColumn<QString>("strategy");
         QTest::addColumn<ShardClass>("expected");
-        QTest::newRow("fc1 -") << "layers.0/mlp/fc1" << "-" << ShardClass::Replicated;
-        QTest::newRow("fc1 f=y") << "layers.0/mlp/fc1" << "f=y" << ShardClass::Column;
-        QTest::newRow("fc1 b=x,f=y") << "layers.0/mlp/fc1" << "b=x,f=y" << ShardClass::Column; // data + column
-        QTest::newRow("fc1 h=y") << "layers.0/mlp/fc1" << "h=y" << ShardClass::Row;
-        QTest::newRow("fc1 h=x,f=y") << "layers.0/mlp/fc1" << "h=x,f=y" << ShardClass::Mixed;
-        QTest::newRow("fc1 b=x") << "layers.0/mlp/fc1" << "b=x" << ShardClass::Data;
-        QTest::newRow("fc1 b=x*y") << "layers.0/mlp/fc1" << "b=x*y" << ShardClass::Data;
-        QTest::newRow("fc1 s=y") << "layers.0/mlp/fc1" << "s=y" << ShardClass::Sequence;
-        QTest::newRow("fc1 b=x,s=y") << "layers.0/mlp/fc1" << "b=x,s=y" << ShardClass::Sequence;
-        QTest::newRow("fc1 s=x,f=y") << "layers.0/mlp/fc1" << "s=x,f=y" << ShardClass::Mixed;
-        QTest::newRow("fc2 h=y") << "layers.0/mlp/fc2" << "h=y" << ShardClass::Row; // the ffn dim, contracted
-        QTest::newRow("fc2 f=y") << "layers.0/mlp/fc2" << "f=y" << ShardClass::Column;
-        QTest::newRow("gelu t=y") << "layers.0/mlp/gelu" << "t=y" << ShardClass::Feature;
-        QTest::newRow("gelu b=x,t=y") << "layers.0/mlp/gelu" << "b=x,t=y" << ShardClass::Feature;
-        QTest::newRow("gelu s=y") << "layers.0/mlp/gelu" << "s=y" << ShardClass::Sequence;
-        QTest::newRow("heads n=y") << "layers.0/attn/scores" << "n=y" << ShardClass::Feature; // "bnsd,bntd->bnst"
-        QTest::newRow("scores s=y") << "layers.0/attn/scores" << "s=y" << ShardClass::Sequence;
-        QTest::newRow("context t=y") << "layers.0/attn/context" << "t=y" << ShardClass::Sequence; // contracted, no weight
-        QTest::newRow("ln1 s=y") << "layers.0/ln1" << "s=y" << ShardClass::Sequence;
-        QTest::newRow("ln1 b=x") << "layers.0/ln1" << "b=x" << ShardClass::Data;
-        QTest::newRow("wte v=y") << "embed/wte" << "v=y" << ShardClass::Row; // vocab-parallel embedding
-        QTest::newRow("wte h=y") << "embed/wte" << "h=y" << ShardClass::Column;
-        QTest::newRow("wpe s=y") << "embed/wpe" << "s=y" << ShardClass::Sequence; // [s, h]: no batch dim
-        QTest::newRow("add s=y") << "embed/add" << "s=y" << ShardClass::Sequence; // "bsh,sh->bsh"
-        QTest::newRow("loss b=x") << "head/loss" << "b=x" << ShardClass::Data; // summed over, still the batch
-        QTest::newRow("lm_head v=y") << "head/lm_head" << "v=y" << ShardClass::Column; // "bsh,vh->bsv"
-        QTest::newRow("loss -") << "head/loss" << "-" << ShardClass::Replicated;
+        QTest::newRow("fc1 -") << "layers.0/mlp/fc1"
+                               << "-" << ShardClass::Replicated;
+        QTest::newRow("fc1 f=y") << "layers.0/mlp/fc1"
+                                 << "f=y" << ShardClass::Column;
+        QTest::newRow("fc1 b=x,f=y") << "layers.0/mlp/fc1"
+                                     << "b=x,f=y" << ShardClass::Column; // data + column
+        QTest::newRow("fc1 h=y") << "layers.0/mlp/fc1"
+                                 << "h=y" << ShardClass::Row;
+        QTest::newRow("fc1 h=x,f=y") << "layers.0/mlp/fc1"
+                                     << "h=x,f=y" << ShardClass::Mixed;
+        QTest::newRow("fc1 b=x") << "layers.0/mlp/fc1"
+                                 << "b=x" << ShardClass::Data;
+        QTest::newRow("fc1 b=x*y") << "layers.0/mlp/fc1"
+                                   << "b=x*y" << ShardClass::Data;
+        QTest::newRow("fc1 s=y") << "layers.0/mlp/fc1"
+                                 << "s=y" << ShardClass::Sequence;
+        QTest::newRow("fc1 b=x,s=y") << "layers.0/mlp/fc1"
+                                     << "b=x,s=y" << ShardClass::Sequence;
+        QTest::newRow("fc1 s=x,f=y") << "layers.0/mlp/fc1"
+                                     << "s=x,f=y" << ShardClass::Mixed;
+        QTest::newRow("fc2 h=y") << "layers.0/mlp/fc2"
+                                 << "h=y" << ShardClass::Row; // the ffn dim, contracted
+        QTest::newRow("fc2 f=y") << "layers.0/mlp/fc2"
+                                 << "f=y" << ShardClass::Column;
+        QTest::newRow("gelu t=y") << "layers.0/mlp/gelu"
+                                  << "t=y" << ShardClass::Feature;
+        QTest::newRow("gelu b=x,t=y") << "layers.0/mlp/gelu"
+                                      << "b=x,t=y" << ShardClass::Feature;
+        QTest::newRow("gelu s=y") << "layers.0/mlp/gelu"
+                                  << "s=y" << ShardClass::Sequence;
+        QTest::newRow("heads n=y") << "layers.0/attn/scores"
+                                   << "n=y" << ShardClass::Feature; // "bnsd,bntd->bnst"
+        QTest::newRow("scores s=y") << "layers.0/attn/scores"
+                                    << "s=y" << ShardClass::Sequence;
+        QTest::newRow("context t=y") << "layers.0/attn/context"
+                                     << "t=y" << ShardClass::Sequence; // contracted, no weight
+        QTest::newRow("ln1 s=y") << "layers.0/ln1"
+                                 << "s=y" << ShardClass::Sequence;
+        QTest::newRow("ln1 b=x") << "layers.0/ln1"
+                                 << "b=x" << ShardClass::Data;
+        QTest::newRow("wte v=y") << "embed/wte"
+                                 << "v=y" << ShardClass::Row; // vocab-parallel embedding
+        QTest::newRow("wte h=y") << "embed/wte"
+                                 << "h=y" << ShardClass::Column;
+        QTest::newRow("wpe s=y") << "embed/wpe"
+                                 << "s=y" << ShardClass::Sequence; // [s, h]: no batch dim
+        QTest::newRow("add s=y") << "embed/add"
+                                 << "s=y" << ShardClass::Sequence; // "bsh,sh->bsh"
+        QTest::newRow("loss b=x") << "head/loss"
+                                  << "b=x" << ShardClass::Data; // summed over, still the batch
+        QTest::newRow("lm_head v=y") << "head/lm_head"
+                                     << "v=y" << ShardClass::Column; // "bsh,vh->bsv"
+        QTest::newRow("loss -") << "head/loss"
+                                << "-" << ShardClass::Replicated;
     }
     void handClasses()
     {
@@ -236,7 +270,9 @@ private slots:
                                                             std::string(shardClassName(c.kind)));
                 QVERIFY2((c.kind == ShardClass::Replicated) == !anySplit, qPrintable(what));
                 QVERIFY2((c.kind == ShardClass::Data) == (anySplit && allData), qPrintable(what));
-                auto isWeightKind = [](ShardClass k) { return k == ShardClass::Column || k == ShardClass::Row || k == ShardClass::Expert; };
+                auto isWeightKind = [](ShardClass k) {
+                    return k == ShardClass::Column || k == ShardClass::Row || k == ShardClass::Expert;
+                };
                 if (!weightSplit) {
                     QVERIFY2(!isWeightKind(c.kind), qPrintable(what));
                     QVERIFY2(std::none_of(c.loopClass.begin(), c.loopClass.end(), isWeightKind), qPrintable(what));
@@ -285,10 +321,30 @@ private slots:
         QTest::addColumn<QString>("out");
         QTest::addColumn<QString>("wGradPartial");
         QTest::addColumn<QString>("xGradPartial");
-        QTest::newRow("column") << "f=y" << "[-,-,-]" << "[-,y]" << "[-,-,y]" << "[-,y]" << "[-,-,-]+y";
-        QTest::newRow("row") << "h=y" << "[-,-,y]" << "[y,-]" << "[-,-,-]+y" << "[y,-]" << "[-,-,y]";
-        QTest::newRow("data+column") << "b=x,f=y" << "[x,-,-]" << "[-,y]" << "[x,-,y]" << "[-,y]+x" << "[x,-,-]+y";
-        QTest::newRow("replicated") << "-" << "[-,-,-]" << "[-,-]" << "[-,-,-]" << "[-,-]" << "[-,-,-]";
+        QTest::newRow("column") << "f=y"
+                                << "[-,-,-]"
+                                << "[-,y]"
+                                << "[-,-,y]"
+                                << "[-,y]"
+                                << "[-,-,-]+y";
+        QTest::newRow("row") << "h=y"
+                             << "[-,-,y]"
+                             << "[y,-]"
+                             << "[-,-,-]+y"
+                             << "[y,-]"
+                             << "[-,-,y]";
+        QTest::newRow("data+column") << "b=x,f=y"
+                                     << "[x,-,-]"
+                                     << "[-,y]"
+                                     << "[x,-,y]"
+                                     << "[-,y]+x"
+                                     << "[x,-,-]+y";
+        QTest::newRow("replicated") << "-"
+                                    << "[-,-,-]"
+                                    << "[-,-]"
+                                    << "[-,-,-]"
+                                    << "[-,-]"
+                                    << "[-,-,-]";
     }
     void operandSpecs()
     {
@@ -327,11 +383,16 @@ private slots:
     {
         QTest::addColumn<QString>("text");
         QTest::addColumn<QString>("says");
-        QTest::newRow("unknown dim") << "q=x" << "no dim 'q'";
-        QTest::newRow("unknown axis") << "f=z" << "unknown mesh axis 'z'";
-        QTest::newRow("axis twice") << "f=x,h=x" << "used twice";
-        QTest::newRow("not dividing") << "b=x*y" << "does not divide";
-        QTest::newRow("malformed") << "fx" << "not of the form";
+        QTest::newRow("unknown dim") << "q=x"
+                                     << "no dim 'q'";
+        QTest::newRow("unknown axis") << "f=z"
+                                      << "unknown mesh axis 'z'";
+        QTest::newRow("axis twice") << "f=x,h=x"
+                                    << "used twice";
+        QTest::newRow("not dividing") << "b=x*y"
+                                      << "does not divide";
+        QTest::newRow("malformed") << "fx"
+                                   << "not of the form";
     }
     void strategyErrors()
     {

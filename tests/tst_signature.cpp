@@ -28,7 +28,7 @@ private slots:
         QTest::addColumn<QString>("equation");
         QTest::addColumn<std::vector<std::vector<std::int64_t>>>("inputs");
         QTest::addColumn<std::vector<std::vector<std::int64_t>>>("outputs");
-        QTest::addColumn<QString>("loops");     // label:size:role-initial, in loop order
+        QTest::addColumn<QString>("loops"); // label:size:role-initial, in loop order
         QTest::addColumn<double>("points");
 
         // Linear: b s f parallel (from the output), h contracted. points = 2*3*5*4 = 120.
@@ -36,8 +36,7 @@ private slots:
                                 << std::vector<std::vector<std::int64_t>>{{2, 3, 5}} << "b2P s3P f5P h4C" << 120.0;
         // Head split: h = n*d with n=4 from the output; points = 2*3*4*8 = 192.
         QTest::newRow("reshape-heads") << "bs(nd)->bnsd" << std::vector<std::vector<std::int64_t>>{{2, 3, 32}}
-                                       << std::vector<std::vector<std::int64_t>>{{2, 4, 3, 8}} << "b2P n4P s3P d8P"
-                                       << 192.0;
+                                       << std::vector<std::vector<std::int64_t>>{{2, 4, 3, 8}} << "b2P n4P s3P d8P" << 192.0;
         // Merge back: bnsd -> bs(nd).
         QTest::newRow("merge-heads") << "bnsd->bs(nd)" << std::vector<std::vector<std::int64_t>>{{2, 4, 3, 8}}
                                      << std::vector<std::vector<std::int64_t>>{{2, 3, 32}} << "b2P s3P n4P d8P" << 192.0;
@@ -62,8 +61,12 @@ private slots:
         const Signature sig = parseSignature(equation.toStdString(), inputs, outputs);
         QStringList described;
         for (const auto& l : sig.loops)
-            described << QStringLiteral("%1%2%3").arg(QChar(l.label)).arg(l.size).arg(
-                l.role == DimRole::Parallel ? 'P' : l.role == DimRole::Contracted ? 'C' : '?');
+            described << QStringLiteral("%1%2%3")
+                             .arg(QChar(l.label))
+                             .arg(l.size)
+                             .arg(l.role == DimRole::Parallel     ? 'P'
+                                  : l.role == DimRole::Contracted ? 'C'
+                                                                  : '?');
         QCOMPARE(described.join(' '), loops);
         QCOMPARE(sig.points(), points);
     }
@@ -104,38 +107,57 @@ private slots:
         QTest::addColumn<int>("kind");
         QTest::addColumn<std::vector<std::vector<std::int64_t>>>("inputs");
         QTest::addColumn<std::vector<std::vector<std::int64_t>>>("outputs");
-        QTest::addColumn<QString>("attr");       // "name=v1;v2" (int or int list)
-        QTest::addColumn<QString>("roles");      // role initial per loop, in loop order
-        QTest::addColumn<double>("flops");       // forward FLOPs
+        QTest::addColumn<QString>("attr");  // "name=v1;v2" (int or int list)
+        QTest::addColumn<QString>("roles"); // role initial per loop, in loop order
+        QTest::addColumn<double>("flops");  // forward FLOPs
         QTest::addColumn<int>("savedMask");
         using S = std::vector<std::vector<std::int64_t>>;
         // 2 FLOPs per multiply-add: 2*2*3*5*4 = 240.
-        QTest::newRow("Linear") << int(OpKind::Linear) << S{{2, 3, 4}, {4, 5}} << S{{2, 3, 5}} << "" << "PPPC" << 240.0 << 1;
-        QTest::newRow("Linear+bias") << int(OpKind::Linear) << S{{2, 4}, {4, 5}, {5}} << S{{2, 5}} << "" << "PPC" << 80.0 << 1;
+        QTest::newRow("Linear") << int(OpKind::Linear) << S{{2, 3, 4}, {4, 5}} << S{{2, 3, 5}} << ""
+                                << "PPPC" << 240.0 << 1;
+        QTest::newRow("Linear+bias") << int(OpKind::Linear) << S{{2, 4}, {4, 5}, {5}} << S{{2, 5}} << ""
+                                     << "PPC" << 80.0 << 1;
         // 2 * b2 * m3 * n5 * k4 = 240.
-        QTest::newRow("BatchMatMul") << int(OpKind::BatchMatMul) << S{{2, 3, 4}, {2, 4, 5}} << S{{2, 3, 5}} << "" << "PPPC" << 240.0 << 3;
+        QTest::newRow("BatchMatMul") << int(OpKind::BatchMatMul) << S{{2, 3, 4}, {2, 4, 5}} << S{{2, 3, 5}} << ""
+                                     << "PPPC" << 240.0 << 3;
         // Conv 2*n1*o8*h4*w4*c3*k3*l3 = 6912; h, w spatial.
-        QTest::newRow("Conv2d") << int(OpKind::Conv2d) << S{{1, 3, 8, 8}, {8, 3, 3, 3}} << S{{1, 8, 4, 4}} << "" << "PPSSCCC" << 6912.0 << 1;
+        QTest::newRow("Conv2d") << int(OpKind::Conv2d) << S{{1, 3, 8, 8}, {8, 3, 3, 3}} << S{{1, 8, 4, 4}} << ""
+                                << "PPSSCCC" << 6912.0 << 1;
         // Embedding: vocab is a gather dim, no FLOPs.
-        QTest::newRow("Embedding") << int(OpKind::Embedding) << S{{2, 3}, {10, 4}} << S{{2, 3, 4}} << "" << "PPPG" << 0.0 << 0;
+        QTest::newRow("Embedding") << int(OpKind::Embedding) << S{{2, 3}, {10, 4}} << S{{2, 3, 4}} << ""
+                                   << "PPPG" << 0.0 << 0;
         // LayerNorm: h reduced-nonlinear, 8 FLOPs per element: 8*2*4 = 64.
-        QTest::newRow("LayerNorm") << int(OpKind::LayerNorm) << S{{2, 4}, {4}, {4}} << S{{2, 4}} << "" << "PR" << 64.0 << 1;
-        QTest::newRow("RMSNorm") << int(OpKind::RMSNorm) << S{{2, 4}, {4}} << S{{2, 4}} << "" << "PR" << 40.0 << 1;
-        QTest::newRow("Softmax") << int(OpKind::Softmax) << S{{2, 4}} << S{{2, 4}} << "" << "PR" << 40.0 << 0;
-        QTest::newRow("GeLU") << int(OpKind::GeLU) << S{{2, 4}} << S{{2, 4}} << "" << "PP" << 64.0 << 1;
-        QTest::newRow("Add broadcast") << int(OpKind::Add) << S{{2, 3, 4}, {4}} << S{{2, 3, 4}} << "" << "PPP" << 24.0 << 0;
-        QTest::newRow("Mul") << int(OpKind::Mul) << S{{2, 4}, {2, 4}} << S{{2, 4}} << "" << "PP" << 8.0 << 3;
-        QTest::newRow("Dropout") << int(OpKind::Dropout) << S{{2, 4}} << S{{2, 4}} << "" << "PP" << 8.0 << 0;
-        QTest::newRow("Reshape") << int(OpKind::Reshape) << S{{2, 12}} << S{{2, 3, 4}} << "" << "PPP" << 0.0 << 0;
-        QTest::newRow("Transpose") << int(OpKind::Transpose) << S{{2, 3, 4}} << S{{2, 4, 3}} << "perm=0;2;1" << "PPP" << 0.0 << 0;
+        QTest::newRow("LayerNorm") << int(OpKind::LayerNorm) << S{{2, 4}, {4}, {4}} << S{{2, 4}} << ""
+                                   << "PR" << 64.0 << 1;
+        QTest::newRow("RMSNorm") << int(OpKind::RMSNorm) << S{{2, 4}, {4}} << S{{2, 4}} << ""
+                                 << "PR" << 40.0 << 1;
+        QTest::newRow("Softmax") << int(OpKind::Softmax) << S{{2, 4}} << S{{2, 4}} << ""
+                                 << "PR" << 40.0 << 0;
+        QTest::newRow("GeLU") << int(OpKind::GeLU) << S{{2, 4}} << S{{2, 4}} << ""
+                              << "PP" << 64.0 << 1;
+        QTest::newRow("Add broadcast") << int(OpKind::Add) << S{{2, 3, 4}, {4}} << S{{2, 3, 4}} << ""
+                                       << "PPP" << 24.0 << 0;
+        QTest::newRow("Mul") << int(OpKind::Mul) << S{{2, 4}, {2, 4}} << S{{2, 4}} << ""
+                             << "PP" << 8.0 << 3;
+        QTest::newRow("Dropout") << int(OpKind::Dropout) << S{{2, 4}} << S{{2, 4}} << ""
+                                 << "PP" << 8.0 << 0;
+        QTest::newRow("Reshape") << int(OpKind::Reshape) << S{{2, 12}} << S{{2, 3, 4}} << ""
+                                 << "PPP" << 0.0 << 0;
+        QTest::newRow("Transpose") << int(OpKind::Transpose) << S{{2, 3, 4}} << S{{2, 4, 3}} << "perm=0;2;1"
+                                   << "PPP" << 0.0 << 0;
         // Concat: the joined dim's loops are fixed (spatial); the others parallel.
-        QTest::newRow("Concat") << int(OpKind::Concat) << S{{2, 3}, {2, 5}} << S{{2, 8}} << "axis=1" << "PSSS" << 0.0 << 0;
-        QTest::newRow("Split") << int(OpKind::Split) << S{{2, 8}} << S{{2, 3}, {2, 5}} << "axis=1" << "PSSS" << 0.0 << 0;
+        QTest::newRow("Concat") << int(OpKind::Concat) << S{{2, 3}, {2, 5}} << S{{2, 8}} << "axis=1"
+                                << "PSSS" << 0.0 << 0;
+        QTest::newRow("Split") << int(OpKind::Split) << S{{2, 8}} << S{{2, 3}, {2, 5}} << "axis=1"
+                               << "PSSS" << 0.0 << 0;
         // Reduce over the last dim: a linear reduction, so contracted.
-        QTest::newRow("Reduce") << int(OpKind::Reduce) << S{{2, 3, 4}} << S{{2, 3}} << "axes=2" << "PPC" << 24.0 << 0;
-        QTest::newRow("MaxPool") << int(OpKind::MaxPool) << S{{1, 2, 8, 8}} << S{{1, 2, 4, 4}} << "" << "PPSS" << 32.0 << 1;
+        QTest::newRow("Reduce") << int(OpKind::Reduce) << S{{2, 3, 4}} << S{{2, 3}} << "axes=2"
+                                << "PPC" << 24.0 << 0;
+        QTest::newRow("MaxPool") << int(OpKind::MaxPool) << S{{1, 2, 8, 8}} << S{{1, 2, 4, 4}} << ""
+                                 << "PPSS" << 32.0 << 1;
         // CrossEntropy: batch dims contracted into a scalar, vocab normalised.
-        QTest::newRow("CrossEntropy") << int(OpKind::CrossEntropy) << S{{2, 3, 7}, {2, 3}} << S{{}} << "" << "CCR" << 210.0 << 1;
+        QTest::newRow("CrossEntropy") << int(OpKind::CrossEntropy) << S{{2, 3, 7}, {2, 3}} << S{{}} << ""
+                                      << "CCR" << 210.0 << 1;
     }
 
     void kinds()
@@ -150,8 +172,8 @@ private slots:
         Graph g;
         std::vector<TensorId> ins, outs;
         for (size_t i = 0; i < inputs.size(); ++i)
-            ins.push_back(g.addTensor("in" + std::to_string(i), inputs[i], DType::BF16,
-                                      i == 0 ? TensorRole::Input : TensorRole::Weight));
+            ins.push_back(
+                g.addTensor("in" + std::to_string(i), inputs[i], DType::BF16, i == 0 ? TensorRole::Input : TensorRole::Weight));
         for (size_t i = 0; i < outputs.size(); ++i)
             outs.push_back(g.addTensor("out" + std::to_string(i), outputs[i], DType::BF16, TensorRole::Activation));
         Attrs attrs;
@@ -159,8 +181,10 @@ private slots:
             const auto parts = attr.split('=');
             std::vector<std::int64_t> values;
             for (const auto& v : parts[1].split(';')) values.push_back(v.toLongLong());
-            if (values.size() == 1 && parts[0] != "perm" && parts[0] != "axes") attrs[parts[0].toStdString()] = values[0];
-            else attrs[parts[0].toStdString()] = values;
+            if (values.size() == 1 && parts[0] != "perm" && parts[0] != "axes")
+                attrs[parts[0].toStdString()] = values[0];
+            else
+                attrs[parts[0].toStdString()] = values;
         }
         g.addOp("op", static_cast<OpKind>(kind), ins, outs, {}, attrs);
         validateGraph(g);

@@ -92,24 +92,27 @@ void TestVerify::executorByHand_data()
     QTest::addColumn<QList<float>>("expected");
     using S = QList<QList<qint64>>;
     using V = QList<QList<float>>;
-    QTest::newRow("linear with bias") << int(OpKind::Linear) << "sh,hf,f->sf" << ""
-        << S{{1, 2}, {2, 2}, {2}, {1, 2}} << V{{1, 2}, {1, 2, 3, 4}, {10, 20}} << QList<float>{17, 30};
-    QTest::newRow("embedding lookup") << int(OpKind::Embedding) << "s,vh->sh" << ""
-        << S{{2}, {3, 2}, {2, 2}} << V{{2, 0}, {1, 2, 3, 4, 5, 6}} << QList<float>{5, 6, 1, 2};
-    QTest::newRow("causal softmax") << int(OpKind::Softmax) << "st->st" << "causal"
-        << S{{2, 2}, {2, 2}} << V{{0, 5, 0, 0}} << QList<float>{1, 0, 0.5f, 0.5f};
-    QTest::newRow("layer norm") << int(OpKind::LayerNorm) << "sh->sh" << ""
-        << S{{1, 2}, {1, 2}} << V{{1, 3}} << QList<float>{-1, 1};
-    QTest::newRow("transpose") << int(OpKind::Transpose) << "ab->ba" << ""
-        << S{{2, 3}, {3, 2}} << V{{1, 2, 3, 4, 5, 6}} << QList<float>{1, 4, 2, 5, 3, 6};
-    QTest::newRow("head split reshape") << int(OpKind::Reshape) << "s(nd)->nsd" << ""
-        << S{{2, 4}, {2, 2, 2}} << V{{1, 2, 3, 4, 5, 6, 7, 8}} << QList<float>{1, 2, 5, 6, 3, 4, 7, 8};
-    QTest::newRow("mean reduce") << int(OpKind::Reduce) << "ab->a" << "mean"
-        << S{{2, 2}, {2}} << V{{1, 3, 5, 7}} << QList<float>{2, 6};
-    QTest::newRow("cross entropy") << int(OpKind::CrossEntropy) << "sv,s->" << ""
-        << S{{1, 2}, {1}, {}} << V{{0, 0}, {1}} << QList<float>{std::log(2.0f)};
-    QTest::newRow("silu") << int(OpKind::SiLU) << "a->a" << ""
-        << S{{2}, {2}} << V{{0, 1}} << QList<float>{0, 1.0f / (1.0f + std::exp(-1.0f))};
+    QTest::newRow("linear with bias") << int(OpKind::Linear) << "sh,hf,f->sf"
+                                      << "" << S{{1, 2}, {2, 2}, {2}, {1, 2}} << V{{1, 2}, {1, 2, 3, 4}, {10, 20}}
+                                      << QList<float>{17, 30};
+    QTest::newRow("embedding lookup") << int(OpKind::Embedding) << "s,vh->sh"
+                                      << "" << S{{2}, {3, 2}, {2, 2}} << V{{2, 0}, {1, 2, 3, 4, 5, 6}}
+                                      << QList<float>{5, 6, 1, 2};
+    QTest::newRow("causal softmax") << int(OpKind::Softmax) << "st->st"
+                                    << "causal" << S{{2, 2}, {2, 2}} << V{{0, 5, 0, 0}} << QList<float>{1, 0, 0.5f, 0.5f};
+    QTest::newRow("layer norm") << int(OpKind::LayerNorm) << "sh->sh"
+                                << "" << S{{1, 2}, {1, 2}} << V{{1, 3}} << QList<float>{-1, 1};
+    QTest::newRow("transpose") << int(OpKind::Transpose) << "ab->ba"
+                               << "" << S{{2, 3}, {3, 2}} << V{{1, 2, 3, 4, 5, 6}} << QList<float>{1, 4, 2, 5, 3, 6};
+    QTest::newRow("head split reshape") << int(OpKind::Reshape) << "s(nd)->nsd"
+                                        << "" << S{{2, 4}, {2, 2, 2}} << V{{1, 2, 3, 4, 5, 6, 7, 8}}
+                                        << QList<float>{1, 2, 5, 6, 3, 4, 7, 8};
+    QTest::newRow("mean reduce") << int(OpKind::Reduce) << "ab->a"
+                                 << "mean" << S{{2, 2}, {2}} << V{{1, 3, 5, 7}} << QList<float>{2, 6};
+    QTest::newRow("cross entropy") << int(OpKind::CrossEntropy) << "sv,s->"
+                                   << "" << S{{1, 2}, {1}, {}} << V{{0, 0}, {1}} << QList<float>{std::log(2.0f)};
+    QTest::newRow("silu") << int(OpKind::SiLU) << "a->a"
+                          << "" << S{{2}, {2}} << V{{0, 1}} << QList<float>{0, 1.0f / (1.0f + std::exp(-1.0f))};
 }
 
 // Each rule of the semantics table on numbers small enough to check by hand.
@@ -138,7 +141,8 @@ void TestVerify::executorByHand()
     for (const auto& l : sig.loops) loops.push_back({0, l.size});
     std::vector<verify::Block> blocks;
     for (qsizetype i = 0; i < values.size(); ++i)
-        blocks.push_back(block(g.tensor(inputs[static_cast<size_t>(i)]).shape, std::vector<float>(values[i].begin(), values[i].end())));
+        blocks.push_back(
+            block(g.tensor(inputs[static_cast<size_t>(i)]).shape, std::vector<float>(values[i].begin(), values[i].end())));
     std::vector<const verify::Block*> in;
     for (const auto& b : blocks) in.push_back(&b);
     const auto outs = verify::evaluateOp(g.op(id), sig, *verify::opSemantics(static_cast<OpKind>(kind)), g, loops, in);
@@ -180,16 +184,18 @@ void TestVerify::plansPass_data()
     QTest::addColumn<QString>("mesh");
     QTest::addColumn<QString>("baseline");
     const QStringList baselines{"", "megatron", "dp"};
-    struct Family { const char* model; const char* overrides; const char* mesh; };
-    const Family families[] = {
-        {"gpt2", "layers=2", "2x2"},
-        {"llama2-7b", "layers=2", "4"},
-        {"llama3-8b", "layers=1", "2x2"},  // grouped-query attention
-        {"bert-base", "layers=2", "4"},
-        {"t5-base", "layers=1", "2x2"},
-        {"vit-b16", "layers=1", "4"},
-        {"resnet50", "", "2"},
+    struct Family {
+        const char* model;
+        const char* overrides;
+        const char* mesh;
     };
+    const Family families[] =
+        {
+            {"gpt2", "layers=2", "2x2"},      {"llama2-7b", "layers=2", "4"},
+            {"llama3-8b", "layers=1", "2x2"}, // grouped-query attention
+            {"bert-base", "layers=2", "4"},   {"t5-base", "layers=1", "2x2"},
+            {"vit-b16", "layers=1", "4"},     {"resnet50", "", "2"},
+        };
     int family = -1;
     for (const auto& f : families) {
         ++family;
@@ -269,7 +275,7 @@ void TestVerify::backwardByFiniteDifferences_data()
     QTest::addColumn<QString>("einsum");
     QTest::addColumn<QString>("attrs");
     QTest::addColumn<int>("outputs");
-    QTest::addColumn<QList<QList<qint64>>>("shapes"); // inputs..., outputs last
+    QTest::addColumn<QList<QList<qint64>>>("shapes");  // inputs..., outputs last
     QTest::addColumn<QList<QList<float>>>("integers"); // per input: fixed integer values (empty: random floats)
     using S = QList<QList<qint64>>;
     using V = QList<QList<float>>;
@@ -323,8 +329,8 @@ void TestVerify::backwardByFiniteDifferences()
                                      integer ? DType::I64 : DType::F32, TensorRole::Input));
     }
     for (qsizetype o = nIn; o < shapes.size(); ++o)
-        outs.push_back(g.addTensor("out" + std::to_string(o), std::vector<std::int64_t>(shapes[o].begin(), shapes[o].end()), DType::F32,
-                                   TensorRole::Output));
+        outs.push_back(g.addTensor("out" + std::to_string(o), std::vector<std::int64_t>(shapes[o].begin(), shapes[o].end()),
+                                   DType::F32, TensorRole::Output));
     Attrs a;
     if (attrs == "causal") a["causal"] = std::int64_t{1};
     if (attrs == "mean") a["reduction"] = std::string("mean");
@@ -393,7 +399,11 @@ void TestVerify::backwardByFiniteDifferences()
             x[i].data[k] -= 2 * eps;
             const double numeric = (up - loss(x)) / (2 * eps);
             QVERIFY2(std::fabs(numeric - grads[i].data[k]) < 2e-3,
-                     qPrintable(QString("input %1 element %2: backward %3, finite differences %4").arg(i).arg(k).arg(grads[i].data[k]).arg(numeric)));
+                     qPrintable(QString("input %1 element %2: backward %3, finite differences %4")
+                                    .arg(i)
+                                    .arg(k)
+                                    .arg(grads[i].data[k])
+                                    .arg(numeric)));
             ++checked;
         }
     }
@@ -426,13 +436,16 @@ void TestVerify::backwardByFiniteDifferences()
                     off += (rest / pst[d] + gp.start[d]) * st[d];
                     rest %= pst[d];
                 }
-                if (replicated) QVERIFY(std::fabs(gp.data[static_cast<size_t>(k)] - grads[i].data[static_cast<size_t>(off)]) < 1e-5);
-                else assembled[static_cast<size_t>(off)] += gp.data[static_cast<size_t>(k)];
+                if (replicated)
+                    QVERIFY(std::fabs(gp.data[static_cast<size_t>(k)] - grads[i].data[static_cast<size_t>(off)]) < 1e-5);
+                else
+                    assembled[static_cast<size_t>(off)] += gp.data[static_cast<size_t>(k)];
             }
         }
         if (!replicated)
             for (size_t k = 0; k < assembled.size(); ++k)
-                QVERIFY2(std::fabs(assembled[k] - grads[i].data[k]) < 1e-5, qPrintable(QString("input %1 element %2").arg(i).arg(k)));
+                QVERIFY2(std::fabs(assembled[k] - grads[i].data[k]) < 1e-5,
+                         qPrintable(QString("input %1 element %2").arg(i).arg(k)));
     }
 }
 
@@ -441,9 +454,15 @@ void TestVerify::deletedBackwardAllReduceFails_data()
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("at");       // the representative the collective is listed after
     QTest::addColumn<QString>("failedOp"); // the last instance, which the reverse sweep meets first
-    QTest::newRow("gpt ln1 (before q/k/v)") << "gpt2" << "layers.0/ln1" << "layers.1/ln1";
-    QTest::newRow("gpt ln2 (before fc1)") << "gpt2" << "layers.0/ln2" << "layers.1/ln2";
-    QTest::newRow("llama attn norm") << "llama2-7b" << "layers.0/attn_norm" << "layers.1/attn_norm";
+    QTest::newRow("gpt ln1 (before q/k/v)") << "gpt2"
+                                            << "layers.0/ln1"
+                                            << "layers.1/ln1";
+    QTest::newRow("gpt ln2 (before fc1)") << "gpt2"
+                                          << "layers.0/ln2"
+                                          << "layers.1/ln2";
+    QTest::newRow("llama attn norm") << "llama2-7b"
+                                     << "layers.0/attn_norm"
+                                     << "layers.1/attn_norm";
 }
 
 // Deleting the backward all-reduce after the norm that feeds column-parallel layers (the dual
@@ -459,8 +478,10 @@ void TestVerify::deletedBackwardAllReduceFails()
     auto& list = doc["collectives"];
     const auto before = list.size();
     for (auto it = list.begin(); it != list.end();)
-        if ((*it)["at"] == at.toStdString() && (*it)["kind"] == "all-reduce" && (*it)["phase"] == "backward") it = list.erase(it);
-        else ++it;
+        if ((*it)["at"] == at.toStdString() && (*it)["kind"] == "all-reduce" && (*it)["phase"] == "backward")
+            it = list.erase(it);
+        else
+            ++it;
     QCOMPARE(list.size(), before - 1);
     const auto report = verify::verifyPlan(doc);
     QVERIFY(!report.passed);
@@ -482,8 +503,10 @@ void TestVerify::deletedGradientAllReduceFails()
     auto& list = doc["collectives"];
     const auto before = list.size();
     for (auto it = list.begin(); it != list.end();)
-        if ((*it)["at"] == "layers.0/mlp/fc1" && (*it)["phase"] == "gradient") it = list.erase(it);
-        else ++it;
+        if ((*it)["at"] == "layers.0/mlp/fc1" && (*it)["phase"] == "gradient")
+            it = list.erase(it);
+        else
+            ++it;
     QVERIFY(list.size() < before);
     const auto report = verify::verifyPlan(doc);
     QVERIFY(!report.passed);
@@ -499,8 +522,10 @@ void TestVerify::brokenBackwardThroughCli()
     auto doc = planDocument("gpt2", "layers=1", "4", "megatron");
     auto& list = doc["collectives"];
     for (auto it = list.begin(); it != list.end();)
-        if ((*it)["at"] == "layers.0/ln2" && (*it)["kind"] == "all-reduce" && (*it)["phase"] == "backward") it = list.erase(it);
-        else ++it;
+        if ((*it)["at"] == "layers.0/ln2" && (*it)["kind"] == "all-reduce" && (*it)["phase"] == "backward")
+            it = list.erase(it);
+        else
+            ++it;
     QTemporaryDir dir;
     const QString path = dir.filePath("broken.tpplan.json");
     std::ofstream(path.toStdString()) << doc.dump();
@@ -520,9 +545,15 @@ void TestVerify::deletedAllReduceFails_data()
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("rowParallel");
     QTest::addColumn<QString>("consumer");
-    QTest::newRow("gpt attn out") << "gpt2" << "layers.0/attn/out" << "layers.0/attn/out_dropout";
-    QTest::newRow("gpt fc2") << "gpt2" << "layers.0/mlp/fc2" << "layers.0/mlp/dropout";
-    QTest::newRow("llama down") << "llama2-7b" << "layers.0/mlp/down" << "layers.0/residual2";
+    QTest::newRow("gpt attn out") << "gpt2"
+                                  << "layers.0/attn/out"
+                                  << "layers.0/attn/out_dropout";
+    QTest::newRow("gpt fc2") << "gpt2"
+                             << "layers.0/mlp/fc2"
+                             << "layers.0/mlp/dropout";
+    QTest::newRow("llama down") << "llama2-7b"
+                                << "layers.0/mlp/down"
+                                << "layers.0/residual2";
 }
 
 // Deleting the forward all-reduce after a row-parallel layer from a Megatron plan leaves its
@@ -536,8 +567,10 @@ void TestVerify::deletedAllReduceFails()
     auto& list = doc["collectives"];
     const auto before = list.size();
     for (auto it = list.begin(); it != list.end();)
-        if ((*it)["at"] == rowParallel.toStdString() && (*it)["kind"] == "all-reduce" && (*it)["phase"] == "forward") it = list.erase(it);
-        else ++it;
+        if ((*it)["at"] == rowParallel.toStdString() && (*it)["kind"] == "all-reduce" && (*it)["phase"] == "forward")
+            it = list.erase(it);
+        else
+            ++it;
     QCOMPARE(list.size(), before - 1);
     const auto report = verify::verifyPlan(doc);
     QVERIFY(!report.passed);
@@ -585,14 +618,31 @@ void TestVerify::malformedPlanNamesTheField_data()
     QTest::addColumn<QString>("pointer");
     QTest::addColumn<QString>("value"); // JSON text; empty: remove the field
     QTest::addColumn<QString>("message");
-    QTest::newRow("format") << "/format" << "\"tpstudio.graph\"" << "plan: /format: is 'tpstudio.graph', expected 'tpstudio.plan'";
-    QTest::newRow("no config") << "/model/config" << "" << "plan: /model/config: is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in or config.json model";
-    QTest::newRow("axis size 0") << "/mesh/axes/0/size" << "0" << "plan: /mesh/axes/0/size: is 0, must be at least 1";
-    QTest::newRow("axis name") << "/mesh/axes/0/name" << "7" << "plan: /mesh/axes/0/name: must be a string, not number";
-    QTest::newRow("no strategy") << "/ops/2/strategy" << "" << "plan: /ops/2/strategy: is missing";
-    QTest::newRow("class not int") << "/ops/2/block_class" << "\"a\"" << "plan: /ops/2/block_class: must be an integer, not \"a\"";
-    QTest::newRow("collectives") << "/collectives" << "{}" << "plan: /collectives: must be an array, not object";
-    QTest::newRow("count") << "/collectives/0/count" << "1.5" << "plan: /collectives/0/count: must be an integer, not 1.5";
+    QTest::newRow("format") << "/format"
+                            << "\"tpstudio.graph\""
+                            << "plan: /format: is 'tpstudio.graph', expected 'tpstudio.plan'";
+    QTest::newRow("no config") << "/model/config"
+                               << ""
+                               << "plan: /model/config: is missing; verify shrinks the model from its builder config, so it "
+                                  "needs a plan of a built-in or config.json model";
+    QTest::newRow("axis size 0") << "/mesh/axes/0/size"
+                                 << "0"
+                                 << "plan: /mesh/axes/0/size: is 0, must be at least 1";
+    QTest::newRow("axis name") << "/mesh/axes/0/name"
+                               << "7"
+                               << "plan: /mesh/axes/0/name: must be a string, not number";
+    QTest::newRow("no strategy") << "/ops/2/strategy"
+                                 << ""
+                                 << "plan: /ops/2/strategy: is missing";
+    QTest::newRow("class not int") << "/ops/2/block_class"
+                                   << "\"a\""
+                                   << "plan: /ops/2/block_class: must be an integer, not \"a\"";
+    QTest::newRow("collectives") << "/collectives"
+                                 << "{}"
+                                 << "plan: /collectives: must be an array, not object";
+    QTest::newRow("count") << "/collectives/0/count"
+                           << "1.5"
+                           << "plan: /collectives/0/count: must be an integer, not 1.5";
 }
 
 void TestVerify::malformedPlanNamesTheField()
@@ -607,8 +657,10 @@ void TestVerify::malformedPlanNamesTheField()
     nlohmann::json doc = nlohmann::json::parse(text.str());
     const nlohmann::json::json_pointer at(pointer.toStdString());
     QVERIFY2(doc.contains(at), "the fixture has the field");
-    if (value.isEmpty()) doc[at.parent_pointer()].erase(at.back());
-    else doc[at] = nlohmann::json::parse(value.toStdString());
+    if (value.isEmpty())
+        doc[at.parent_pointer()].erase(at.back());
+    else
+        doc[at] = nlohmann::json::parse(value.toStdString());
     try {
         verify::verifyPlan(doc);
         QFAIL("the edited plan was accepted");

@@ -15,8 +15,7 @@ std::int64_t parsePositive(const std::string& flag, const std::string& value)
         size_t used = 0;
         long long v = std::stoll(value, &used);
         if (used == value.size() && v > 0) return v;
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     throw UsageError(flag + " '" + value + "': expected a positive integer");
 }
 
@@ -27,8 +26,7 @@ double parseBandwidth(const std::string& flag, const std::string& value)
         size_t used = 0;
         const double v = std::stod(value, &used);
         if (used == value.size() && std::isfinite(v) && v > 0) return v;
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     throw UsageError(flag + " '" + value + "': expected a bandwidth in GB/s above 0, e.g. 300");
 }
 
@@ -45,38 +43,55 @@ Options parseArguments(const std::vector<std::string>& args)
             if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
             return args[++i];
         };
-        if (a == "--json") o.json = true;
-        else if (a == "--quick") o.quick = true;
-        else if (a == "--versus") o.versus = value();
-        else if (a == "--devices-as-threads") o.devicesAsThreads = true;
-        else if (a == "--mesh") o.mesh = value();
-        else if (a == "--hardware") o.hardware = value();
-        else if (a == "--batch") o.batch = parsePositive(a, value());
-        else if (a == "--micro-batch") o.microBatch = parsePositive(a, value());
-        else if (a == "--seq") o.seq = parsePositive(a, value());
+        if (a == "--json")
+            o.json = true;
+        else if (a == "--quick")
+            o.quick = true;
+        else if (a == "--versus")
+            o.versus = value();
+        else if (a == "--devices-as-threads")
+            o.devicesAsThreads = true;
+        else if (a == "--mesh")
+            o.mesh = value();
+        else if (a == "--hardware")
+            o.hardware = value();
+        else if (a == "--batch")
+            o.batch = parsePositive(a, value());
+        else if (a == "--micro-batch")
+            o.microBatch = parsePositive(a, value());
+        else if (a == "--seq")
+            o.seq = parsePositive(a, value());
         else if (a == "--overlap") {
             const std::int64_t chunks = parsePositive(a, value());
             if (chunks > 1024) throw UsageError("--overlap '" + std::to_string(chunks) + "': at most 1024 chunks");
             o.overlapChunks = static_cast<int>(chunks);
-        }
-        else if (a == "--intra-node-bw") o.intraNodeGBps = parseBandwidth(a, value());
-        else if (a == "--inter-node-bw") o.interNodeGBps = parseBandwidth(a, value());
+        } else if (a == "--intra-node-bw")
+            o.intraNodeGBps = parseBandwidth(a, value());
+        else if (a == "--inter-node-bw")
+            o.interNodeGBps = parseBandwidth(a, value());
         else if (a == "--threads") {
             const std::int64_t threads = parsePositive(a, value());
             if (threads > 1024) throw UsageError("--threads '" + std::to_string(threads) + "': at most 1024");
             o.threads = static_cast<int>(threads);
-        }
-        else if (a == "--mode") {
+        } else if (a == "--mode") {
             o.mode = value();
             if (o.mode != "train" && o.mode != "infer") throw UsageError("--mode '" + o.mode + "': use train or infer");
-        } else if (a == "--memory-limit") o.memoryLimit = value();
-        else if (a == "--set") o.sets.push_back(value());
-        else if (a == "--lock") o.locks.push_back(value());
-        else if (a == "--baseline") o.baseline = value();
-        else if (a == "--format") o.format = value();
-        else if (a == "-o" || a == "--output") o.output = value();
-        else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option '" + a + "'");
-        else o.positional.push_back(a);
+        } else if (a == "--memory-limit")
+            o.memoryLimit = value();
+        else if (a == "--set")
+            o.sets.push_back(value());
+        else if (a == "--lock")
+            o.locks.push_back(value());
+        else if (a == "--baseline")
+            o.baseline = value();
+        else if (a == "--format")
+            o.format = value();
+        else if (a == "-o" || a == "--output")
+            o.output = value();
+        else if (a.size() > 1 && a[0] == '-')
+            throw UsageError("unknown option '" + a + "'");
+        else
+            o.positional.push_back(a);
     }
     return o;
 }
@@ -101,8 +116,14 @@ const std::vector<Command>& commands()
         {"fold", "tpplan fold MODEL [--set k=v] [--json]   block classes, instances, runs, fold time", &runFold},
         {"check", "tpplan check PLAN.tpplan.json [--json]   re-validate a saved plan, re-cost it, list differences", &runCheck},
         {"export", "tpplan export PLAN.tpplan.json --format csv|dot|svg|png|pytorch|megatron|hf-tp-plan -o OUT", &runExport},
-        {"explain", "tpplan explain PLAN|MODEL [OP] [options] [--versus megatron|dp|search|PLAN] [--json]  how an op is split, its collectives, why not the others", &runExplain},
-        {"verify", "tpplan verify PLAN.tpplan.json [--devices-as-threads] [--json]  run the plan on simulated devices, compare with one device", &runVerify},
+        {"explain",
+         "tpplan explain PLAN|MODEL [OP] [options] [--versus megatron|dp|search|PLAN] [--json]  how an op is split, its "
+         "collectives, why not the others",
+         &runExplain},
+        {"verify",
+         "tpplan verify PLAN.tpplan.json [--devices-as-threads] [--json]  run the plan on simulated devices, compare with one "
+         "device",
+         &runVerify},
         {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)", &runBench},
     };
     return table;

@@ -27,10 +27,10 @@ struct Options {
     std::int64_t batch = 0;
     std::int64_t microBatch = 0;
     std::int64_t seq = 0;
-    int overlapChunks = 1; ///< --overlap N: each collective split into N chunks hidden behind compute (ATP)
+    int overlapChunks = 1;    ///< --overlap N: each collective split into N chunks hidden behind compute (ATP)
     double intraNodeGBps = 0; ///< --intra-node-bw GBps: link override (0: the hardware's)
     double interNodeGBps = 0; ///< --inter-node-bw GBps
-    int threads = 0;       ///< --threads N: search threads for large block tables (0: all)
+    int threads = 0;          ///< --threads N: search threads for large block tables (0: all)
     std::string mode = "train";
     std::string memoryLimit;
     std::vector<std::string> sets;
@@ -73,6 +73,5 @@ int runVerify(const Options& options, std::ostream& out);
 /// The whole file; throws InputError naming the path when it cannot be read.
 std::string readTextFile(const std::string& path);
 int runBench(const Options& options, std::ostream& out);
-
 
 } // namespace tp::cli

@@ -89,9 +89,9 @@ struct Suite {
     std::vector<int> scalingLayers;
     std::vector<std::string> compareModels;
     std::vector<std::string> compareMeshes;
-    int repetitions = 0;       ///< fast measurements (fold, folded search, cold plan, lock)
-    int slowRepetitions = 0;   ///< slow ones (flat search)
-    double ilpSeconds = 0;     ///< CBC time limit per program
+    int repetitions = 0;     ///< fast measurements (fold, folded search, cold plan, lock)
+    int slowRepetitions = 0; ///< slow ones (flat search)
+    double ilpSeconds = 0;   ///< CBC time limit per program
     std::string coldModel = "llama3-8b";
     std::string coldMesh = "2x8";
     std::string hardware = "a100-80g-dgx";
@@ -143,7 +143,8 @@ std::vector<std::string> caseList(const Suite& s)
     for (int layers : s.scalingLayers) cases.push_back("scale:" + std::to_string(layers) + ":flat");
     for (const auto& model : s.compareModels)
         for (const auto& mesh : s.compareMeshes)
-            for (const char* method : {"folded", "flat", "ilp"}) cases.push_back(std::string("search:") + model + ":" + mesh + ":" + method);
+            for (const char* method : {"folded", "flat", "ilp"})
+                cases.push_back(std::string("search:") + model + ":" + mesh + ":" + method);
     // Why the ILP uses the marginal formulation: the textbook linearisation on the smallest case.
     if (!s.quick) cases.push_back("search:" + s.compareModels[0] + ":" + s.compareMeshes[0] + ":ilp_linearized");
     cases.push_back("cold");
@@ -239,7 +240,11 @@ Json runSearchCase(const Suite& s, const std::string& modelName, const std::stri
     std::unique_ptr<PlanWorkspace> ws;
     const Sample prepare = medianOf(1, [&] { ws = preparePlan(planRequestFor(s, modelName, meshText)); });
     const CostModel* cost = ws->costModel.get();
-    Json j = {{"model", modelName}, {"mesh", meshText}, {"method", method}, {"ops", ws->model.graph.ops.size()}, {"prepare_ms", prepare.wallMs}};
+    Json j = {{"model", modelName},
+              {"mesh", meshText},
+              {"method", method},
+              {"ops", ws->model.graph.ops.size()},
+              {"prepare_ms", prepare.wallMs}};
     if (method == "folded" || method == "flat") {
         FoldedGraph folded;
         const Sample fold = medianOf(method == "folded" ? s.repetitions : 1, [&] { folded = foldGraph(ws->model.graph); });
@@ -342,8 +347,13 @@ Json runCostModelCase(const Suite& s)
         stepSeconds = evaluatePlan(model, nullptr, megatronAssignment(model), {}, "megatron").breakdown.stepSeconds;
         evaluateMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     });
-    return {{"model", request.model}, {"mesh", request.mesh}, {"ops", lm.graph.ops.size()}, {"op_strategies", strategies},
-            {"build", sampleJson(build)}, {"megatron_evaluate_ms", evaluateMs}, {"megatron_step_time_s", stepSeconds}};
+    return {{"model", request.model},
+            {"mesh", request.mesh},
+            {"ops", lm.graph.ops.size()},
+            {"op_strategies", strategies},
+            {"build", sampleJson(build)},
+            {"megatron_evaluate_ms", evaluateMs},
+            {"megatron_step_time_s", stepSeconds}};
 }
 
 /// Re-solving a PlannerSession after one lock on a layer op: for the whole class
@@ -356,7 +366,8 @@ Json runLockCase(const Suite& s)
     const Graph& g = model.graph();
     OpId target = -1;
     for (const Op& op : g.ops)
-        if (op.kind == OpKind::Linear && op.name.rfind("layers.5/", 0) == 0 && (target < 0 || op.name.ends_with("/down"))) target = op.id;
+        if (op.kind == OpKind::Linear && op.name.rfind("layers.5/", 0) == 0 && (target < 0 || op.name.ends_with("/down")))
+            target = op.id;
     if (target < 0) throw InputError("bench lock: no linear op in layers.5 of " + s.coldModel);
     const std::string instanceName = g.op(target).name;
     const std::string className = "layers.*" + instanceName.substr(std::strlen("layers.5"));
@@ -376,9 +387,11 @@ Json runLockCase(const Suite& s)
             const int chosen = before.strategyOfOp[static_cast<size_t>(target)];
             int other = -1;
             for (int c = 0; c < static_cast<int>(model.strategies(target).size()); ++c)
-                if (c != chosen && (other < 0 || model.opCost(target, c).seconds() < model.opCost(target, other).seconds())) other = c;
-            lockText = (wholeClass ? className : instanceName) + "=" +
-                       strategyToString(model.strategies(target)[static_cast<size_t>(other)], model.signature(target), model.mesh());
+                if (c != chosen && (other < 0 || model.opCost(target, c).seconds() < model.opCost(target, other).seconds()))
+                    other = c;
+            lockText =
+                (wholeClass ? className : instanceName) + "=" +
+                strategyToString(model.strategies(target)[static_cast<size_t>(other)], model.signature(target), model.mesh());
             const auto start = std::chrono::steady_clock::now();
             const double cpuStart = threadCpuMs();
             session.setLocks({parseLockRequest(lockText)});
@@ -388,12 +401,13 @@ Json runLockCase(const Suite& s)
         }
         std::sort(wall.begin(), wall.end());
         std::sort(cpu.begin(), cpu.end());
-        j[wholeClass ? "class_lock" : "instance_lock"] = {{"lock", lockText},
-                                                           {"resolve", {{"wall_ms", wall[wall.size() / 2]}, {"cpu_ms", cpu[cpu.size() / 2]}}},
-                                                           {"first_solve_ms", firstSolveMs},
-                                                           {"tables_solved", locked.tablesSolved},
-                                                           {"prices_tried", locked.pricesTried},
-                                                           {"step_time_s", locked.breakdown.stepSeconds}};
+        j[wholeClass ? "class_lock" : "instance_lock"] = {
+            {"lock", lockText},
+            {"resolve", {{"wall_ms", wall[wall.size() / 2]}, {"cpu_ms", cpu[cpu.size() / 2]}}},
+            {"first_solve_ms", firstSolveMs},
+            {"tables_solved", locked.tablesSolved},
+            {"prices_tried", locked.pricesTried},
+            {"step_time_s", locked.breakdown.stepSeconds}};
     }
     return j;
 }
@@ -485,7 +499,8 @@ Json runGuiCase(const Suite& s)
             const Json edit = Json::parse(line);
             j["first_plan_ms"] = edit.at("first_plan_ms");
             j["edit"] = edit.at("edit");
-            j["edit_to_update_ms"] = {{"median", edit.at("median_ms")}, {"max", edit.at("max_ms")}, {"samples", edit.at("edit_to_update_ms")}};
+            j["edit_to_update_ms"] = {
+                {"median", edit.at("median_ms")}, {"max", edit.at("max_ms")}, {"samples", edit.at("edit_to_update_ms")}};
         } catch (const Json::exception& ex) {
             j["edit_to_update_ms"] = {{"error", std::string("unreadable output of --bench-edits: ") + ex.what()}};
         }
@@ -568,8 +583,10 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
     std::map<int, Json> flatByLayers;
     for (const auto& [spec, j] : results) {
         const auto parts = splitColons(spec);
-        if (parts[0] == "scale" && parts.size() == 2) scaling.push_back(j);
-        else if (parts[0] == "scale") flatByLayers[std::stoi(parts[1])] = j;
+        if (parts[0] == "scale" && parts.size() == 2)
+            scaling.push_back(j);
+        else if (parts[0] == "scale")
+            flatByLayers[std::stoi(parts[1])] = j;
         else if (parts[0] == "search") {
             const auto key = std::make_pair(parts[1], parts[2]);
             if (!rows.count(key)) {
@@ -578,13 +595,18 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
             }
             rows[key][parts[3]] = j;
             if (j.contains("ops")) rows[key]["ops"] = j["ops"];
-        } else if (spec == "cold") doc["cold_plan"] = j;
-        else if (spec == "costmodel") doc["cost_model"] = j;
-        else if (spec == "lock") doc["lock_resolve"] = j;
-        else if (spec == "gui") doc["gui"] = j;
+        } else if (spec == "cold")
+            doc["cold_plan"] = j;
+        else if (spec == "costmodel")
+            doc["cost_model"] = j;
+        else if (spec == "lock")
+            doc["lock_resolve"] = j;
+        else if (spec == "gui")
+            doc["gui"] = j;
     }
     for (auto& row : scaling)
-        if (auto flat = flatByLayers.find(row.value("layers", 0)); flat != flatByLayers.end() && flat->second.contains("solver_cpu_ms")) {
+        if (auto flat = flatByLayers.find(row.value("layers", 0));
+            flat != flatByLayers.end() && flat->second.contains("solver_cpu_ms")) {
             row["flat_solver_cpu_ms"] = flat->second["solver_cpu_ms"];
             row["flat_step_time_s"] = flat->second["step_time_s"];
             row["flat_peak_rss_bytes"] = flat->second.value("peak_rss_bytes", 0.0);
@@ -596,9 +618,11 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
             if (row.value("layers", 0) == layers && row.contains("search")) return &row;
         return nullptr;
     };
-    if (const Json *a = layersRow(24), *b = layersRow(1536); a && b) {
-        summary["search_ratio_1536_over_24_wall"] = (*b)["search"]["wall_ms"].get<double>() / (*a)["search"]["wall_ms"].get<double>();
-        summary["search_ratio_1536_over_24_cpu"] = (*b)["search"]["cpu_ms"].get<double>() / (*a)["search"]["cpu_ms"].get<double>();
+    if (const Json* a = layersRow(24), *b = layersRow(1536); a && b) {
+        summary["search_ratio_1536_over_24_wall"] =
+            (*b)["search"]["wall_ms"].get<double>() / (*a)["search"]["wall_ms"].get<double>();
+        summary["search_ratio_1536_over_24_cpu"] =
+            (*b)["search"]["cpu_ms"].get<double>() / (*a)["search"]["cpu_ms"].get<double>();
         // The solver alone: what the target is about. The whole call also writes a strategy per
         // op and builds the full breakdown, linear in the graph by nature.
         summary["solver_ratio_1536_over_24_cpu"] = (*b)["solver_cpu_ms"].get<double>() / (*a)["solver_cpu_ms"].get<double>();
@@ -610,13 +634,20 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
 
     for (const auto& key : order) {
         Json row = rows[key];
-        auto timeOf = [&](const char* m) { return row.contains(m) && row[m].contains("search") ? row[m]["search"]["wall_ms"].get<double>() : 0.0; };
-        auto costOf = [&](const char* m) { return row.contains(m) && row[m].contains("cost_s") ? row[m]["cost_s"].get<double>() : -1.0; };
+        auto timeOf = [&](const char* m) {
+            return row.contains(m) && row[m].contains("search") ? row[m]["search"]["wall_ms"].get<double>() : 0.0;
+        };
+        auto costOf = [&](const char* m) {
+            return row.contains(m) && row[m].contains("cost_s") ? row[m]["cost_s"].get<double>() : -1.0;
+        };
         const double folded = timeOf("folded"), flat = timeOf("flat"), ilp = timeOf("ilp");
-        const double foldMs = row.contains("folded") && row["folded"].contains("fold") ? row["folded"]["fold"]["wall_ms"].get<double>() : 0.0;
+        const double foldMs =
+            row.contains("folded") && row["folded"].contains("fold") ? row["folded"]["fold"]["wall_ms"].get<double>() : 0.0;
         if (folded > 0 && flat > 0) row["speedup_vs_flat"] = flat / folded;
-        if (row.contains("folded") && row.contains("flat") && row["folded"].contains("solver_cpu_ms") && row["flat"].contains("solver_cpu_ms"))
-            row["solver_speedup_vs_flat"] = row["flat"]["solver_cpu_ms"].get<double>() / row["folded"]["solver_cpu_ms"].get<double>();
+        if (row.contains("folded") && row.contains("flat") && row["folded"].contains("solver_cpu_ms") &&
+            row["flat"].contains("solver_cpu_ms"))
+            row["solver_speedup_vs_flat"] =
+                row["flat"]["solver_cpu_ms"].get<double>() / row["folded"]["solver_cpu_ms"].get<double>();
         if (folded > 0 && ilp > 0) {
             // An ILP stopped by its time limit would have needed longer: the ratio is a lower bound.
             row["speedup_vs_ilp_is_lower_bound"] = row["ilp"].value("status", "") != "optimal";
@@ -625,8 +656,10 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
             row["speedup_vs_ilp"] = ilp / plan; // like for like: the ILP builds no breakdown
             row["speedup_vs_ilp_with_fold"] = ilp / (plan + foldMs);
         }
-        if (costOf("folded") > 0 && costOf("flat") > 0) row["cost_rel_diff_flat"] = relativeDifference(costOf("folded"), costOf("flat"));
-        if (costOf("folded") > 0 && costOf("ilp") > 0) row["cost_rel_diff_ilp"] = relativeDifference(costOf("folded"), costOf("ilp"));
+        if (costOf("folded") > 0 && costOf("flat") > 0)
+            row["cost_rel_diff_flat"] = relativeDifference(costOf("folded"), costOf("flat"));
+        if (costOf("folded") > 0 && costOf("ilp") > 0)
+            row["cost_rel_diff_ilp"] = relativeDifference(costOf("folded"), costOf("ilp"));
         comparison.push_back(row);
     }
     doc["comparison"] = comparison;
@@ -653,29 +686,34 @@ std::string rssText(const Json& j)
 void printTable(const Json& doc, std::ostream& out)
 {
     const Json& m = doc["machine"];
-    out << "Machine: " << m["cpu"].get<std::string>() << ", " << m["cores"] << " cores, " << formatBytes(m["ram_bytes"].get<double>())
-        << " RAM, " << m["compiler"].get<std::string>() << ", " << m["build_type"].get<std::string>() << "\n"
+    out << "Machine: " << m["cpu"].get<std::string>() << ", " << m["cores"] << " cores, "
+        << formatBytes(m["ram_bytes"].get<double>()) << " RAM, " << m["compiler"].get<std::string>() << ", "
+        << m["build_type"].get<std::string>() << "\n"
         << "Load average at start " << m["load_average_start"].dump() << ", at end " << m["load_average_end"].dump() << "\n"
-        << "Times are medians (wall ms; cpu ms = this thread's CPU time). Searches minimise step time without a memory limit.\n\n";
+        << "Times are medians (wall ms; cpu ms = this thread's CPU time). Searches minimise step time without a memory "
+           "limit.\n\n";
 
     out << "Fold and folded search vs depth (" << doc["settings"]["scaling_model"].get<std::string>() << " layers, mesh "
         << doc["settings"]["scaling_mesh"].get<std::string>() << ")\n";
-    out << std::right << std::setw(7) << "layers" << std::setw(9) << "ops" << std::setw(11) << "fold ms" << std::setw(11) << "fold cpu"
-        << std::setw(12) << "Mops/s" << std::setw(12) << "search ms" << std::setw(12) << "search cpu" << std::setw(12) << "solver cpu"
-        << std::setw(10) << "flat cpu" << std::setw(8) << "x flat" << std::setw(11) << "prepare ms" << std::setw(10) << "RSS MiB" << "\n";
+    out << std::right << std::setw(7) << "layers" << std::setw(9) << "ops" << std::setw(11) << "fold ms" << std::setw(11)
+        << "fold cpu" << std::setw(12) << "Mops/s" << std::setw(12) << "search ms" << std::setw(12) << "search cpu"
+        << std::setw(12) << "solver cpu" << std::setw(10) << "flat cpu" << std::setw(8) << "x flat" << std::setw(11)
+        << "prepare ms" << std::setw(10) << "RSS MiB"
+        << "\n";
     for (const auto& row : doc["scaling"]) {
         if (row.contains("error")) {
             out << std::setw(7) << row.value("layers", 0) << "  error: " << row["error"].get<std::string>() << "\n";
             continue;
         }
-        out << std::setw(7) << row["layers"].get<int>() << std::setw(9) << row["ops"].get<long>() << std::setw(11) << msText(row["fold"])
-            << std::setw(11) << msText(row["fold"], "cpu_ms") << std::setw(12) << fixed(row["fold_ops_per_s"].get<double>() / 1e6, 2)
-            << std::setw(12) << msText(row["search"]) << std::setw(12) << msText(row["search"], "cpu_ms") << std::setw(12)
-            << fixed(row["solver_cpu_ms"].get<double>(), 3) << std::setw(10)
+        out << std::setw(7) << row["layers"].get<int>() << std::setw(9) << row["ops"].get<long>() << std::setw(11)
+            << msText(row["fold"]) << std::setw(11) << msText(row["fold"], "cpu_ms") << std::setw(12)
+            << fixed(row["fold_ops_per_s"].get<double>() / 1e6, 2) << std::setw(12) << msText(row["search"]) << std::setw(12)
+            << msText(row["search"], "cpu_ms") << std::setw(12) << fixed(row["solver_cpu_ms"].get<double>(), 3) << std::setw(10)
             << (row.contains("flat_solver_cpu_ms") ? fixed(row["flat_solver_cpu_ms"].get<double>(), 1) : "-") << std::setw(8)
-            << (row.contains("flat_solver_cpu_ms") ? fixed(row["flat_solver_cpu_ms"].get<double>() / row["solver_cpu_ms"].get<double>(), 0) : "-")
-            << std::setw(11)
-            << fixed(row["prepare_ms"].get<double>(), 1) << std::setw(10) << rssText(row) << "\n";
+            << (row.contains("flat_solver_cpu_ms")
+                    ? fixed(row["flat_solver_cpu_ms"].get<double>() / row["solver_cpu_ms"].get<double>(), 0)
+                    : "-")
+            << std::setw(11) << fixed(row["prepare_ms"].get<double>(), 1) << std::setw(10) << rssText(row) << "\n";
     }
     const Json& sum = doc["scaling_summary"];
     if (sum.contains("search_ratio_1536_over_24_wall"))
@@ -684,63 +722,75 @@ void printTable(const Json& doc, std::ostream& out)
             << fixed(sum["solver_ratio_1536_over_24_cpu"].get<double>(), 2) << "x cpu (target < 1.5x)\n";
     out << "\n";
 
-    out << "Folded vs flat vs ILP (CBC, limit " << doc["settings"]["ilp_time_limit_s"].get<double>() << " s): search wall ms, step time s\n"
+    out << "Folded vs flat vs ILP (CBC, limit " << doc["settings"]["ilp_time_limit_s"].get<double>()
+        << " s): search wall ms, step time s\n"
         << "(x flat: whole call / solver alone; x ILP: the ILP's build and solve over the folded search to a strategy per op)\n";
-    out << std::left << std::setw(11) << "model" << std::setw(5) << "mesh" << std::right << std::setw(7) << "ops" << std::setw(10) << "folded"
-        << std::setw(11) << "flat" << std::setw(11) << "ILP" << std::setw(9) << "x flat" << std::setw(10) << "x ILP" << std::setw(12)
-        << "cost" << std::setw(10) << "flat diff" << std::setw(10) << "ILP diff" << "  RSS MiB f/fl/ilp  ILP status" << "\n";
+    out << std::left << std::setw(11) << "model" << std::setw(5) << "mesh" << std::right << std::setw(7) << "ops" << std::setw(10)
+        << "folded" << std::setw(11) << "flat" << std::setw(11) << "ILP" << std::setw(9) << "x flat" << std::setw(10) << "x ILP"
+        << std::setw(12) << "cost" << std::setw(10) << "flat diff" << std::setw(10) << "ILP diff"
+        << "  RSS MiB f/fl/ilp  ILP status"
+        << "\n";
     for (const auto& row : doc["comparison"]) {
         auto t = [&](const char* k) { return row.contains(k) ? msText(row[k]["search"]) : std::string("-"); };
         auto r = [&](const char* k) { return row.contains(k) ? rssText(row[k]) : std::string("-"); };
         std::string ilpStatus = row.contains("ilp") ? row["ilp"].value("status", "error") : "-";
         if (row.contains("ilp") && row["ilp"].value("status", "") == "time_limit")
-            ilpStatus += ", gap " + fixed(row["ilp"]["gap"].get<double>() * 100, 1) + "%, best " + fixed(row["ilp"].value("cost_s", 0.0), 5) + " s";
-        out << std::left << std::setw(11) << row["model"].get<std::string>() << std::setw(5) << row["mesh"].get<std::string>() << std::right
-            << std::setw(7) << row.value("ops", 0) << std::setw(10) << t("folded") << std::setw(11) << t("flat") << std::setw(11) << t("ilp")
-            << std::setw(9)
+            ilpStatus += ", gap " + fixed(row["ilp"]["gap"].get<double>() * 100, 1) + "%, best " +
+                         fixed(row["ilp"].value("cost_s", 0.0), 5) + " s";
+        out << std::left << std::setw(11) << row["model"].get<std::string>() << std::setw(5) << row["mesh"].get<std::string>()
+            << std::right << std::setw(7) << row.value("ops", 0) << std::setw(10) << t("folded") << std::setw(11) << t("flat")
+            << std::setw(11) << t("ilp") << std::setw(9)
             << (row.contains("solver_speedup_vs_flat")
                     ? fixed(row["speedup_vs_flat"].get<double>(), 0) + "/" + fixed(row["solver_speedup_vs_flat"].get<double>(), 0)
                     : "-")
             << std::setw(10)
-            << (row.contains("speedup_vs_ilp") ? (row.value("speedup_vs_ilp_is_lower_bound", false) ? ">" : "") + fixed(row["speedup_vs_ilp"].get<double>(), 0) : "-")
+            << (row.contains("speedup_vs_ilp") ? (row.value("speedup_vs_ilp_is_lower_bound", false) ? ">" : "") +
+                                                     fixed(row["speedup_vs_ilp"].get<double>(), 0)
+                                               : "-")
             << std::setw(12)
-            << (row.contains("folded") && row["folded"].contains("cost_s") ? fixed(row["folded"]["cost_s"].get<double>(), 5) : "-") << std::setw(10)
-            << (row.contains("cost_rel_diff_flat") ? fixed(row["cost_rel_diff_flat"].get<double>(), 7) : "-") << std::setw(10)
-            << (row.contains("cost_rel_diff_ilp") ? fixed(row["cost_rel_diff_ilp"].get<double>(), 7) : "-") << "  " << std::left
-            << std::setw(17) << (r("folded") + "/" + r("flat") + "/" + r("ilp")) << std::right << ilpStatus << "\n";
+            << (row.contains("folded") && row["folded"].contains("cost_s") ? fixed(row["folded"]["cost_s"].get<double>(), 5)
+                                                                           : "-")
+            << std::setw(10) << (row.contains("cost_rel_diff_flat") ? fixed(row["cost_rel_diff_flat"].get<double>(), 7) : "-")
+            << std::setw(10) << (row.contains("cost_rel_diff_ilp") ? fixed(row["cost_rel_diff_ilp"].get<double>(), 7) : "-")
+            << "  " << std::left << std::setw(17) << (r("folded") + "/" + r("flat") + "/" + r("ilp")) << std::right << ilpStatus
+            << "\n";
     }
     for (const auto& row : doc["comparison"])
         if (row.contains("ilp_linearized") && row.contains("ilp")) {
             const Json& lin = row["ilp_linearized"];
-            out << "ILP formulations on " << row["model"].get<std::string>() << " mesh " << row["mesh"].get<std::string>() << ": marginal "
-                << msText(row["ilp"]["search"]) << " ms (" << row["ilp"].value("status", "") << "), linearised " << msText(lin["search"])
-                << " ms (" << lin.value("status", "") << ", gap " << fixed(lin.value("gap", 0.0) * 100, 2) << "%)\n";
+            out << "ILP formulations on " << row["model"].get<std::string>() << " mesh " << row["mesh"].get<std::string>()
+                << ": marginal " << msText(row["ilp"]["search"]) << " ms (" << row["ilp"].value("status", "") << "), linearised "
+                << msText(lin["search"]) << " ms (" << lin.value("status", "") << ", gap "
+                << fixed(lin.value("gap", 0.0) * 100, 2) << "%)\n";
         }
     out << "\n";
 
     if (doc.contains("cold_plan") && !doc["cold_plan"].contains("error")) {
         const Json& c = doc["cold_plan"];
-        out << "Cold plan " << c["model"].get<std::string>() << " on " << c["mesh"].get<std::string>() << ": " << msText(c["total"])
-            << " ms median (first run " << fixed(c["first_run_ms"].get<double>(), 2) << " ms; prepare " << fixed(c["prepare_ms"].get<double>(), 2)
-            << " + search " << fixed(c["search_ms"].get<double>(), 2) << "; cpu " << msText(c["total"], "cpu_ms") << " ms), RSS " << rssText(c) << " MiB (target < 50 ms)\n";
+        out << "Cold plan " << c["model"].get<std::string>() << " on " << c["mesh"].get<std::string>() << ": "
+            << msText(c["total"]) << " ms median (first run " << fixed(c["first_run_ms"].get<double>(), 2) << " ms; prepare "
+            << fixed(c["prepare_ms"].get<double>(), 2) << " + search " << fixed(c["search_ms"].get<double>(), 2) << "; cpu "
+            << msText(c["total"], "cpu_ms") << " ms), RSS " << rssText(c) << " MiB (target < 50 ms)\n";
     }
     if (doc.contains("lock_resolve") && !doc["lock_resolve"].contains("error")) {
         const Json& l = doc["lock_resolve"];
         for (const char* k : {"class_lock", "instance_lock"})
             out << "Re-solve after " << l[k]["lock"].get<std::string>() << ": " << msText(l[k]["resolve"]) << " ms median (cpu "
-                << msText(l[k]["resolve"], "cpu_ms") << " ms; "
-                << l[k]["tables_solved"].get<int>() << " tables solved) (target < 10 ms)\n";
+                << msText(l[k]["resolve"], "cpu_ms") << " ms; " << l[k]["tables_solved"].get<int>()
+                << " tables solved) (target < 10 ms)\n";
     }
     if (doc.contains("gui")) {
         const Json& gjs = doc["gui"];
         if (gjs.value("available", false))
-            out << "GUI open to screenshot (offscreen, " << gjs["model"].get<std::string>() << " " << gjs["mesh"].get<std::string>() << "): "
-                << fixed(gjs["open_to_screenshot_ms"].get<double>(), 1) << " ms (process start to image, with dot's layout)\n";
+            out << "GUI open to screenshot (offscreen, " << gjs["model"].get<std::string>() << " "
+                << gjs["mesh"].get<std::string>() << "): " << fixed(gjs["open_to_screenshot_ms"].get<double>(), 1)
+                << " ms (process start to image, with dot's layout)\n";
         if (gjs.contains("edit_to_update_ms") && gjs["edit_to_update_ms"].contains("median"))
-            out << "GUI edit to updated plan on screen (" << gjs["edit"].get<std::string>() << "): "
-                << fixed(gjs["edit_to_update_ms"]["median"].get<double>(), 1) << " ms median, "
+            out << "GUI edit to updated plan on screen (" << gjs["edit"].get<std::string>()
+                << "): " << fixed(gjs["edit_to_update_ms"]["median"].get<double>(), 1) << " ms median, "
                 << fixed(gjs["edit_to_update_ms"]["max"].get<double>(), 1) << " ms max (target < 100 ms)\n";
-        else out << "GUI: not measured (" << gjs.value("reason", std::string("error")) << ")\n";
+        else
+            out << "GUI: not measured (" << gjs.value("reason", std::string("error")) << ")\n";
     }
 }
 

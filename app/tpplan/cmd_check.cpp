@@ -39,8 +39,11 @@ int runCheck(const Options& o, std::ostream& out)
         nlohmann::json doc = {{"file", path},
                               {"valid", true},
                               {"differences", differences},
-                              {"recomputed", {{"step_time_s", b.stepSeconds}, {"comm_s", b.commSeconds},
-                                              {"per_device_bytes", b.perDeviceBytes}, {"fits", plan.result.fits}}}};
+                              {"recomputed",
+                               {{"step_time_s", b.stepSeconds},
+                                {"comm_s", b.commSeconds},
+                                {"per_device_bytes", b.perDeviceBytes},
+                                {"fits", plan.result.fits}}}};
         out << doc.dump(2) << "\n";
         return 0;
     }

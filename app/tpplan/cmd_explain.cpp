@@ -94,37 +94,60 @@ SearchResult versusPlan(const Options& o, Loaded& base)
 
 json componentsJson(const explain::Components& c)
 {
-    return {{"step_s", c.stepSeconds}, {"compute_s", c.computeSeconds}, {"comm_s", c.commSeconds},
-            {"comm_by_kind", c.commByKind}, {"memory_bytes", c.memoryBytes}};
+    return {{"step_s", c.stepSeconds},
+            {"compute_s", c.computeSeconds},
+            {"comm_s", c.commSeconds},
+            {"comm_by_kind", c.commByKind},
+            {"memory_bytes", c.memoryBytes}};
 }
 
 json stepJson(const explain::CollectiveStep& s)
 {
-    return {{"kind", s.kind}, {"axis", s.axis}, {"phase", s.phase}, {"bytes", s.bytes}, {"seconds", s.seconds},
-            {"tensor", s.tensor}, {"producer", s.producer}, {"consumer", s.consumer}, {"from", s.fromSpec},
-            {"to", s.toSpec}, {"why", s.why}, {"formula", s.formula}};
+    return {{"kind", s.kind},       {"axis", s.axis},     {"phase", s.phase},       {"bytes", s.bytes},
+            {"seconds", s.seconds}, {"tensor", s.tensor}, {"producer", s.producer}, {"consumer", s.consumer},
+            {"from", s.fromSpec},   {"to", s.toSpec},     {"why", s.why},           {"formula", s.formula}};
 }
 
 json explanationJson(const explain::OpExplanation& x)
 {
     json loops = json::array(), operands = json::array(), whyNot = json::array();
-    for (const auto& l : x.loops) loops.push_back({{"label", std::string(1, l.label)}, {"size", l.size}, {"role", l.role}, {"axes", l.axes}});
+    for (const auto& l : x.loops)
+        loops.push_back({{"label", std::string(1, l.label)}, {"size", l.size}, {"role", l.role}, {"axes", l.axes}});
     for (const auto& o : x.operands) {
         json devices = json::array();
         for (const auto& d : o.devices) devices.push_back({{"coords", d.coords}, {"ranges", d.ranges}});
-        operands.push_back({{"role", o.role}, {"tensor", o.tensor}, {"shape", o.shape}, {"spec", o.spec}, {"words", o.words}, {"devices", devices}});
+        operands.push_back({{"role", o.role},
+                            {"tensor", o.tensor},
+                            {"shape", o.shape},
+                            {"spec", o.spec},
+                            {"words", o.words},
+                            {"devices", devices}});
     }
     for (const auto& w : x.whyNot)
-        whyNot.push_back({{"strategy", w.strategy}, {"chosen", w.chosen}, {"delta", componentsJson(w.delta)}, {"objective_delta", w.objectiveDelta}});
+        whyNot.push_back({{"strategy", w.strategy},
+                          {"chosen", w.chosen},
+                          {"delta", componentsJson(w.delta)},
+                          {"objective_delta", w.objectiveDelta}});
     auto steps = [](const std::vector<explain::CollectiveStep>& v) {
         json a = json::array();
         for (const auto& s : v) a.push_back(stepJson(s));
         return a;
     };
-    return {{"op", x.op}, {"kind", x.kind}, {"einsum", x.einsum}, {"strategy", x.strategy}, {"block", x.block},
-            {"loops", loops}, {"operands", operands}, {"incoming", steps(x.incoming)}, {"own", steps(x.own)},
-            {"outgoing", steps(x.outgoing)}, {"compute_s", x.computeSeconds}, {"comm_s", x.commSeconds},
-            {"memory_bytes", x.memoryBytes}, {"why_not", whyNot}, {"summary", x.summary}};
+    return {{"op", x.op},
+            {"kind", x.kind},
+            {"einsum", x.einsum},
+            {"strategy", x.strategy},
+            {"block", x.block},
+            {"loops", loops},
+            {"operands", operands},
+            {"incoming", steps(x.incoming)},
+            {"own", steps(x.own)},
+            {"outgoing", steps(x.outgoing)},
+            {"compute_s", x.computeSeconds},
+            {"comm_s", x.commSeconds},
+            {"memory_bytes", x.memoryBytes},
+            {"why_not", whyNot},
+            {"summary", x.summary}};
 }
 
 void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::ostream& out)
@@ -134,7 +157,8 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
     out << "\n  mesh " << mesh.shapeText() << ":";
     for (const auto& a : mesh.axes) out << " " << a.name << "=" << a.size << " (" << formatBandwidth(a.link.bandwidth) << ")";
     out << "\n  loops:";
-    for (const auto& l : x.loops) out << " " << l.label << "=" << l.size << " " << l.role << (l.axes == "-" ? "" : " split over " + l.axes) << ";";
+    for (const auto& l : x.loops)
+        out << " " << l.label << "=" << l.size << " " << l.role << (l.axes == "-" ? "" : " split over " + l.axes) << ";";
     out << "\n\n";
     for (const auto& o : x.operands) {
         out << "  " << o.role << " '" << o.tensor << "' [";
@@ -143,9 +167,11 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
         const size_t shown = std::min<size_t>(o.devices.size(), 4);
         for (size_t k = 0; k < shown; ++k) {
             out << "    device (";
-            for (size_t a = 0; a < o.devices[k].coords.size(); ++a) out << (a ? "," : "") << mesh.axes[a].name << "=" << o.devices[k].coords[a];
+            for (size_t a = 0; a < o.devices[k].coords.size(); ++a)
+                out << (a ? "," : "") << mesh.axes[a].name << "=" << o.devices[k].coords[a];
             out << ") holds [";
-            for (size_t d = 0; d < o.devices[k].ranges.size(); ++d) out << (d ? ", " : "") << o.devices[k].ranges[d].first << ":" << o.devices[k].ranges[d].second;
+            for (size_t d = 0; d < o.devices[k].ranges.size(); ++d)
+                out << (d ? ", " : "") << o.devices[k].ranges[d].first << ":" << o.devices[k].ranges[d].second;
             out << "]\n";
         }
         if (o.devices.size() > shown) out << "    ... " << o.devices.size() - shown << " more devices\n";
@@ -155,7 +181,8 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
         out << "  " << title << (v.empty() ? ": none\n" : ":\n");
         for (const auto& s : v) {
             out << "    " << s.kind << " over " << s.axis << " (" << s.phase << ")";
-            if (!s.producer.empty()) out << " after '" << s.producer << "' " << s.fromSpec << " -> " << s.toSpec << " for '" << s.consumer << "'";
+            if (!s.producer.empty())
+                out << " after '" << s.producer << "' " << s.fromSpec << " -> " << s.toSpec << " for '" << s.consumer << "'";
             out << "\n      why: " << s.why << "\n      cost: " << s.formula << "\n";
         }
     };
@@ -166,16 +193,17 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
         << formatSeconds(x.commSeconds) << ", memory " << formatBytes(x.memoryBytes) << "\n\n";
     out << "  why not (other candidates, neighbours fixed; candidate minus chosen):\n";
     out << "    " << std::left << std::setw(22) << "strategy" << std::setw(14) << "step" << std::setw(14) << "compute"
-        << std::setw(14) << "comm" << std::setw(14) << "memory" << std::setw(14) << "objective" << "by collective\n";
+        << std::setw(14) << "comm" << std::setw(14) << "memory" << std::setw(14) << "objective"
+        << "by collective\n";
     for (const auto& w : x.whyNot) {
         out << "    " << std::left << std::setw(22) << (w.strategy + (w.chosen ? " *" : ""));
         if (w.chosen) {
             out << "chosen\n";
             continue;
         }
-        out << std::setw(14) << formatSecondsDelta(w.delta.stepSeconds) << std::setw(14) << formatSecondsDelta(w.delta.computeSeconds)
-            << std::setw(14) << formatSecondsDelta(w.delta.commSeconds) << std::setw(14) << formatBytesDelta(w.delta.memoryBytes)
-            << std::setw(14) << formatSecondsDelta(w.objectiveDelta);
+        out << std::setw(14) << formatSecondsDelta(w.delta.stepSeconds) << std::setw(14)
+            << formatSecondsDelta(w.delta.computeSeconds) << std::setw(14) << formatSecondsDelta(w.delta.commSeconds)
+            << std::setw(14) << formatBytesDelta(w.delta.memoryBytes) << std::setw(14) << formatSecondsDelta(w.objectiveDelta);
         bool any = false;
         for (const auto& [k, v] : w.delta.commByKind)
             if (v != 0) {
@@ -191,11 +219,18 @@ json diffJson(const explain::PlanDiff& d)
 {
     json blocks = json::array(), changes = json::array();
     for (const auto& b : d.blocks)
-        blocks.push_back({{"block", b.block}, {"instances", b.instances}, {"ops_changed", b.opsChanged},
-                          {"base", componentsJson(b.base)}, {"other", componentsJson(b.other)}});
+        blocks.push_back({{"block", b.block},
+                          {"instances", b.instances},
+                          {"ops_changed", b.opsChanged},
+                          {"base", componentsJson(b.base)},
+                          {"other", componentsJson(b.other)}});
     for (const auto& c : d.changes) changes.push_back({{"op", c.op}, {"before", c.before}, {"after", c.after}});
-    return {{"base", d.baseMethod}, {"other", d.otherMethod}, {"base_total", componentsJson(d.base)},
-            {"other_total", componentsJson(d.other)}, {"blocks", blocks}, {"changes", changes}};
+    return {{"base", d.baseMethod},
+            {"other", d.otherMethod},
+            {"base_total", componentsJson(d.base)},
+            {"other_total", componentsJson(d.other)},
+            {"blocks", blocks},
+            {"changes", changes}};
 }
 
 void printDiff(const explain::PlanDiff& d, std::ostream& out)
@@ -211,14 +246,17 @@ void printDiff(const explain::PlanDiff& d, std::ostream& out)
             if (std::fabs(v) > 0) out << ", " << k << " " << formatSecondsDelta(v);
         out << ", memory " << formatBytesDelta(b.memoryBytes - a.memoryBytes) << "\n";
     };
-    out << "  " << std::left << std::setw(26) << "block" << std::setw(12) << "this" << std::setw(12) << "other" << "change\n";
+    out << "  " << std::left << std::setw(26) << "block" << std::setw(12) << "this" << std::setw(12) << "other"
+        << "change\n";
     row("whole plan", d.base, d.other);
     for (const auto& b : d.blocks)
         if (b.opsChanged > 0 || b.base.stepSeconds != b.other.stepSeconds)
-            row(b.block + " x" + std::to_string(b.instances) + " (" + std::to_string(b.opsChanged) + " ops differ)", b.base, b.other);
+            row(b.block + " x" + std::to_string(b.instances) + " (" + std::to_string(b.opsChanged) + " ops differ)", b.base,
+                b.other);
     out << "  strategies that differ (first instance of each block):\n";
     if (d.changes.empty()) out << "    none\n";
-    for (const auto& c : d.changes) out << "    " << std::left << std::setw(34) << c.op << c.before << "  ->  " << c.after << "\n";
+    for (const auto& c : d.changes)
+        out << "    " << std::left << std::setw(34) << c.op << c.before << "  ->  " << c.after << "\n";
 }
 
 } // namespace
@@ -233,13 +271,16 @@ int runExplain(const Options& o, std::ostream& out)
     if (o.positional.size() == 2) {
         const OpId op = explain::findOp(model.graph(), o.positional[1]);
         const auto x = explain::explainOp(model, base.result, op, &base.ws->folded);
-        if (o.json) doc["explain"] = explanationJson(x);
-        else printExplanation(x, model.mesh(), out);
+        if (o.json)
+            doc["explain"] = explanationJson(x);
+        else
+            printExplanation(x, model.mesh(), out);
     }
     if (!o.versus.empty()) {
         const SearchResult other = versusPlan(o, base);
         const auto d = explain::comparePlans(model, base.ws->folded, base.result, other);
-        if (o.json) doc["compare"] = diffJson(d);
+        if (o.json)
+            doc["compare"] = diffJson(d);
         else {
             if (o.positional.size() == 2) out << "\n";
             printDiff(d, out);

@@ -72,8 +72,9 @@ int runFold(const Options& o, std::ostream& out)
     std::snprintf(ratio, sizeof ratio, "%.1f", folded.foldRatio());
     out << model.name << ": " << folded.totalOps() << " ops in " << folded.classes.size() << " block classes; search "
         << folded.searchedOps() << " ops (fold ratio " << ratio << "x); folded in " << formatSeconds(ms / 1e3) << "\n";
-    out << "  " << std::right << std::setw(4) << "id" << "  " << std::left << std::setw(28) << "block" << std::right
-        << std::setw(6) << "ops" << std::setw(11) << "instances" << "  runs / siblings\n";
+    out << "  " << std::right << std::setw(4) << "id"
+        << "  " << std::left << std::setw(28) << "block" << std::right << std::setw(6) << "ops" << std::setw(11) << "instances"
+        << "  runs / siblings\n";
     for (const auto& block : folded.classes) {
         std::string where;
         for (const auto& run : folded.runs)
@@ -82,11 +83,11 @@ int runFold(const Options& o, std::ostream& out)
         for (const auto& group : folded.siblings)
             if (group.classId == block.id) ++groups;
         if (groups > 0)
-            where += (where.empty() ? "" : "; ") + std::to_string(groups) + " sibling group" + (groups > 1 ? "s" : "") +
-                     " of " + std::to_string(block.instances.size() / static_cast<size_t>(groups));
-        out << "  " << std::right << std::setw(4) << block.id << "  " << std::left << std::setw(28) << block.label
-            << std::right << std::setw(6) << block.opsPerInstance() << std::setw(11)
-            << ("x" + std::to_string(block.instances.size())) << "  " << where << "\n";
+            where += (where.empty() ? "" : "; ") + std::to_string(groups) + " sibling group" + (groups > 1 ? "s" : "") + " of " +
+                     std::to_string(block.instances.size() / static_cast<size_t>(groups));
+        out << "  " << std::right << std::setw(4) << block.id << "  " << std::left << std::setw(28) << block.label << std::right
+            << std::setw(6) << block.opsPerInstance() << std::setw(11) << ("x" + std::to_string(block.instances.size())) << "  "
+            << where << "\n";
     }
     return 0;
 }

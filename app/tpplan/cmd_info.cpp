@@ -23,8 +23,8 @@ int runModels(const Options& o, std::ostream& out)
     nlohmann::json doc = {{"models", nlohmann::json::array()}};
     for (const auto& name : builtinModelNames()) {
         const auto config = builtinModelConfig(name);
-        doc["models"].push_back({{"name", name}, {"family", config.value("family", "")},
-                                 {"description", config.value("description", "")}});
+        doc["models"].push_back(
+            {{"name", name}, {"family", config.value("family", "")}, {"description", config.value("description", "")}});
     }
     doc["hardware"] = nlohmann::json::array();
     for (const auto& name : hardwarePresetNames()) {
@@ -38,8 +38,7 @@ int runModels(const Options& o, std::ostream& out)
     }
     out << "Built-in models:\n";
     for (const auto& m : doc["models"])
-        out << "  " << std::left << std::setw(20) << m["name"].get<std::string>() << m["description"].get<std::string>()
-            << "\n";
+        out << "  " << std::left << std::setw(20) << m["name"].get<std::string>() << m["description"].get<std::string>() << "\n";
     out << "Hardware presets (--hardware NAME, or a JSON file):\n";
     for (const auto& h : doc["hardware"])
         out << "  " << std::left << std::setw(20) << h["name"].get<std::string>() << h["description"].get<std::string>() << "\n";
@@ -52,8 +51,12 @@ int runInfo(const Options& o, std::ostream& out)
     if (o.positional.size() != 1) throw UsageError("usage: tpplan info MODEL [--set k=v] [--batch B] [--seq S] [--json]");
     const LoadedModel model = loadModel(o.positional[0], modelOptions(o));
     const GraphStats s = computeStats(model.graph);
-    nlohmann::json doc = {{"name", model.name}, {"ops", s.ops}, {"tensors", s.tensors}, {"params", s.params},
-                          {"flops_per_step", s.trainStepFlops}, {"forward_flops", s.forwardFlops},
+    nlohmann::json doc = {{"name", model.name},
+                          {"ops", s.ops},
+                          {"tensors", s.tensors},
+                          {"params", s.params},
+                          {"flops_per_step", s.trainStepFlops},
+                          {"forward_flops", s.forwardFlops},
                           {"ops_by_kind", s.opsByKind}};
     if (!model.config.is_null()) doc["config"] = model.config;
     if (o.json || !o.output.empty()) {

@@ -95,8 +95,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         out << "    " << std::left << std::setw(34) << model.graph().op(op).name << std::setw(13)
             << opKindName(model.graph().op(op).kind) << std::setw(22) << sig.equation << std::setw(12)
             << strategyToString(model.strategies(op)[static_cast<size_t>(s)], sig, mesh)
-            << specToString(model.outputSpec(op, s, 0), mesh)
-            << (r.lockedOp[static_cast<size_t>(op)] ? "  [locked]" : "")
+            << specToString(model.outputSpec(op, s, 0), mesh) << (r.lockedOp[static_cast<size_t>(op)] ? "  [locked]" : "")
             << (r.recomputeOfOp[static_cast<size_t>(op)] != Recompute::None
                     ? "  recompute " + std::string(recomputeName(r.recomputeOfOp[static_cast<size_t>(op)]))
                     : "")
@@ -106,7 +105,8 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     // name the instances that differ from the representative and how.
     auto choiceOf = [&](const BlockInstance& inst) {
         std::vector<std::pair<int, Recompute>> choice;
-        for (OpId op : inst.ops) choice.emplace_back(r.strategyOfOp[static_cast<size_t>(op)], r.recomputeOfOp[static_cast<size_t>(op)]);
+        for (OpId op : inst.ops)
+            choice.emplace_back(r.strategyOfOp[static_cast<size_t>(op)], r.recomputeOfOp[static_cast<size_t>(op)]);
         return choice;
     };
     const auto representative = choiceOf(bc.instances[0]);
@@ -121,7 +121,8 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
             const auto& lastOps = bc.instances[differing.back()].ops;
             out << " .. " << model.graph().op(lastOps.front()).name.substr(0, model.graph().op(lastOps.front()).name.find('/'));
         }
-        out << "), e.g. in " << model.graph().op(firstOps.front()).name.substr(0, model.graph().op(firstOps.front()).name.find('/')) << ":\n";
+        out << "), e.g. in "
+            << model.graph().op(firstOps.front()).name.substr(0, model.graph().op(firstOps.front()).name.find('/')) << ":\n";
         const auto other = choiceOf(bc.instances[differing.front()]);
         for (size_t k = 0; k < firstOps.size(); ++k) {
             if (other[k] == representative[k]) continue;
@@ -129,15 +130,16 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
             const Signature& sig = model.signature(op);
             out << "    " << std::left << std::setw(34) << model.graph().op(op).name
                 << strategyToString(model.strategies(op)[static_cast<size_t>(other[k].first)], sig, mesh)
-                << (other[k].second != Recompute::None ? "  recompute " + std::string(recomputeName(other[k].second)) : "") << "\n";
+                << (other[k].second != Recompute::None ? "  recompute " + std::string(recomputeName(other[k].second)) : "")
+                << "\n";
         }
     }
     out << "  collectives per instance of '" << bc.label << "':\n";
     int shown = 0;
     for (const auto& c : summarizeCollectives(b, ws.folded)) {
         if (ws.folded.classOfOp[static_cast<size_t>(c.at)] != cls) continue;
-        out << "    " << std::left << std::setw(15) << collectiveName(c.kind) << std::setw(10) << phaseName(c.phase)
-            << "axis " << mesh.axes[static_cast<size_t>(c.axis)].name << "  " << std::setw(12) << formatBytes(c.bytes)
+        out << "    " << std::left << std::setw(15) << collectiveName(c.kind) << std::setw(10) << phaseName(c.phase) << "axis "
+            << mesh.axes[static_cast<size_t>(c.axis)].name << "  " << std::setw(12) << formatBytes(c.bytes)
             << formatSeconds(c.seconds) << "  after " << model.graph().op(c.at).name << "\n";
         ++shown;
     }
@@ -175,7 +177,8 @@ private:
         while (!wake_.wait_for(lock, std::chrono::milliseconds(shown ? 250 : 1000), [this] { return done_; })) {
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             std::fprintf(stderr, "\rsearching... %.1f s (memory prices tried: %d, block tables solved: %d) ", seconds,
-                         progress_.pricesTried.load(std::memory_order_relaxed), progress_.tablesSolved.load(std::memory_order_relaxed));
+                         progress_.pricesTried.load(std::memory_order_relaxed),
+                         progress_.tablesSolved.load(std::memory_order_relaxed));
             std::fflush(stderr);
             shown = true;
         }

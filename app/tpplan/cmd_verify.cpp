@@ -45,22 +45,45 @@ int runVerify(const Options& o, std::ostream& out)
     if (o.json || !o.output.empty()) {
         nlohmann::json ops = nlohmann::json::array(), collectives = nlohmann::json::array();
         for (const auto& c : r.ops) {
-            nlohmann::json op = {{"name", c.name}, {"kind", c.kind}, {"strategy", c.strategy}, {"max_error", errorJson(c.maxError)},
-                                 {"ok", c.ok && c.backwardOk}, {"note", c.note}};
+            nlohmann::json op = {{"name", c.name},
+                                 {"kind", c.kind},
+                                 {"strategy", c.strategy},
+                                 {"max_error", errorJson(c.maxError)},
+                                 {"ok", c.ok && c.backwardOk},
+                                 {"note", c.note}};
             if (c.backwardRun)
-                op.update({{"backward_error", errorJson(c.backwardError)}, {"backward_ok", c.backwardOk},
-                           {"backward_note", c.backwardNote}, {"weight_gradients", c.weightGradients}});
+                op.update({{"backward_error", errorJson(c.backwardError)},
+                           {"backward_ok", c.backwardOk},
+                           {"backward_note", c.backwardNote},
+                           {"weight_gradients", c.weightGradients}});
             ops.push_back(std::move(op));
         }
         for (const auto& c : r.collectives)
-            collectives.push_back({{"at", c.at}, {"kind", c.kind}, {"axis", c.axis}, {"phase", c.phase}, {"performed", c.performed},
+            collectives.push_back({{"at", c.at},
+                                   {"kind", c.kind},
+                                   {"axis", c.axis},
+                                   {"phase", c.phase},
+                                   {"performed", c.performed},
                                    {"in_shrunk_model", c.inShrunkModel}});
-        emitJson(o, {{"file", path}, {"passed", r.passed}, {"failed_op", r.failedOp}, {"failed_phase", r.failedPhase},
-                     {"message", r.message}, {"mesh", r.mesh}, {"devices", r.devices}, {"mode", r.mode},
-                     {"executed", r.backward ? "forward+backward" : "forward"}, {"forward_error", r.forwardError},
-                     {"backward_error", r.backward ? errorJson(r.backwardError) : nlohmann::json(nullptr)},
-                     {"weight_gradients", r.weightGradients}, {"shrunk", r.shrunk}, {"ops", ops},
-                     {"collectives", collectives}, {"missing", r.missing}, {"unlisted", r.unlisted}, {"collectives_performed", r.collectivesPerformed}},
+        emitJson(o,
+                 {{"file", path},
+                  {"passed", r.passed},
+                  {"failed_op", r.failedOp},
+                  {"failed_phase", r.failedPhase},
+                  {"message", r.message},
+                  {"mesh", r.mesh},
+                  {"devices", r.devices},
+                  {"mode", r.mode},
+                  {"executed", r.backward ? "forward+backward" : "forward"},
+                  {"forward_error", r.forwardError},
+                  {"backward_error", r.backward ? errorJson(r.backwardError) : nlohmann::json(nullptr)},
+                  {"weight_gradients", r.weightGradients},
+                  {"shrunk", r.shrunk},
+                  {"ops", ops},
+                  {"collectives", collectives},
+                  {"missing", r.missing},
+                  {"unlisted", r.unlisted},
+                  {"collectives_performed", r.collectivesPerformed}},
                  out);
     }
     if (!o.json) {
@@ -69,11 +92,12 @@ int runVerify(const Options& o, std::ostream& out)
         if (r.mode == "train" && !r.backward) out << " (backward not run: the forward failed)";
         out << "\n  shrunk model:";
         for (const auto& s : r.shrunk) out << " " << s;
-        out << "\n  " << std::left << std::setw(40) << "op" << std::setw(14) << "kind" << std::setw(18) << "strategy" << std::setw(14)
-            << "forward" << (r.backward ? "backward (max rel. error)\n" : "(max rel. error)\n");
+        out << "\n  " << std::left << std::setw(40) << "op" << std::setw(14) << "kind" << std::setw(18) << "strategy"
+            << std::setw(14) << "forward" << (r.backward ? "backward (max rel. error)\n" : "(max rel. error)\n");
         for (const auto& c : r.ops) {
-            out << "  " << std::left << std::setw(40) << c.name << std::setw(14) << c.kind << std::setw(18) << c.strategy << std::setw(14)
-                << errorCell(c.maxError) << (c.backwardRun ? errorCell(c.backwardError) : std::string(r.backward ? "-" : ""))
+            out << "  " << std::left << std::setw(40) << c.name << std::setw(14) << c.kind << std::setw(18) << c.strategy
+                << std::setw(14) << errorCell(c.maxError)
+                << (c.backwardRun ? errorCell(c.backwardError) : std::string(r.backward ? "-" : ""))
                 << (c.ok && c.backwardOk ? "" : "  FAIL") << "\n";
             if (!c.ok && !c.note.empty()) out << "      " << c.note << "\n";
             if (!c.backwardOk && !c.backwardNote.empty()) out << "      backward: " << c.backwardNote << "\n";

@@ -34,9 +34,13 @@ struct Builder {
     std::vector<int> producerSlot;
     std::vector<std::vector<OpId>> consumers;
 
-    explicit Builder(const CostModel& m)
-        : model(m), graph(m.graph()), mesh(m.mesh()), producer(graph.producers()),
-          producerSlot(graph.tensors.size(), -1), consumers(graph.consumers())
+    explicit Builder(const CostModel& m) :
+        model(m),
+        graph(m.graph()),
+        mesh(m.mesh()),
+        producer(graph.producers()),
+        producerSlot(graph.tensors.size(), -1),
+        consumers(graph.consumers())
     {
         for (const auto& op : graph.ops)
             for (size_t o = 0; o < op.outputs.size(); ++o) producerSlot[static_cast<size_t>(op.outputs[o])] = static_cast<int>(o);
@@ -103,7 +107,8 @@ struct Builder {
         for (size_t i = 0; i < op.inputs.size(); ++i) {
             const OpId p = producer[static_cast<size_t>(op.inputs[i])];
             if (p < 0) continue;
-            const auto& spec = model.outputSpec(p, assignment[static_cast<size_t>(p)], producerSlot[static_cast<size_t>(op.inputs[i])]);
+            const auto& spec =
+                model.outputSpec(p, assignment[static_cast<size_t>(p)], producerSlot[static_cast<size_t>(op.inputs[i])]);
             c += model.edgeCost(&spec, id, static_cast<int>(i), s).exposedSeconds;
         }
         return c;
@@ -156,8 +161,10 @@ std::vector<int> megatronAssignment(const CostModel& model, const MegatronOption
                 const int l = leadLoop(sig, sig.inputs[i], d);
                 if (l < 0) continue;
                 const auto& loop = sig.loops[static_cast<size_t>(l)];
-                if (loop.size % tpSize != 0) ok = false;
-                else if (loop.role == DimRole::Contracted) ok = true;
+                if (loop.size % tpSize != 0)
+                    ok = false;
+                else if (loop.role == DimRole::Contracted)
+                    ok = true;
                 else if (loop.role == DimRole::Parallel) {
                     for (size_t o = 0; o < op.outputs.size() && ok; ++o)
                         for (size_t e = 0; e < sig.outputs[o].dims.size() && ok; ++e)
@@ -185,11 +192,13 @@ std::vector<int> megatronAssignment(const CostModel& model, const MegatronOption
             const TensorId t = op.inputs[i];
             const OpId p = b.producer[static_cast<size_t>(t)];
             if (p < 0) continue;
-            const int d = dimSplitBy(model.outputSpec(p, assignment[static_cast<size_t>(p)], b.producerSlot[static_cast<size_t>(t)]), tp);
+            const int d =
+                dimSplitBy(model.outputSpec(p, assignment[static_cast<size_t>(p)], b.producerSlot[static_cast<size_t>(t)]), tp);
             if (d < 0) continue;
             anySplitInput = true;
             const int l = leadLoop(sig, sig.inputs[i], static_cast<size_t>(d));
-            if (l >= 0 && dimRoleSplittable(sig.loops[static_cast<size_t>(l)].role)) chosen = b.withTp(id, bLoop, batchAxes, l, tp);
+            if (l >= 0 && dimRoleSplittable(sig.loops[static_cast<size_t>(l)].role))
+                chosen = b.withTp(id, bLoop, batchAxes, l, tp);
         }
         if (chosen < 0 && !anySplitInput && hasWeight(id)) {
             std::vector<bool> byWeight(sig.loops.size(), false), byActivation(sig.loops.size(), false),
@@ -197,7 +206,8 @@ std::vector<int> megatronAssignment(const CostModel& model, const MegatronOption
             for (size_t i = 0; i < op.inputs.size(); ++i)
                 for (const auto& grp : sig.inputs[i].dims)
                     for (int l : grp)
-                        (g.tensor(op.inputs[i]).role == TensorRole::Weight ? byWeight : byActivation)[static_cast<size_t>(l)] = true;
+                        (g.tensor(op.inputs[i]).role == TensorRole::Weight ? byWeight : byActivation)[static_cast<size_t>(l)] =
+                            true;
             for (const auto& out : sig.outputs)
                 for (const auto& grp : out.dims)
                     for (int l : grp) byOutput[static_cast<size_t>(l)] = true;

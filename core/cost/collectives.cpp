@@ -34,10 +34,13 @@ double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis
     if (axis.size <= 1 || bytes <= 0) return 0;
     const double B = axis.link.bandwidth, a = axis.link.latency;
     switch (kind) {
-    case CollectiveKind::AllReduce: return 2 * (g - 1) / g * bytes / B + 2 * (g - 1) * a;
+    case CollectiveKind::AllReduce:
+        return 2 * (g - 1) / g * bytes / B + 2 * (g - 1) * a;
     case CollectiveKind::AllGather:
-    case CollectiveKind::ReduceScatter: return (g - 1) / g * bytes / B + (g - 1) * a;
-    case CollectiveKind::AllToAll: return (g - 1) / (g * g) * bytes / B + (g - 1) * a;
+    case CollectiveKind::ReduceScatter:
+        return (g - 1) / g * bytes / B + (g - 1) * a;
+    case CollectiveKind::AllToAll:
+        return (g - 1) / (g * g) * bytes / B + (g - 1) * a;
     }
     return 0;
 }
@@ -83,10 +86,7 @@ struct Planner {
     Phase phase;
     bool deferPartials; // variant: gather misplaced axes before resolving partial sums
 
-    double bytesOf(const TensorSpec& s) const
-    {
-        return static_cast<double>(s.shardNumel(shape, mesh)) * elementBytes;
-    }
+    double bytesOf(const TensorSpec& s) const { return static_cast<double>(s.shardNumel(shape, mesh)) * elementBytes; }
     double axisSize(int a) const { return mesh.axes[static_cast<size_t>(a)].size; }
 
     void emit(std::vector<CollectiveCall>& out, CollectiveKind kind, int axis, double bytes) const
@@ -164,9 +164,8 @@ struct Planner {
 
 } // namespace
 
-std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec& to,
-                                        const std::vector<std::int64_t>& shape, int elementBytes, const Mesh& mesh,
-                                        Phase phase)
+std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec& to, const std::vector<std::int64_t>& shape,
+                                        int elementBytes, const Mesh& mesh, Phase phase)
 {
     if (from == to) return {};
     if (from.dims.size() != shape.size() || to.dims.size() != shape.size())

@@ -15,8 +15,8 @@ std::string_view phaseName(Phase phase); ///< "forward", "backward", "gradient"
 
 struct CollectiveCall {
     CollectiveKind kind = CollectiveKind::AllReduce;
-    int axis = 0;        ///< mesh axis the group runs over
-    double bytes = 0;    ///< message size per device (the full tensor shard each device holds before/after)
+    int axis = 0;     ///< mesh axis the group runs over
+    double bytes = 0; ///< message size per device (the full tensor shard each device holds before/after)
     double seconds = 0;
     Phase phase = Phase::Forward;
 };
@@ -28,8 +28,7 @@ double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis
 
 /// The cheapest sequence of collectives turning `from` into `to` for a tensor of the given shape
 /// and element size (a local slice is free). Throws std::logic_error only for inconsistent specs.
-std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec& to,
-                                        const std::vector<std::int64_t>& shape, int elementBytes,
-                                        const Mesh& mesh, Phase phase);
+std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec& to, const std::vector<std::int64_t>& shape,
+                                        int elementBytes, const Mesh& mesh, Phase phase);
 
 } // namespace tp

@@ -46,8 +46,18 @@ bool isView(const Signature& sig, const OpKindInfo& info)
 // Everything about an op that its node costs depend on besides the strategy. Ops with equal
 // facts (the 96 identical layers of GPT-3) share one table of strategies and costs.
 struct OpFacts {
-    struct In { DType dtype; bool weight; bool ownsWeight; bool gathered; };
-    struct Out { DType dtype; bool kept; bool droppedSelective; bool batch0; };
+    struct In {
+        DType dtype;
+        bool weight;
+        bool ownsWeight;
+        bool gathered;
+    };
+    struct Out {
+        DType dtype;
+        bool kept;
+        bool droppedSelective;
+        bool batch0;
+    };
     std::vector<In> inputs;
     std::vector<Out> outputs;
     bool recomputedSelective = false;
@@ -60,8 +70,8 @@ struct OpClass {
     std::vector<std::vector<std::int64_t>> inShapes, outShapes;
     bool matmulLike = false;
     std::vector<OpStrategy> strategies;
-    std::vector<std::vector<TensorSpec>> in, out; // [strategy][operand]
-    std::vector<std::array<OpCost, 3>> cost;      // [strategy][recompute]
+    std::vector<std::vector<TensorSpec>> in, out;        // [strategy][operand]
+    std::vector<std::array<OpCost, 3>> cost;             // [strategy][recompute]
     std::vector<double> forwardSeconds, backwardSeconds; // per device, one pass each
 };
 
@@ -72,10 +82,10 @@ struct CostModel::Impl {
     Mesh mesh;
     Hardware hw;
     CostSettings settings;
-    std::vector<int> classOf;        // per op
+    std::vector<int> classOf; // per op
     std::vector<OpClass> classes;
-    std::vector<OpId> producer;      // per tensor
-    std::vector<int> producerSlot;   // per tensor: output index in its producer
+    std::vector<OpId> producer;                 // per tensor
+    std::vector<int> producerSlot;              // per tensor: output index in its producer
     std::vector<std::pair<OpId, int>> firstUse; // per tensor: first (consumer, input) in id order
     /// (tensor, reader group) -> first (consumer, input) of that group, for tensors with readers
     /// in several groups.
@@ -91,7 +101,7 @@ struct CostModel::Impl {
         return it != firstUseInGroup.end() && it->second == std::make_pair(consumer, input);
     }
     std::int64_t graphBatch = 0;
-    std::vector<bool> batch0;        // per tensor: dim 0 is the graph's batch
+    std::vector<bool> batch0; // per tensor: dim 0 is the graph's batch
 
     Impl(const Graph& g, const Mesh& m, const Hardware& h, CostSettings s) : graph(g), mesh(m), hw(h), settings(s) {}
 
@@ -106,8 +116,7 @@ namespace {
 std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const Graph& g)
 {
     std::string k = std::to_string(static_cast<int>(op.kind)) + "|" + sig.equation + "|";
-    for (const auto& l : sig.loops)
-        k += std::to_string(l.size) + ":" + std::to_string(static_cast<int>(l.role)) + ",";
+    for (const auto& l : sig.loops) k += std::to_string(l.size) + ":" + std::to_string(static_cast<int>(l.role)) + ",";
     auto shape = [&](TensorId t) {
         std::string s = "[";
         for (auto d : g.tensor(t).shape) s += std::to_string(d) + ",";
@@ -120,8 +129,8 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
     }
     for (size_t o = 0; o < f.outputs.size(); ++o) {
         const auto& out = f.outputs[o];
-        k += "o" + std::to_string(static_cast<int>(out.dtype)) + (out.kept ? "k" : "-") +
-             (out.droppedSelective ? "d" : "-") + (out.batch0 ? "b" : "-") + shape(op.outputs[o]);
+        k += "o" + std::to_string(static_cast<int>(out.dtype)) + (out.kept ? "k" : "-") + (out.droppedSelective ? "d" : "-") +
+             (out.batch0 ? "b" : "-") + shape(op.outputs[o]);
     }
     k += f.recomputedSelective ? "R" : "-";
     return k;
@@ -139,9 +148,8 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
     std::vector<bool> weightless(nOps, false);
     for (size_t i = 0; i < nOps; ++i) {
         if (!matmul[i]) continue;
-        weightless[i] = std::none_of(graph.ops[i].inputs.begin(), graph.ops[i].inputs.end(), [&](TensorId t) {
-            return graph.tensor(t).role == TensorRole::Weight;
-        });
+        weightless[i] = std::none_of(graph.ops[i].inputs.begin(), graph.ops[i].inputs.end(),
+                                     [&](TensorId t) { return graph.tensor(t).role == TensorRole::Weight; });
     }
     std::vector<bool> fromW(nOps, false), toW(nOps, false);
     for (const auto id : graph.topologicalOrder()) {
@@ -149,7 +157,8 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
         if (matmul[static_cast<size_t>(id)]) continue;
         for (auto t : op.inputs) {
             const OpId p = producer[static_cast<size_t>(t)];
-            if (p >= 0 && (weightless[static_cast<size_t>(p)] || fromW[static_cast<size_t>(p)])) fromW[static_cast<size_t>(id)] = true;
+            if (p >= 0 && (weightless[static_cast<size_t>(p)] || fromW[static_cast<size_t>(p)]))
+                fromW[static_cast<size_t>(id)] = true;
         }
     }
     {
@@ -186,8 +195,7 @@ void CostModel::Impl::build()
     firstUse.assign(nTensors, {-1, -1});
     for (const auto& op : graph.ops) {
         for (size_t o = 0; o < op.outputs.size(); ++o) producerSlot[static_cast<size_t>(op.outputs[o])] = static_cast<int>(o);
-        for (size_t i = 0; i < op.inputs.size(); ++i)
-        {
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
             if (firstUse[static_cast<size_t>(op.inputs[i])].first < 0)
                 firstUse[static_cast<size_t>(op.inputs[i])] = {op.id, static_cast<int>(i)};
             if (!settings.readerGroupOfOp.empty())
@@ -335,9 +343,8 @@ void CostModel::Impl::costClass(OpClass& c) const
         const double flopTime = fwdFlops / shards / flopRate;
         const double t = c.matmulLike ? flopTime : std::max(flopTime, bytes / hw.hbmBandwidth);
         const double fwd = view ? 0 : std::max(t, hw.minKernelSeconds);
-        const double bwd = (!settings.training || view || info.backwardFactor <= 0)
-                               ? 0
-                               : std::max(t * info.backwardFactor, hw.minKernelSeconds);
+        const double bwd =
+            (!settings.training || view || info.backwardFactor <= 0) ? 0 : std::max(t * info.backwardFactor, hw.minKernelSeconds);
         c.forwardSeconds[s] = fwd;
         c.backwardSeconds[s] = bwd;
 
@@ -398,8 +405,8 @@ void CostModel::Impl::costClass(OpClass& c) const
     }
 }
 
-CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings)
-    : impl_(std::make_unique<Impl>(graph, mesh, hardware, settings))
+CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings) :
+    impl_(std::make_unique<Impl>(graph, mesh, hardware, settings))
 {
     impl_->build();
 }
@@ -493,9 +500,7 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
                 }
         }
         if (pf >= 0) {
-            auto exposed = [&](double comm, double compute) {
-                return comm / k + std::max(0.0, (comm - compute) * (k - 1) / k);
-            };
+            auto exposed = [&](double comm, double compute) { return comm / k + std::max(0.0, (comm - compute) * (k - 1) / k); };
             e.exposedSeconds = exposed(fwd, pf) + exposed(bwd, pb);
         }
     }
@@ -536,8 +541,8 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
 {
     const auto& g = impl_->graph;
     if (strategyOfOp.size() != g.ops.size())
-        throw InputError("plan: " + std::to_string(strategyOfOp.size()) + " strategies for " +
-                         std::to_string(g.ops.size()) + " ops");
+        throw InputError("plan: " + std::to_string(strategyOfOp.size()) + " strategies for " + std::to_string(g.ops.size()) +
+                         " ops");
     if (!recomputeOfOp.empty() && recomputeOfOp.size() != g.ops.size())
         throw InputError("plan: recompute modes must be given for every op or none");
     if (!extraBytesOfOp.empty() && extraBytesOfOp.size() != g.ops.size())
@@ -559,8 +564,8 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         const Charge c = chargeOf(op.id, s, r, strategyOfOp);
         const OpCost& oc = *c.node;
         const double extra = extraBytesOfOp.empty() ? 0.0 : extraBytesOfOp[static_cast<size_t>(op.id)];
-        b.ops.push_back({op.id, s, oc.computeSeconds, c.commSeconds(), oc.memoryBytes() + extra, oc.paramBytes,
-                         oc.gradBytes, oc.optimizerBytes, oc.activationBytes + extra});
+        b.ops.push_back({op.id, s, oc.computeSeconds, c.commSeconds(), oc.memoryBytes() + extra, oc.paramBytes, oc.gradBytes,
+                         oc.optimizerBytes, oc.activationBytes + extra});
         b.stepSeconds += oc.seconds();
         b.computeSeconds += oc.computeSeconds;
         b.commSeconds += oc.commSeconds;

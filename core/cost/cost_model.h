@@ -40,9 +40,9 @@ struct CostSettings {
 
 /// Time and memory of one op under one strategy, per device.
 struct OpCost {
-    double computeSeconds = 0;  ///< forward (+ backward, + recomputed forward) compute
-    double commSeconds = 0;     ///< collectives the op owns (weight-gradient all-reduce)
-    double paramBytes = 0;      ///< weights' model states, sharded
+    double computeSeconds = 0; ///< forward (+ backward, + recomputed forward) compute
+    double commSeconds = 0;    ///< collectives the op owns (weight-gradient all-reduce)
+    double paramBytes = 0;     ///< weights' model states, sharded
     double gradBytes = 0;
     double optimizerBytes = 0;
     double activationBytes = 0; ///< tensors this op's outputs keep for backward, sharded
@@ -64,7 +64,7 @@ struct CollectiveRecord {
     int axis;
     double bytes;
     Phase phase;
-    OpId at;         ///< the op after which it happens (the producer for edges, the op for gradients)
+    OpId at; ///< the op after which it happens (the producer for edges, the op for gradients)
     std::int64_t count = 1;
     double seconds = 0;
 };
@@ -73,8 +73,8 @@ struct OpBreakdown {
     OpId op = -1;
     int strategy = 0;
     double computeSeconds = 0;
-    double commSeconds = 0;    ///< the op's own plus the edges into it
-    double memoryBytes = 0;    ///< the four below summed
+    double commSeconds = 0; ///< the op's own plus the edges into it
+    double memoryBytes = 0; ///< the four below summed
     double paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
     double activationBytes = 0; ///< with the kept inputs of a fully recomputed block charged to its first op
 };

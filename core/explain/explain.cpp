@@ -97,7 +97,8 @@ Components chargedToConsumers(const CostModel& model, const SearchResult& plan, 
             const Op& co = g.op(consumer);
             for (size_t i = 0; i < co.inputs.size(); ++i) {
                 if (co.inputs[i] != o.outputs[k]) continue;
-                const EdgeCost e = model.edgeCost(&produced, consumer, static_cast<int>(i), plan.strategyOfOp[static_cast<size_t>(consumer)]);
+                const EdgeCost e =
+                    model.edgeCost(&produced, consumer, static_cast<int>(i), plan.strategyOfOp[static_cast<size_t>(consumer)]);
                 c.commSeconds += e.seconds;
                 c.stepSeconds += e.exposedSeconds;
                 addCalls(c, e.collectives, listed);
@@ -137,10 +138,19 @@ std::string formulaOf(const CollectiveCall& call, const Mesh& mesh)
     std::string factor;
     std::string latency;
     switch (call.kind) {
-    case CollectiveKind::AllReduce: factor = "2(g-1)/g"; latency = "2(g-1)"; break;
+    case CollectiveKind::AllReduce:
+        factor = "2(g-1)/g";
+        latency = "2(g-1)";
+        break;
     case CollectiveKind::AllGather:
-    case CollectiveKind::ReduceScatter: factor = "(g-1)/g"; latency = "(g-1)"; break;
-    case CollectiveKind::AllToAll: factor = "(g-1)/g^2"; latency = "(g-1)"; break;
+    case CollectiveKind::ReduceScatter:
+        factor = "(g-1)/g";
+        latency = "(g-1)";
+        break;
+    case CollectiveKind::AllToAll:
+        factor = "(g-1)/g^2";
+        latency = "(g-1)";
+        break;
     }
     std::string s = factor + " x " + formatBytes(call.bytes) + " / " + formatBandwidth(axis.link.bandwidth);
     if (axis.link.latency > 0) s += " + " + latency + " x " + formatSeconds(axis.link.latency);
@@ -181,26 +191,37 @@ std::string whyOf(const CollectiveCall& call, const TensorSpec& from, const Tens
     const std::string need = consumer.empty() ? "" : "'" + consumer + "' ";
     if (call.phase == Phase::Backward) {
         switch (call.kind) {
-        case CollectiveKind::AllReduce: return "backward: the gradient of '" + tensor + "' is partial over " + axis + " (the dual of the forward layout change); the producer needs it summed";
-        case CollectiveKind::ReduceScatter: return "backward: the gradient of '" + tensor + "' is partial over " + axis + " and the producer keeps it split over " + axis + " (the dual of a forward all-gather)";
-        case CollectiveKind::AllGather: return "backward: the gradient of '" + tensor + "' arrives split over " + axis + " and the producer holds the tensor whole over " + axis;
-        case CollectiveKind::AllToAll: return "backward: the gradient of '" + tensor + "' moves its split over " + axis + " back to the producer's dim";
+        case CollectiveKind::AllReduce:
+            return "backward: the gradient of '" + tensor + "' is partial over " + axis +
+                   " (the dual of the forward layout change); the producer needs it summed";
+        case CollectiveKind::ReduceScatter:
+            return "backward: the gradient of '" + tensor + "' is partial over " + axis +
+                   " and the producer keeps it split over " + axis + " (the dual of a forward all-gather)";
+        case CollectiveKind::AllGather:
+            return "backward: the gradient of '" + tensor + "' arrives split over " + axis +
+                   " and the producer holds the tensor whole over " + axis;
+        case CollectiveKind::AllToAll:
+            return "backward: the gradient of '" + tensor + "' moves its split over " + axis + " back to the producer's dim";
         }
     }
     switch (call.kind) {
     case CollectiveKind::AllReduce:
-        return "'" + tensor + "': " + (partialReason.empty() ? "partial over " + axis : partialReason) + "; " + need + "needs it whole: all-reduce over " + axis;
+        return "'" + tensor + "': " + (partialReason.empty() ? "partial over " + axis : partialReason) + "; " + need +
+               "needs it whole: all-reduce over " + axis;
     case CollectiveKind::ReduceScatter: {
         const int d = dimSplitBy(to, call.axis);
-        return "'" + tensor + "': " + (partialReason.empty() ? "partial over " + axis : partialReason) + "; " + need + "needs dim " + std::to_string(d) + " split over " + axis + ": reduce-scatter sums and splits in one step";
+        return "'" + tensor + "': " + (partialReason.empty() ? "partial over " + axis : partialReason) + "; " + need +
+               "needs dim " + std::to_string(d) + " split over " + axis + ": reduce-scatter sums and splits in one step";
     }
     case CollectiveKind::AllGather: {
         const int d = dimSplitBy(from, call.axis);
-        return "'" + tensor + "' has dim " + std::to_string(d) + " split over " + axis + "; " + need + "needs it whole over " + axis + ": all-gather";
+        return "'" + tensor + "' has dim " + std::to_string(d) + " split over " + axis + "; " + need + "needs it whole over " +
+               axis + ": all-gather";
     }
     case CollectiveKind::AllToAll: {
         const int d = dimSplitBy(from, call.axis), e = dimSplitBy(to, call.axis);
-        return "'" + tensor + "' has dim " + std::to_string(d) + " split over " + axis + "; " + need + "needs dim " + std::to_string(e) + " split over " + axis + " instead: all-to-all";
+        return "'" + tensor + "' has dim " + std::to_string(d) + " split over " + axis + "; " + need + "needs dim " +
+               std::to_string(e) + " split over " + axis + " instead: all-to-all";
     }
     }
     return "";
@@ -254,8 +275,8 @@ OperandLayout layoutOf(const CostModel& model, const Tensor& t, const TensorSpec
         const std::int64_t pieces = spec.splitsOf(d, mesh);
         const std::int64_t each = t.shape[d] / pieces;
         words += (words.empty() ? "" : "; ") + std::string("dim ") + std::to_string(d) + " (" + labels + "=" +
-                 std::to_string(t.shape[d]) + ") split over " + axesText(spec.dims[d], mesh) + " into " +
-                 std::to_string(pieces) + " slices of " + std::to_string(each);
+                 std::to_string(t.shape[d]) + ") split over " + axesText(spec.dims[d], mesh) + " into " + std::to_string(pieces) +
+                 " slices of " + std::to_string(each);
         // Picture: one bar per split dim, one cell per slice, labelled by the coordinate.
         std::string bar = "  " + labels + " |";
         for (std::int64_t p = 0; p < std::min<std::int64_t>(pieces, 16); ++p) {
@@ -263,7 +284,8 @@ OperandLayout layoutOf(const CostModel& model, const Tensor& t, const TensorSpec
             std::int64_t rest = p;
             for (size_t k = spec.dims[d].size(); k-- > 0;) {
                 const int a = spec.dims[d][k];
-                cell = mesh.axes[static_cast<size_t>(a)].name + std::to_string(rest % mesh.axes[static_cast<size_t>(a)].size) + cell;
+                cell =
+                    mesh.axes[static_cast<size_t>(a)].name + std::to_string(rest % mesh.axes[static_cast<size_t>(a)].size) + cell;
                 rest /= mesh.axes[static_cast<size_t>(a)].size;
             }
             bar += " " + cell + " |";
@@ -312,7 +334,8 @@ OpId findOp(const Graph& graph, const std::string& name)
         if (op.name == name) return op.id;
     for (OpId id : graph.topologicalOrder())
         if (globMatch(name, graph.op(id).name)) return id;
-    throw InputError("op '" + name + "': no op of '" + graph.name + "' has this name or matches it as a glob (try layers.0/mlp/*)");
+    throw InputError("op '" + name + "': no op of '" + graph.name +
+                     "' has this name or matches it as a glob (try layers.0/mlp/*)");
 }
 
 std::vector<Components> opComponents(const CostModel& model, const FoldedGraph* folded, const SearchResult& plan)
@@ -376,7 +399,8 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
                                       t.role == TensorRole::Weight ? "weight" : "input", sig, sig.inputs[i]));
     }
     for (size_t k = 0; k < op.outputs.size(); ++k)
-        x.operands.push_back(layoutOf(model, g.tensor(op.outputs[k]), model.outputSpec(id, s, static_cast<int>(k)), "output", sig, sig.outputs[k]));
+        x.operands.push_back(layoutOf(model, g.tensor(op.outputs[k]), model.outputSpec(id, s, static_cast<int>(k)), "output", sig,
+                                      sig.outputs[k]));
 
     // Collectives: into the op, its own, and from it into its consumers.
     for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -402,8 +426,9 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
                                  model.settings().gradBytesPerParam;
             if (bytes == call.bytes) cs.tensor = w.name;
         }
-        cs.why = "the weight '" + cs.tensor + "' is replicated over " + cs.axis + " while the op splits a loop the weight lacks over " +
-                 cs.axis + " (data parallelism): each device's gradient covers only its slice, summed once per step";
+        cs.why = "the weight '" + cs.tensor + "' is replicated over " + cs.axis +
+                 " while the op splits a loop the weight lacks over " + cs.axis +
+                 " (data parallelism): each device's gradient covers only its slice, summed once per step";
         cs.formula = formulaOf(call, mesh);
         x.own.push_back(std::move(cs));
     }
@@ -443,10 +468,12 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     x.lambda = plan.lambda;
 
     // Summary in words.
-    std::string sum = "'" + x.op + "' (" + x.kind + ", " + x.einsum + ") runs " + (x.strategy == "-" ? "replicated on every device" : "with " + x.strategy) + ".";
+    std::string sum = "'" + x.op + "' (" + x.kind + ", " + x.einsum + ") runs " +
+                      (x.strategy == "-" ? "replicated on every device" : "with " + x.strategy) + ".";
     for (const auto& l : x.loops)
         if (l.axes != "-")
-            sum += " Loop '" + std::string(1, l.label) + "' (" + l.role + ", " + std::to_string(l.size) + ") is split over " + l.axes + ".";
+            sum += " Loop '" + std::string(1, l.label) + "' (" + l.role + ", " + std::to_string(l.size) + ") is split over " +
+                   l.axes + ".";
     sum += " Compute " + formatSeconds(x.computeSeconds) + ", communication charged to it " + formatSeconds(x.commSeconds) +
            ", memory " + formatBytes(x.memoryBytes) + " per device.";
     if (x.whyNot.size() > 1) {
@@ -485,8 +512,9 @@ PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const S
             ++blk.opsChanged;
             if (folded.instanceOfOp[i] == 0) {
                 const Signature& sig = model.signature(op.id);
-                d.changes.push_back({op.name, strategyToString(model.strategies(op.id)[static_cast<size_t>(base.strategyOfOp[i])], sig, mesh),
-                                     strategyToString(model.strategies(op.id)[static_cast<size_t>(other.strategyOfOp[i])], sig, mesh)});
+                d.changes.push_back(
+                    {op.name, strategyToString(model.strategies(op.id)[static_cast<size_t>(base.strategyOfOp[i])], sig, mesh),
+                     strategyToString(model.strategies(op.id)[static_cast<size_t>(other.strategyOfOp[i])], sig, mesh)});
             }
         }
     }

@@ -16,47 +16,47 @@ namespace tp::explain {
 
 /// Which slice of an operand one device holds: per tensor dim [lo, hi).
 struct DeviceSlice {
-    std::vector<int> coords;                            ///< mesh coordinates, axis 0 first
+    std::vector<int> coords; ///< mesh coordinates, axis 0 first
     std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
 };
 
 struct OperandLayout {
-    std::string role;   ///< "input", "weight" or "output"
+    std::string role; ///< "input", "weight" or "output"
     std::string tensor;
     std::vector<std::int64_t> shape;
-    std::string spec;   ///< "[-,-,y]+x"
-    std::string words;  ///< "dim 2 (h=1536) split over y into 8 slices of 192; replicated over x"
-    std::string picture;///< a few lines of ASCII: one bar per split dim
+    std::string spec;                 ///< "[-,-,y]+x"
+    std::string words;                ///< "dim 2 (h=1536) split over y into 8 slices of 192; replicated over x"
+    std::string picture;              ///< a few lines of ASCII: one bar per split dim
     std::vector<DeviceSlice> devices; ///< every device, in mesh order
 };
 
 /// One collective next to the op.
 struct CollectiveStep {
-    std::string kind;      ///< all-reduce, all-gather, reduce-scatter, all-to-all
+    std::string kind; ///< all-reduce, all-gather, reduce-scatter, all-to-all
     std::string axis;
-    std::string phase;     ///< forward, backward, gradient
-    double bytes = 0;      ///< message size per device
-    double seconds = 0;    ///< the cost model's time of this call
-    std::string tensor;    ///< the tensor it moves (the weight for a gradient all-reduce)
-    std::string producer;  ///< op before it ("" for a gradient all-reduce)
-    std::string consumer;  ///< op after it ("" for a gradient all-reduce)
+    std::string phase;    ///< forward, backward, gradient
+    double bytes = 0;     ///< message size per device
+    double seconds = 0;   ///< the cost model's time of this call
+    std::string tensor;   ///< the tensor it moves (the weight for a gradient all-reduce)
+    std::string producer; ///< op before it ("" for a gradient all-reduce)
+    std::string consumer; ///< op after it ("" for a gradient all-reduce)
     std::string fromSpec, toSpec;
-    std::string why;       ///< in words
-    std::string formula;   ///< "2(g-1)/g x 384.00 MiB / 235 GB/s = 2.860 ms"
+    std::string why;     ///< in words
+    std::string formula; ///< "2(g-1)/g x 384.00 MiB / 235 GB/s = 2.860 ms"
 };
 
 /// Cost components of one op (or a sum of ops), per device per step.
 struct Components {
-    double stepSeconds = 0;     ///< compute + own comm + exposed time of the edges into the op(s)
+    double stepSeconds = 0; ///< compute + own comm + exposed time of the edges into the op(s)
     double computeSeconds = 0;
-    double commSeconds = 0;     ///< own + edges into the op(s), before overlap
+    double commSeconds = 0;                   ///< own + edges into the op(s), before overlap
     std::map<std::string, double> commByKind; ///< by collective name
     double memoryBytes = 0;
 };
 
 struct WhyNot {
-    int strategyIndex = 0;     ///< index into CostModel::strategies(op)
-    std::string strategy;      ///< text form
+    int strategyIndex = 0; ///< index into CostModel::strategies(op)
+    std::string strategy;  ///< text form
     bool chosen = false;
     /// Differences against the chosen strategy, the neighbours' strategies held fixed (for the
     /// edges into the op AND the edges from it to its consumers): candidate minus chosen.
@@ -72,16 +72,21 @@ struct WhyNot {
 /// every collective call on them. WhyNot::delta is the difference of two of these; tpstudio's
 /// candidate table shows them.
 struct CandidateCost {
-    int strategyIndex = 0;                  ///< index into CostModel::strategies(op)
-    std::string strategy;                   ///< text form
+    int strategyIndex = 0; ///< index into CostModel::strategies(op)
+    std::string strategy;  ///< text form
     Components local;
-    std::vector<CollectiveCall> collectives;///< the op's own, then into it, then out of it
-    double objective = 0;                   ///< local.stepSeconds + lambda * local.memoryBytes
+    std::vector<CollectiveCall> collectives; ///< the op's own, then into it, then out of it
+    double objective = 0;                    ///< local.stepSeconds + lambda * local.memoryBytes
 };
 
 struct OpExplanation {
     std::string op, kind, einsum, strategy, block;
-    struct Loop { char label; std::int64_t size; std::string role; std::string axes; };
+    struct Loop {
+        char label;
+        std::int64_t size;
+        std::string role;
+        std::string axes;
+    };
     std::vector<Loop> loops;
     std::vector<OperandLayout> operands;
     std::vector<CollectiveStep> incoming; ///< edges into the op (charged to it)
@@ -89,7 +94,7 @@ struct OpExplanation {
     std::vector<CollectiveStep> outgoing; ///< edges to its consumers (charged to them)
     /// Equal to the Breakdown's OpBreakdown of this op.
     double computeSeconds = 0, commSeconds = 0, memoryBytes = 0;
-    double lambda = 0;           ///< the plan's memory price (seconds per byte)
+    double lambda = 0;          ///< the plan's memory price (seconds per byte)
     std::vector<WhyNot> whyNot; ///< every candidate: the chosen one, then by objective delta
     std::string summary;        ///< a few sentences
 };
@@ -111,9 +116,9 @@ std::vector<Components> opComponents(const CostModel& model, const FoldedGraph* 
 std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded);
 
 struct BlockDiff {
-    std::string block;   ///< class label
+    std::string block; ///< class label
     int instances = 0;
-    int opsChanged = 0;  ///< ops of the class (all instances) whose strategy differs
+    int opsChanged = 0; ///< ops of the class (all instances) whose strategy differs
     Components base, other;
 };
 
@@ -123,9 +128,9 @@ struct OpChange {
 
 struct PlanDiff {
     std::string baseMethod, otherMethod;
-    Components base, other;       ///< sums over all ops (== the Breakdowns' compute/comm)
-    std::vector<BlockDiff> blocks;///< in class order
-    std::vector<OpChange> changes;///< representative ops (first instance of a class) that differ
+    Components base, other;        ///< sums over all ops (== the Breakdowns' compute/comm)
+    std::vector<BlockDiff> blocks; ///< in class order
+    std::vector<OpChange> changes; ///< representative ops (first instance of a class) that differ
 };
 
 PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const SearchResult& base, const SearchResult& other);

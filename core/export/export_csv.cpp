@@ -52,13 +52,13 @@ std::string exportCsv(const PlanWorkspace& ws, const SearchResult& result)
         for (size_t k = 0; k < op.outputs.size(); ++k)
             outputs += (k ? " " : "") + specToString(model.outputSpec(id, s, static_cast<int>(k)), mesh);
         const int cls = folded.classOfOp[i];
-        out << field(op.name) << ',' << field(folded.classes[static_cast<size_t>(cls)].label) << ','
-            << folded.instanceOfOp[i] << ',' << opKindName(op.kind) << ',' << field(model.signature(id).equation) << ','
+        out << field(op.name) << ',' << field(folded.classes[static_cast<size_t>(cls)].label) << ',' << folded.instanceOfOp[i]
+            << ',' << opKindName(op.kind) << ',' << field(model.signature(id).equation) << ','
             << field(strategyToString(model.strategies(id)[static_cast<size_t>(s)], model.signature(id), mesh)) << ','
             << shardClassName(classifyOp(model, id, s).kind) << ',' << field(outputs) << ',' << recomputeName(rc) << ','
             << (result.lockedOp.empty() || !result.lockedOp[i] ? "false" : "true") << ',' << num(ob.computeSeconds) << ','
-            << num(ob.commSeconds) << ',' << num(ob.paramBytes) << ',' << num(ob.gradBytes) << ','
-            << num(ob.optimizerBytes) << ',' << num(ob.activationBytes) << ',' << num(ob.memoryBytes) << '\n';
+            << num(ob.commSeconds) << ',' << num(ob.paramBytes) << ',' << num(ob.gradBytes) << ',' << num(ob.optimizerBytes)
+            << ',' << num(ob.activationBytes) << ',' << num(ob.memoryBytes) << '\n';
         Totals& t = perClass[static_cast<size_t>(cls)];
         t.compute += ob.computeSeconds;
         t.comm += ob.commSeconds;
@@ -73,8 +73,8 @@ std::string exportCsv(const PlanWorkspace& ws, const SearchResult& result)
     for (const auto& bc : folded.classes) {
         const Totals& t = perClass[static_cast<size_t>(bc.id)];
         out << bc.id << ',' << field(bc.label) << ',' << bc.instances.size() << ',' << bc.opsPerInstance() << ','
-            << num(t.compute) << ',' << num(t.comm) << ',' << num(t.param) << ',' << num(t.grad) << ',' << num(t.optimizer)
-            << ',' << num(t.activation) << ',' << num(t.memory) << '\n';
+            << num(t.compute) << ',' << num(t.comm) << ',' << num(t.param) << ',' << num(t.grad) << ',' << num(t.optimizer) << ','
+            << num(t.activation) << ',' << num(t.memory) << '\n';
     }
     return out.str();
 }

@@ -15,10 +15,14 @@ namespace {
 std::string abbreviation(CollectiveKind kind)
 {
     switch (kind) {
-    case CollectiveKind::AllReduce: return "AR";
-    case CollectiveKind::AllGather: return "AG";
-    case CollectiveKind::ReduceScatter: return "RS";
-    case CollectiveKind::AllToAll: return "A2A";
+    case CollectiveKind::AllReduce:
+        return "AR";
+    case CollectiveKind::AllGather:
+        return "AG";
+    case CollectiveKind::ReduceScatter:
+        return "RS";
+    case CollectiveKind::AllToAll:
+        return "A2A";
     }
     return "?";
 }
@@ -104,7 +108,8 @@ LayoutInput foldedPlanGraph(const PlanWorkspace& ws, const SearchResult& result)
             LayoutNode n;
             n.id = "op" + std::to_string(op);
             n.cluster = cid;
-            const std::string strategy = strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), mesh);
+            const std::string strategy =
+                strategyToString(model.strategies(op)[static_cast<size_t>(s)], model.signature(op), mesh);
             n.label = shortName(modulePattern(g, folded, op), bc.label) + "\n" + (strategy == "-" ? "replicated" : strategy);
             if (auto it = gradients.find(op); it != gradients.end()) {
                 std::string grads;
@@ -139,7 +144,8 @@ LayoutInput foldedPlanGraph(const PlanWorkspace& ws, const SearchResult& result)
                 const OpId from = repOf[static_cast<size_t>(p)];
                 if (!done.insert({from, op}).second) continue;
                 const Op& po = g.op(p);
-                const int slot = static_cast<int>(std::find(po.outputs.begin(), po.outputs.end(), o.inputs[k]) - po.outputs.begin());
+                const int slot =
+                    static_cast<int>(std::find(po.outputs.begin(), po.outputs.end(), o.inputs[k]) - po.outputs.begin());
                 const TensorSpec& produced = model.outputSpec(p, result.strategyOfOp[static_cast<size_t>(p)], slot);
                 const EdgeCost cost = model.edgeCost(&produced, op, static_cast<int>(k), s);
                 LayoutEdge e;

@@ -40,10 +40,9 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
             const ShardClass a = planned.axisClass[static_cast<size_t>(axes.tensorAxis)];
             const ShardClass b = rule.axisClass[static_cast<size_t>(axes.tensorAxis)];
             if (a != b)
-                differences.push_back(modulePattern(model.graph(), ws.folded, op) + ": the plan is " +
-                                      std::string(shardClassName(a)) + " over " +
-                                      mesh.axes[static_cast<size_t>(axes.tensorAxis)].name + ", Megatron-LM " +
-                                      std::string(shardClassName(b)));
+                differences.push_back(
+                    modulePattern(model.graph(), ws.folded, op) + ": the plan is " + std::string(shardClassName(a)) + " over " +
+                    mesh.axes[static_cast<size_t>(axes.tensorAxis)].name + ", Megatron-LM " + std::string(shardClassName(b)));
         }
     }
 
@@ -56,8 +55,8 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         full = full || r == Recompute::Full;
     }
     std::ostringstream out;
-    out << "# Megatron-LM arguments for the TP Studio plan of " << ws.context.modelName << " on mesh " << mesh.shapeText()
-        << " (" << ws.context.hardwareName << ", " << ws.context.mode << ").\n";
+    out << "# Megatron-LM arguments for the TP Studio plan of " << ws.context.modelName << " on mesh " << mesh.shapeText() << " ("
+        << ws.context.hardwareName << ", " << ws.context.mode << ").\n";
     if (differences.empty()) {
         out << "# The plan is Megatron-shaped: these arguments reproduce it.\n";
     } else {
@@ -69,16 +68,17 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
     out << "--pipeline-model-parallel-size 1\n";
     if (sequenceParallel) out << "--sequence-parallel\n";
     const std::int64_t batch = ws.context.batch;
-    const std::int64_t micro = model.settings().microBatch > 0
-                                   ? model.settings().microBatch
-                                   : (dp > 0 && batch % dp == 0 ? batch / dp : batch);
+    const std::int64_t micro =
+        model.settings().microBatch > 0 ? model.settings().microBatch : (dp > 0 && batch % dp == 0 ? batch / dp : batch);
     if (batch > 0) {
         out << "--global-batch-size " << batch << "\n";
         out << "--micro-batch-size " << micro << "\n";
     }
     if (ws.context.seq > 0) out << "--seq-length " << ws.context.seq << "\n";
-    if (full) out << "--recompute-granularity full\n--recompute-method uniform\n--recompute-num-layers 1\n";
-    else if (selective) out << "--recompute-granularity selective\n";
+    if (full)
+        out << "--recompute-granularity full\n--recompute-method uniform\n--recompute-num-layers 1\n";
+    else if (selective)
+        out << "--recompute-granularity selective\n";
     out << "# data parallel size " << dp << " (world size " << mesh.devices() << " = tensor " << tp << " x pipeline 1 x data "
         << dp << "); Megatron-LM derives it from the world size.\n";
     return out.str();

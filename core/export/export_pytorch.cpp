@@ -28,8 +28,10 @@ std::string planVariable(const std::string& label, std::set<std::string>& taken)
 {
     std::string name = "PLAN_";
     for (char c : label) {
-        if (std::isalnum(static_cast<unsigned char>(c))) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        else if (name.back() != '_') name += '_';
+        if (std::isalnum(static_cast<unsigned char>(c)))
+            name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        else if (name.back() != '_')
+            name += '_';
     }
     while (name.size() > 5 && name.back() == '_') name.pop_back();
     if (name == "PLAN") name = "PLAN_BLOCK";
@@ -53,7 +55,8 @@ std::string styleCall(const ModuleStyle& m)
     }
     case ModuleStyle::Style::Sequence:
         return m.sequenceDim == 1 ? "SequenceParallel()" : "SequenceParallel(sequence_dim=" + std::to_string(m.sequenceDim) + ")";
-    case ModuleStyle::Style::None: break;
+    case ModuleStyle::Style::None:
+        break;
     }
     return {};
 }
@@ -77,10 +80,11 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     const auto styles = moduleStyles(ws, result, axes);
     std::ostringstream py;
     py << "# Tensor-parallel plan for " << ws.context.modelName << ", exported by TP Studio (tpplan export --format pytorch).\n";
-    py << "# Mesh " << mesh.shapeText() << " (" << axesText(mesh) << "), " << ws.context.hardwareName << ", "
-       << ws.context.mode << ", global batch " << ws.context.batch << "; plan method: " << result.method << ".\n";
+    py << "# Mesh " << mesh.shapeText() << " (" << axesText(mesh) << "), " << ws.context.hardwareName << ", " << ws.context.mode
+       << ", global batch " << ws.context.batch << "; plan method: " << result.method << ".\n";
     py << "# Step time " << formatSeconds(result.breakdown.stepSeconds) << " (communication "
-       << formatSeconds(result.breakdown.commSeconds) << "), " << formatBytes(result.breakdown.perDeviceBytes) << " per device.\n";
+       << formatSeconds(result.breakdown.commSeconds) << "), " << formatBytes(result.breakdown.perDeviceBytes)
+       << " per device.\n";
     py << "#\n# Module names are the op names of the TP Studio graph ('/' read as '.', '*' for every\n"
           "# instance of a block class); rename them to your model's module names if they differ.\n";
     if (axes.tensorAxis >= 0)
@@ -165,10 +169,17 @@ std::string exportHfTpPlan(const PlanWorkspace& ws, const SearchResult& result)
     nlohmann::ordered_json plan = nlohmann::ordered_json::object();
     for (const auto& m : moduleStyles(ws, result, axes)) {
         switch (m.style) {
-        case ModuleStyle::Style::Colwise: plan[m.pattern] = m.outputLayout == "Replicate()" ? "colwise_rep" : "colwise"; break;
-        case ModuleStyle::Style::Rowwise: plan[m.pattern] = "rowwise"; break;
-        case ModuleStyle::Style::Sequence: plan[m.pattern] = "sequence_parallel"; break;
-        case ModuleStyle::Style::None: break;
+        case ModuleStyle::Style::Colwise:
+            plan[m.pattern] = m.outputLayout == "Replicate()" ? "colwise_rep" : "colwise";
+            break;
+        case ModuleStyle::Style::Rowwise:
+            plan[m.pattern] = "rowwise";
+            break;
+        case ModuleStyle::Style::Sequence:
+            plan[m.pattern] = "sequence_parallel";
+            break;
+        case ModuleStyle::Style::None:
+            break;
         }
     }
     return plan.dump(2) + "\n";

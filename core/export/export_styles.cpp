@@ -158,8 +158,10 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
             const std::string item = std::string(phaseName(c.phase)) + " " + std::string(collectiveName(c.kind)) + " over " +
                                      mesh.axes[static_cast<size_t>(c.axis)].name;
             auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& e) { return e.first == item; });
-            if (it == merged.end()) merged.emplace_back(item, c.bytes);
-            else it->second += c.bytes;
+            if (it == merged.end())
+                merged.emplace_back(item, c.bytes);
+            else
+                it->second += c.bytes;
         }
         for (const auto& [item, bytes] : merged)
             m.planCollectives += (m.planCollectives.empty() ? "" : "; ") + item + " " + formatBytes(bytes);
@@ -170,7 +172,8 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
             continue;
         }
         for (int a : axes.otherAxes)
-            if (sh.axisClass[static_cast<size_t>(a)] != ShardClass::Replicated && sh.axisClass[static_cast<size_t>(a)] != ShardClass::Data)
+            if (sh.axisClass[static_cast<size_t>(a)] != ShardClass::Replicated &&
+                sh.axisClass[static_cast<size_t>(a)] != ShardClass::Data)
                 m.inexpressible = "also splits over axis " + mesh.axes[static_cast<size_t>(a)].name +
                                   " (2-D tensor parallelism; parallelize_module takes a 1-D mesh)";
         const ShardClass role = t >= 0 ? sh.axisClass[static_cast<size_t>(t)] : ShardClass::Replicated;
@@ -187,7 +190,8 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
             int inputDim = -1;
             for (size_t k = 0; k < o.inputs.size() && k < sig.inputs.size() && inputDim < 0; ++k)
                 for (size_t d = 0; d < sig.inputs[k].dims.size() && g.tensor(o.inputs[k]).role != TensorRole::Weight; ++d)
-                    if (std::find(sig.inputs[k].dims[d].begin(), sig.inputs[k].dims[d].end(), loop) != sig.inputs[k].dims[d].end()) {
+                    if (std::find(sig.inputs[k].dims[d].begin(), sig.inputs[k].dims[d].end(), loop) !=
+                        sig.inputs[k].dims[d].end()) {
                         inputDim = static_cast<int>(d);
                         break;
                     }
@@ -205,7 +209,8 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
                 const OpId p = producers[static_cast<size_t>(o.inputs[k])];
                 if (p >= 0) {
                     const Op& po = g.op(p);
-                    const int slot = static_cast<int>(std::find(po.outputs.begin(), po.outputs.end(), o.inputs[k]) - po.outputs.begin());
+                    const int slot =
+                        static_cast<int>(std::find(po.outputs.begin(), po.outputs.end(), o.inputs[k]) - po.outputs.begin());
                     m.inputLayout = layoutOn(model.outputSpec(p, strategyOf(p), slot), t);
                     if (m.inputLayout == "Partial()") m.inputLayout = "Replicate()"; // reduced by the producer's style
                 }
@@ -216,7 +221,8 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
             if (!o.outputs.empty())
                 for (OpId c : consumers[static_cast<size_t>(o.outputs[0])]) {
                     const Op& co = g.op(c);
-                    const int k = static_cast<int>(std::find(co.inputs.begin(), co.inputs.end(), o.outputs[0]) - co.inputs.begin());
+                    const int k =
+                        static_cast<int>(std::find(co.inputs.begin(), co.inputs.end(), o.outputs[0]) - co.inputs.begin());
                     m.outputLayout = layoutOn(model.inputSpec(c, strategyOf(c), k), t);
                     if (m.outputLayout == "Partial()") m.outputLayout = "Replicate()";
                     break;
@@ -227,9 +233,9 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
                                 : "forward: all-gather of the input over " + tName + "; backward: reduce-scatter of its gradient";
                 if (m.outputLayout == "Replicate()") m.implies += "; forward: all-gather of the output over " + tName;
             } else {
-                m.implies = m.outputLayout == "Replicate()"
-                                ? "forward: all-reduce of the output over " + tName
-                                : "forward: reduce-scatter of the output over " + tName + "; backward: all-gather of its gradient";
+                m.implies = m.outputLayout == "Replicate()" ? "forward: all-reduce of the output over " + tName
+                                                            : "forward: reduce-scatter of the output over " + tName +
+                                                                  "; backward: all-gather of its gradient";
                 if (m.inputLayout == "Replicate()") m.implies += " (input sliced locally, no collective)";
             }
         }

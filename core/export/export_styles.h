@@ -40,15 +40,15 @@ namespace tp {
 /// How one representative op maps onto the DTensor parallel styles on the tensor-parallel axis.
 struct ModuleStyle {
     OpId op = -1;
-    std::string pattern;      ///< module path pattern, "layers.*.attn.q"
-    std::string blockLabel;   ///< its block class, "layers.*"
+    std::string pattern;    ///< module path pattern, "layers.*.attn.q"
+    std::string blockLabel; ///< its block class, "layers.*"
     int blockInstances = 1;
-    std::string strategy;     ///< the plan's strategy text
+    std::string strategy; ///< the plan's strategy text
     enum class Style : std::uint8_t { None, Colwise, Rowwise, Sequence } style = Style::None;
-    std::string inputLayout;  ///< on the tensor axis: "Replicate()", "Shard(1)", "Shard(-1)"
+    std::string inputLayout; ///< on the tensor axis: "Replicate()", "Shard(1)", "Shard(-1)"
     std::string outputLayout;
-    int sequenceDim = 1;      ///< for Sequence
-    std::string implies;      ///< the collectives the style implies, in words
+    int sequenceDim = 1;         ///< for Sequence
+    std::string implies;         ///< the collectives the style implies, in words
     std::string planCollectives; ///< the plan's collectives after this op, in words
     std::string inexpressible;   ///< why no style expresses the op's strategy; empty when one does
 };

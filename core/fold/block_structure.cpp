@@ -38,8 +38,7 @@ GraphIndex::GraphIndex(const Graph& graph)
         }
 }
 
-BlockDescription describeBlock(const Graph& graph, const GraphIndex& index, std::span<const OpId> ops,
-                               Scratch& scratch)
+BlockDescription describeBlock(const Graph& graph, const GraphIndex& index, std::span<const OpId> ops, Scratch& scratch)
 {
     BlockDescription d;
     for (size_t i = 0; i < ops.size(); ++i) scratch.localOfOp[ops[i]] = static_cast<int>(i);
@@ -81,14 +80,13 @@ BlockDescription describeBlock(const Graph& graph, const GraphIndex& index, std:
 
 bool sameOp(const Graph& graph, const Op& a, const Op& b)
 {
-    if (a.kind != b.kind || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size() ||
-        a.einsum != b.einsum || a.attrs != b.attrs)
+    if (a.kind != b.kind || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size() || a.einsum != b.einsum ||
+        a.attrs != b.attrs)
         return false;
     auto sameTensor = [&](TensorId x, TensorId y) {
         const Tensor& s = graph.tensors[x];
         const Tensor& t = graph.tensors[y];
-        return s.dtype == t.dtype && s.shape == t.shape &&
-               (s.role == TensorRole::Weight) == (t.role == TensorRole::Weight);
+        return s.dtype == t.dtype && s.shape == t.shape && (s.role == TensorRole::Weight) == (t.role == TensorRole::Weight);
     };
     for (size_t i = 0; i < a.inputs.size(); ++i)
         if (!sameTensor(a.inputs[i], b.inputs[i])) return false;

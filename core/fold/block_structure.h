@@ -12,11 +12,11 @@ namespace tp::fold_detail {
 /// Producers and consumers of every tensor, in flat arrays (consumer edges per tensor in op-id
 /// and slot order). Throws InputError naming the op that references a missing tensor.
 struct GraphIndex {
-    std::vector<OpId> producer;       ///< per tensor; -1 for graph inputs and weights
-    std::vector<int> producerSlot;    ///< per tensor: output slot of its producer
-    std::vector<int> consumerStart;   ///< per tensor, size tensors + 1
-    std::vector<OpId> consumerOp;     ///< one entry per (op, input slot) reading the tensor
-    std::vector<int> consumerSlot;    ///< the input slot of that entry
+    std::vector<OpId> producer;     ///< per tensor; -1 for graph inputs and weights
+    std::vector<int> producerSlot;  ///< per tensor: output slot of its producer
+    std::vector<int> consumerStart; ///< per tensor, size tensors + 1
+    std::vector<OpId> consumerOp;   ///< one entry per (op, input slot) reading the tensor
+    std::vector<int> consumerSlot;  ///< the input slot of that entry
 
     explicit GraphIndex(const Graph& graph);
     int consumerCount(TensorId t) const { return consumerStart[t + 1] - consumerStart[t]; }
@@ -37,12 +37,10 @@ struct BlockDescription {
 struct Scratch {
     std::vector<int> localOfOp;
     std::vector<int> indexOfTensor;
-    explicit Scratch(const Graph& graph)
-        : localOfOp(graph.ops.size(), -1), indexOfTensor(graph.tensors.size(), -1) {}
+    explicit Scratch(const Graph& graph) : localOfOp(graph.ops.size(), -1), indexOfTensor(graph.tensors.size(), -1) {}
 };
 
-BlockDescription describeBlock(const Graph& graph, const GraphIndex& index, std::span<const OpId> ops,
-                               Scratch& scratch);
+BlockDescription describeBlock(const Graph& graph, const GraphIndex& index, std::span<const OpId> ops, Scratch& scratch);
 
 /// Same kind, equation, attrs, operand shapes and dtypes, and weight pattern. Names are ignored.
 bool sameOp(const Graph& graph, const Op& a, const Op& b);

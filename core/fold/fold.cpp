@@ -79,9 +79,12 @@ u64 hashAttrs(const Attrs& attrs)
     u64 h = attrs.size();
     for (const auto& [key, value] : attrs) {
         h = combine(combine(h, hashText(key)), value.index());
-        if (auto i = std::get_if<std::int64_t>(&value)) h = combine(h, static_cast<u64>(*i));
-        else if (auto d = std::get_if<double>(&value)) h = combine(h, std::bit_cast<u64>(*d));
-        else if (auto s = std::get_if<std::string>(&value)) h = combine(h, hashText(*s));
+        if (auto i = std::get_if<std::int64_t>(&value))
+            h = combine(h, static_cast<u64>(*i));
+        else if (auto d = std::get_if<double>(&value))
+            h = combine(h, std::bit_cast<u64>(*d));
+        else if (auto s = std::get_if<std::string>(&value))
+            h = combine(h, hashText(*s));
         else if (auto v = std::get_if<std::vector<std::int64_t>>(&value)) {
             h = combine(h, v->size());
             for (auto x : *v) h = combine(h, static_cast<u64>(x));
@@ -216,11 +219,9 @@ public:
     {
         n_ = static_cast<int>(graph_.ops.size());
         if (options_.refinementRounds < 0 || options_.refinementRounds > 64)
-            throw InputError("fold option 'refinementRounds' is " + std::to_string(options_.refinementRounds) +
-                             "; use 0 to 64");
+            throw InputError("fold option 'refinementRounds' is " + std::to_string(options_.refinementRounds) + "; use 0 to 64");
         for (OpId id : options_.distinctOps)
-            if (id < 0 || id >= n_)
-                throw InputError("fold option 'distinctOps': op " + std::to_string(id) + " does not exist");
+            if (id < 0 || id >= n_) throw InputError("fold option 'distinctOps': op " + std::to_string(id) + " does not exist");
         order();
         labels();
         widths();
@@ -276,8 +277,8 @@ private:
             u64 exact = base, coarse = base;
             auto addTensor = [&](TensorId t) {
                 const Tensor& tensor = graph_.tensors[t];
-                const u64 tag = (static_cast<u64>(tensor.dtype) * 2 + (tensor.role == TensorRole::Weight ? 1 : 0)) * 64 +
-                                tensor.shape.size();
+                const u64 tag =
+                    (static_cast<u64>(tensor.dtype) * 2 + (tensor.role == TensorRole::Weight ? 1 : 0)) * 64 + tensor.shape.size();
                 coarse = combine(coarse, tag);
                 exact = combine(exact, tag);
                 for (auto d : tensor.shape) exact = combine(exact, static_cast<u64>(d));
@@ -458,8 +459,7 @@ private:
             for (size_t s = 0; s < a.inputs.size(); ++s) {
                 const OpId pa = index_.producer[a.inputs[s]], pb = index_.producer[b.inputs[s]];
                 const int offsetA = pa >= 0 && pos_[pa] >= start && pos_[pa] < start + period ? pos_[pa] - start : -1;
-                const int offsetB =
-                    pb >= 0 && pos_[pb] >= reference && pos_[pb] < reference + period ? pos_[pb] - reference : -1;
+                const int offsetB = pb >= 0 && pos_[pb] >= reference && pos_[pb] < reference + period ? pos_[pb] - reference : -1;
                 if (offsetA != offsetB) return false;
                 if (offsetA >= 0 && index_.producerSlot[a.inputs[s]] != index_.producerSlot[b.inputs[s]]) return false;
             }
@@ -516,8 +516,10 @@ private:
         for (int g = a + 1; g <= b; ++g) {
             if (g < b && width_[g] != narrowest) continue;
             const bool single = g - pieceStart == 1;
-            if (!groups.empty() && single) groups.back().second = g;
-            else groups.emplace_back(pieceStart, g);
+            if (!groups.empty() && single)
+                groups.back().second = g;
+            else
+                groups.emplace_back(pieceStart, g);
             pieceStart = g;
         }
         for (const auto& [x, y] : groups) splitConnected(x, y);
@@ -572,8 +574,7 @@ private:
                 std::vector<std::vector<OpId>> branches;
                 for (TensorId t : join.inputs) {
                     const OpId head = index_.producer[t];
-                    if (head < 0 || head == joinId || draftOfOp[head] != static_cast<int>(d) || inBranch[head] ||
-                        uses[head] != 1)
+                    if (head < 0 || head == joinId || draftOfOp[head] != static_cast<int>(d) || inBranch[head] || uses[head] != 1)
                         continue;
                     std::vector<OpId> branch{head};
                     std::vector<OpId> touched;
@@ -605,8 +606,7 @@ private:
 
     // Marks the branches that have an identical peer (fed by the same ops) and adds them as
     // drafts under `parent`. Returns whether any was taken.
-    bool groupSiblings(const std::vector<std::vector<OpId>>& branches, int parent, Scratch& scratch,
-                       std::vector<char>& inBranch)
+    bool groupSiblings(const std::vector<std::vector<OpId>>& branches, int parent, Scratch& scratch, std::vector<char>& inBranch)
     {
         if (branches.size() < 2) return false;
         std::vector<BlockDescription> descriptions;
@@ -663,9 +663,8 @@ private:
         // Order drafts by their first op's position; remember where each parent went.
         std::vector<int> byPosition(drafts_.size());
         std::iota(byPosition.begin(), byPosition.end(), 0);
-        std::stable_sort(byPosition.begin(), byPosition.end(), [&](int x, int y) {
-            return pos_[drafts_[x].ops.front()] < pos_[drafts_[y].ops.front()];
-        });
+        std::stable_sort(byPosition.begin(), byPosition.end(),
+                         [&](int x, int y) { return pos_[drafts_[x].ops.front()] < pos_[drafts_[y].ops.front()]; });
         std::vector<int> rank(drafts_.size());
         for (size_t r = 0; r < byPosition.size(); ++r) rank[byPosition[r]] = static_cast<int>(r);
         std::vector<Draft> sorted;
@@ -741,8 +740,10 @@ private:
             if (previous && !folded.runs.empty() && folded.runs.back().classId == classId)
                 for (TensorId t : previous->outputs)
                     chained |= std::find(current.inputs.begin(), current.inputs.end(), t) != current.inputs.end();
-            if (chained) ++folded.runs.back().count;
-            else folded.runs.push_back({classId, instance, 1});
+            if (chained)
+                ++folded.runs.back().count;
+            else
+                folded.runs.push_back({classId, instance, 1});
             previous = &current;
         }
     }
@@ -773,8 +774,8 @@ private:
         std::vector<std::string> label;
         for (size_t i = 0; i < block.instances.size(); ++i) {
             const auto& ops = block.instances[i].ops;
-            std::string_view common = ops.size() == 1 ? std::string_view(graph_.ops[ops.front()].name)
-                                                      : scopeOf(graph_.ops[ops.front()].name);
+            std::string_view common =
+                ops.size() == 1 ? std::string_view(graph_.ops[ops.front()].name) : scopeOf(graph_.ops[ops.front()].name);
             for (size_t k = 1; k < ops.size() && !common.empty(); ++k)
                 common = commonScope(common, scopeOf(graph_.ops[ops[k]].name));
             const auto parts = splitScope(common);
@@ -803,8 +804,8 @@ FoldedGraph foldGraph(const Graph& graph, const FoldOptions& options)
 {
     for (size_t i = 0; i < graph.ops.size(); ++i)
         if (graph.ops[i].id != static_cast<OpId>(i))
-            throw InputError("op '" + graph.ops[i].name + "': id " + std::to_string(graph.ops[i].id) +
-                             " is not its index " + std::to_string(i));
+            throw InputError("op '" + graph.ops[i].name + "': id " + std::to_string(graph.ops[i].id) + " is not its index " +
+                             std::to_string(i));
     Folder folder(graph, options);
     return folder.run();
 }

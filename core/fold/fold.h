@@ -48,15 +48,15 @@ struct Run {
 struct SiblingGroup {
     int classId = -1;
     std::vector<int> instances;
-    int parentClass = -1;    ///< the instance that encloses them (holds their fan-out and join)
+    int parentClass = -1; ///< the instance that encloses them (holds their fan-out and join)
     int parentInstance = -1;
 };
 
 struct FoldedGraph {
-    std::vector<BlockClass> classes;  ///< ids are indices, in order of first appearance
-    std::vector<int> classOfOp;       ///< per OpId
-    std::vector<int> instanceOfOp;    ///< per OpId: index into classes[classOfOp].instances
-    std::vector<Run> runs;            ///< over the top-level instances, in topological order
+    std::vector<BlockClass> classes; ///< ids are indices, in order of first appearance
+    std::vector<int> classOfOp;      ///< per OpId
+    std::vector<int> instanceOfOp;   ///< per OpId: index into classes[classOfOp].instances
+    std::vector<Run> runs;           ///< over the top-level instances, in topological order
     std::vector<SiblingGroup> siblings;
     /// Every instance once, (classId, instanceIndex), ordered by the topological position of its
     /// first op. Top-level instances appear in a topological order; a sibling follows its parent
@@ -64,7 +64,7 @@ struct FoldedGraph {
     std::vector<std::pair<int, int>> sequence;
 
     int totalOps() const;
-    int searchedOps() const; ///< sum over classes of opsPerInstance
+    int searchedOps() const;  ///< sum over classes of opsPerInstance
     double foldRatio() const; ///< total ops / searched ops (1 for an empty graph)
 };
 

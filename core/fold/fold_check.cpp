@@ -26,8 +26,8 @@ void checkFold(const Graph& graph, const FoldedGraph& folded)
     using namespace fold_detail;
     const size_t opCount = graph.ops.size();
     if (folded.classOfOp.size() != opCount || folded.instanceOfOp.size() != opCount)
-        fail("per-op tables have " + std::to_string(folded.classOfOp.size()) + " entries for " +
-             std::to_string(opCount) + " ops");
+        fail("per-op tables have " + std::to_string(folded.classOfOp.size()) + " entries for " + std::to_string(opCount) +
+             " ops");
     const GraphIndex index(graph);
     Scratch scratch(graph);
     std::vector<int> seen(opCount, 0);
@@ -49,19 +49,22 @@ void checkFold(const Graph& graph, const FoldedGraph& folded)
                      std::to_string(rep.ops.size()));
             for (size_t k = 0; k < inst.ops.size(); ++k) {
                 const OpId id = inst.ops[k];
-                if (id < 0 || static_cast<size_t>(id) >= opCount) fail(where(graph, classId, instance) + " names op " + std::to_string(id));
+                if (id < 0 || static_cast<size_t>(id) >= opCount)
+                    fail(where(graph, classId, instance) + " names op " + std::to_string(id));
                 if (seen[id]++) fail(where(graph, classId, instance, id) + ": the op is in more than one instance");
                 if (folded.classOfOp[id] != classId || folded.instanceOfOp[id] != instance)
                     fail(where(graph, classId, instance, id) + ": classOfOp/instanceOfOp disagree");
                 if (!sameOp(graph, graph.ops[id], graph.ops[rep.ops[k]]))
-                    fail(where(graph, classId, instance, id) + ": differs from representative op '" +
-                         graph.ops[rep.ops[k]].name + "' in kind, equation, attrs or shapes");
+                    fail(where(graph, classId, instance, id) + ": differs from representative op '" + graph.ops[rep.ops[k]].name +
+                         "' in kind, equation, attrs or shapes");
             }
             const BlockDescription shape = describeBlock(graph, index, inst.ops, scratch);
             if (shape.codes != repShape.codes)
                 fail(where(graph, classId, instance) + ": its edges do not map onto the representative's");
-            if (shape.inputs != inst.inputs) fail(where(graph, classId, instance) + ": inputs are not its boundary inputs in canonical order");
-            if (shape.outputs != inst.outputs) fail(where(graph, classId, instance) + ": outputs are not its boundary outputs in canonical order");
+            if (shape.inputs != inst.inputs)
+                fail(where(graph, classId, instance) + ": inputs are not its boundary inputs in canonical order");
+            if (shape.outputs != inst.outputs)
+                fail(where(graph, classId, instance) + ": outputs are not its boundary outputs in canonical order");
             // Topological order inside the instance: producers before consumers.
             for (size_t k = 0; k < inst.ops.size(); ++k) scratch.localOfOp[inst.ops[k]] = static_cast<int>(k);
             for (size_t k = 0; k < inst.ops.size(); ++k)

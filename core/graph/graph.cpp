@@ -8,10 +8,20 @@
 namespace tp {
 
 namespace {
-struct DTypeRow { DType dtype; std::string_view name; int bytes; };
+struct DTypeRow {
+    DType dtype;
+    std::string_view name;
+    int bytes;
+};
 constexpr std::array<DTypeRow, 8> kDTypes{{
-    {DType::F32, "f32", 4}, {DType::F16, "f16", 2}, {DType::BF16, "bf16", 2}, {DType::F8, "f8", 1},
-    {DType::I64, "i64", 8}, {DType::I32, "i32", 4}, {DType::I8, "i8", 1}, {DType::Bool, "bool", 1},
+    {DType::F32, "f32", 4},
+    {DType::F16, "f16", 2},
+    {DType::BF16, "bf16", 2},
+    {DType::F8, "f8", 1},
+    {DType::I64, "i64", 8},
+    {DType::I32, "i32", 4},
+    {DType::I8, "i8", 1},
+    {DType::Bool, "bool", 1},
 }};
 constexpr std::array<std::string_view, 4> kRoles{"input", "weight", "activation", "output"};
 } // namespace

@@ -39,14 +39,39 @@ using Attrs = std::map<std::string, AttrValue>;
 
 /// Kinds of operators. Adding one means adding a row to the table in opkinds.cpp.
 enum class OpKind : std::uint8_t {
-    Linear, BatchMatMul, Conv2d, Embedding, LayerNorm, RMSNorm, BatchNorm, Softmax,
-    GeLU, SiLU, ReLU, Tanh, Sigmoid, Add, Mul, Dropout, Reshape, Transpose, Concat, Split,
-    Reduce, MaxPool, AvgPool, CrossEntropy, Dispatch, Combine, Pointwise, Opaque,
+    Linear,
+    BatchMatMul,
+    Conv2d,
+    Embedding,
+    LayerNorm,
+    RMSNorm,
+    BatchNorm,
+    Softmax,
+    GeLU,
+    SiLU,
+    ReLU,
+    Tanh,
+    Sigmoid,
+    Add,
+    Mul,
+    Dropout,
+    Reshape,
+    Transpose,
+    Concat,
+    Split,
+    Reduce,
+    MaxPool,
+    AvgPool,
+    CrossEntropy,
+    Dispatch,
+    Combine,
+    Pointwise,
+    Opaque,
 };
 
 struct Op {
     OpId id = -1;
-    std::string name;   ///< scope path, e.g. "layers.3/attn/q"
+    std::string name; ///< scope path, e.g. "layers.3/attn/q"
     OpKind kind = OpKind::Opaque;
     std::vector<TensorId> inputs;
     std::vector<TensorId> outputs;

@@ -74,8 +74,7 @@ std::string elementwiseEquation(const Op& op, const Graph& g)
             throw InputError(opContext(op) + ": input " + std::to_string(i) + " has a higher rank than the output");
         const size_t offset = outShape.size() - shape.size();
         if (i) eq += ',';
-        for (size_t d = 0; d < shape.size(); ++d)
-            eq += (shape[d] == 1 && outShape[offset + d] != 1) ? '1' : letters[offset + d];
+        for (size_t d = 0; d < shape.size(); ++d) eq += (shape[d] == 1 && outShape[offset + d] != 1) ? '1' : letters[offset + d];
     }
     eq += "->" + letters;
     return eq;
@@ -93,10 +92,17 @@ std::string reshapeEquation(const Op& op, const Graph& g)
         return kLetters[next++];
     };
     while (i < in.size() || o < out.size()) {
-        if (i < in.size() && in[i] == 1) { lhs += '1'; ++i; continue; }
-        if (o < out.size() && out[o] == 1) { rhs += '1'; ++o; continue; }
-        if (i >= in.size() || o >= out.size())
-            throw InputError(opContext(op) + ": reshape changes the number of elements");
+        if (i < in.size() && in[i] == 1) {
+            lhs += '1';
+            ++i;
+            continue;
+        }
+        if (o < out.size() && out[o] == 1) {
+            rhs += '1';
+            ++o;
+            continue;
+        }
+        if (i >= in.size() || o >= out.size()) throw InputError(opContext(op) + ": reshape changes the number of elements");
         std::int64_t pin = in[i], pout = out[o];
         size_t i2 = i + 1, o2 = o + 1;
         // Operands may not be validated yet (the ONNX importer asks before validateGraph), so a
@@ -144,7 +150,10 @@ std::string opaqueEquation(const Op& op, const Graph& g)
         for (size_t k = 0; k < ids.size(); ++k) {
             if (k) s += ',';
             for (auto d : shapeOf(g, ids[k])) {
-                if (d == 1) { s += '1'; continue; }
+                if (d == 1) {
+                    s += '1';
+                    continue;
+                }
                 if (next >= kLetters.size()) throw InputError(opContext(op) + ": too many dims for an equation");
                 s += kLetters[next++];
             }
@@ -166,8 +175,7 @@ std::int64_t axisAttr(const Op& op, size_t rank)
     return axis;
 }
 
-std::string joinEquation(const Op& op, const Graph& g, const std::vector<TensorId>& parts, TensorId whole,
-                         bool partsAreInputs)
+std::string joinEquation(const Op& op, const Graph& g, const std::vector<TensorId>& parts, TensorId whole, bool partsAreInputs)
 {
     const size_t rank = shapeOf(g, whole).size();
     const auto axis = static_cast<size_t>(axisAttr(op, rank));
@@ -227,7 +235,8 @@ std::string defaultEquation(const Op& op, const Graph& g)
         const std::string batch = batchLetters(rank(0), "vh");
         return batch + ",vh->" + batch + "h";
     }
-    case OpKind::LayerNorm: case OpKind::RMSNorm: {
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm: {
         const std::string batch = batchLetters(rank(0) - 1, "h");
         std::string eq = batch + "h";
         for (size_t i = 1; i < op.inputs.size(); ++i) eq += ",h";
@@ -269,12 +278,15 @@ std::string defaultEquation(const Op& op, const Graph& g)
             bool reduced = std::any_of(axes->begin(), axes->end(), [&](std::int64_t a) {
                 return (a < 0 ? a + static_cast<std::int64_t>(in.size()) : a) == static_cast<std::int64_t>(d);
             });
-            if (!reduced) out += in[d];
-            else if (keep) out += '1';
+            if (!reduced)
+                out += in[d];
+            else if (keep)
+                out += '1';
         }
         return in + "->" + out;
     }
-    case OpKind::MaxPool: case OpKind::AvgPool:
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
         return "nchw->nchw";
     case OpKind::CrossEntropy: {
         const std::string batch = batchLetters(rank(0) - 1, "v");
@@ -351,7 +363,8 @@ Signature opSignature(const Op& op, const Graph& g)
                 if (!splittable[l]) sig.loops[l].role = DimRole::Spatial;
             break;
         }
-        case RoleRule::None: case RoleRule::SpatialHW:
+        case RoleRule::None:
+        case RoleRule::SpatialHW:
             break;
         }
         if (op.kind == OpKind::Opaque)

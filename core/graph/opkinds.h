@@ -12,29 +12,29 @@ namespace tp {
 
 /// How a kind assigns non-default roles to its loop dims.
 enum class RoleRule : std::uint8_t {
-    None,            ///< defaults: in an output -> Parallel, else Contracted
-    NormalizedLast,  ///< the loop of input 0's last dim is ReducedNonlinear (softmax, norms)
-    GatherContracted,///< contracted loops are Gather (embedding lookup)
-    SpatialHW,       ///< loops of output dims 2 and 3 (NCHW) are Spatial (conv, pool)
-    AxisFixed,       ///< the loop(s) of the attr "axis" dim of the joined operand are Spatial
-    Routed,          ///< only the loops of output 0's first and last dims (batch, feature) may be
-                     ///< split; token, capacity and expert loops are fixed (Spatial) (MoE dispatch)
+    None,             ///< defaults: in an output -> Parallel, else Contracted
+    NormalizedLast,   ///< the loop of input 0's last dim is ReducedNonlinear (softmax, norms)
+    GatherContracted, ///< contracted loops are Gather (embedding lookup)
+    SpatialHW,        ///< loops of output dims 2 and 3 (NCHW) are Spatial (conv, pool)
+    AxisFixed,        ///< the loop(s) of the attr "axis" dim of the joined operand are Spatial
+    Routed,           ///< only the loops of output 0's first and last dims (batch, feature) may be
+                      ///< split; token, capacity and expert loops are fixed (Spatial) (MoE dispatch)
 };
 
 struct OpKindInfo {
     OpKind kind;
     std::string_view name;
     int minInputs;
-    int maxInputs;         ///< -1: any number
+    int maxInputs; ///< -1: any number
     int minOutputs;
-    int maxOutputs;        ///< -1: any number
+    int maxOutputs; ///< -1: any number
     RoleRule roles;
-    double flopsPerPoint;  ///< forward FLOPs per point of the iteration space
-    double backwardFactor; ///< backward FLOPs / forward FLOPs
-    unsigned savedInputs;  ///< bit i: input i is kept for the backward pass (weights never count)
-    bool savesOutput;      ///< output 0 is kept for the backward pass
+    double flopsPerPoint;    ///< forward FLOPs per point of the iteration space
+    double backwardFactor;   ///< backward FLOPs / forward FLOPs
+    unsigned savedInputs;    ///< bit i: input i is kept for the backward pass (weights never count)
+    bool savesOutput;        ///< output 0 is kept for the backward pass
     int maskBytesPerElement; ///< a mask kept for backward, bytes per output element (dropout)
-    bool elementwise;      ///< the default equation aligns operands numpy-style
+    bool elementwise;        ///< the default equation aligns operands numpy-style
 };
 
 const OpKindInfo& opKindInfo(OpKind kind);

@@ -9,8 +9,7 @@ namespace tp {
 
 std::string_view dimRoleName(DimRole role)
 {
-    static constexpr std::array<std::string_view, 5> names{"parallel", "contracted", "reduced-nonlinear",
-                                                           "gather", "spatial"};
+    static constexpr std::array<std::string_view, 5> names{"parallel", "contracted", "reduced-nonlinear", "gather", "spatial"};
     return names[static_cast<size_t>(role)];
 }
 
@@ -64,14 +63,11 @@ std::vector<OperandTerms> parseSide(std::string_view side, std::string_view equa
                 group.push_back(side[i]);
                 ++i;
             }
-            if (i >= side.size())
-                throw InputError("einsum '" + std::string(equation) + "': unclosed '('");
-            if (group.empty())
-                throw InputError("einsum '" + std::string(equation) + "': empty group '()'");
+            if (i >= side.size()) throw InputError("einsum '" + std::string(equation) + "': unclosed '('");
+            if (group.empty()) throw InputError("einsum '" + std::string(equation) + "': empty group '()'");
             operands.back().push_back(std::move(group));
         } else {
-            throw InputError("einsum '" + std::string(equation) + "': unexpected character '" + std::string(1, c) +
-                             "'");
+            throw InputError("einsum '" + std::string(equation) + "': unexpected character '" + std::string(1, c) + "'");
         }
     }
     return operands;
@@ -90,13 +86,12 @@ Signature parseSignature(std::string_view equation, const std::vector<std::vecto
                          const std::vector<std::vector<std::int64_t>>& outputShapes, std::string_view spatialLabels)
 {
     const auto arrow = equation.find("->");
-    if (arrow == std::string_view::npos)
-        throw InputError("einsum '" + std::string(equation) + "': missing '->'");
+    if (arrow == std::string_view::npos) throw InputError("einsum '" + std::string(equation) + "': missing '->'");
     auto ins = parseSide(equation.substr(0, arrow), equation);
     auto outs = parseSide(equation.substr(arrow + 2), equation);
     if (ins.size() != inputShapes.size())
-        throw InputError("einsum '" + std::string(equation) + "' has " + std::to_string(ins.size()) +
-                         " inputs but the op has " + std::to_string(inputShapes.size()));
+        throw InputError("einsum '" + std::string(equation) + "' has " + std::to_string(ins.size()) + " inputs but the op has " +
+                         std::to_string(inputShapes.size()));
     if (outs.size() != outputShapes.size())
         throw InputError("einsum '" + std::string(equation) + "' has " + std::to_string(outs.size()) +
                          " outputs but the op has " + std::to_string(outputShapes.size()));
@@ -123,14 +118,18 @@ Signature parseSignature(std::string_view equation, const std::vector<std::vecto
     for (const auto& operand : outs)
         for (const auto& term : operand)
             for (char c : term) inOutput[static_cast<size_t>(indexOf[static_cast<unsigned char>(c)])] = true;
-    for (size_t i = 0; i < sig.loops.size(); ++i)
-        sig.loops[i].role = inOutput[i] ? DimRole::Parallel : DimRole::Contracted;
+    for (size_t i = 0; i < sig.loops.size(); ++i) sig.loops[i].role = inOutput[i] ? DimRole::Parallel : DimRole::Contracted;
 
     auto isSpatial = [&](char c) { return spatialLabels.find(c) != std::string_view::npos; };
 
     // Bind sizes. Single-label terms bind directly; groups need all but one label known, so
     // iterate until nothing changes. Outputs bind first: spatial loops take output sizes.
-    struct Bound { const OperandTerms* terms; const std::vector<std::int64_t>* shape; bool isInput; size_t index; };
+    struct Bound {
+        const OperandTerms* terms;
+        const std::vector<std::int64_t>* shape;
+        bool isInput;
+        size_t index;
+    };
     std::vector<Bound> all;
     for (size_t i = 0; i < outs.size(); ++i) all.push_back({&outs[i], &outputShapes[i], false, i});
     for (size_t i = 0; i < ins.size(); ++i) all.push_back({&ins[i], &inputShapes[i], true, i});
@@ -142,8 +141,7 @@ Signature parseSignature(std::string_view equation, const std::vector<std::vecto
 
     auto mismatch = [&](const Bound& b, size_t d) {
         return InputError("einsum '" + std::string(equation) + "': " + (b.isInput ? "input " : "output ") +
-                          std::to_string(b.index) + " shape " + shapeText(*b.shape) + " does not match dim " +
-                          std::to_string(d));
+                          std::to_string(b.index) + " shape " + shapeText(*b.shape) + " does not match dim " + std::to_string(d));
     };
     for (int pass = 0; pass < 2; ++pass) {
         bool changed = true;

@@ -56,9 +56,7 @@ struct Signature {
 /// loops that index an output and Contracted otherwise. Loops in `spatialLabels` take their size
 /// from the outputs and are not checked against the inputs (strided windows).
 /// Throws InputError (message without op context) on malformed text or inconsistent shapes.
-Signature parseSignature(std::string_view equation,
-                         const std::vector<std::vector<std::int64_t>>& inputShapes,
-                         const std::vector<std::vector<std::int64_t>>& outputShapes,
-                         std::string_view spatialLabels = {});
+Signature parseSignature(std::string_view equation, const std::vector<std::vector<std::int64_t>>& inputShapes,
+                         const std::vector<std::vector<std::int64_t>>& outputShapes, std::string_view spatialLabels = {});
 
 } // namespace tp

@@ -19,10 +19,9 @@ void validateGraph(const Graph& g)
         std::int64_t product = 1;
         for (size_t d = 0; d < t.shape.size(); ++d) {
             if (t.shape[d] <= 0)
-                throw InputError(where + ": field 'shape' dim " + std::to_string(d) + " is " +
-                                 std::to_string(t.shape[d]) + "; dims must be positive");
-            if (product > kMax / t.shape[d])
-                throw InputError(where + ": field 'shape' has more elements than fit in 64 bits");
+                throw InputError(where + ": field 'shape' dim " + std::to_string(d) + " is " + std::to_string(t.shape[d]) +
+                                 "; dims must be positive");
+            if (product > kMax / t.shape[d]) throw InputError(where + ": field 'shape' has more elements than fit in 64 bits");
             product *= t.shape[d];
         }
     }
@@ -36,9 +35,11 @@ void validateGraph(const Graph& g)
         const auto& info = opKindInfo(op.kind);
         auto arity = [&](const char* field, size_t n, int lo, int hi) {
             if (static_cast<int>(n) < lo || (hi >= 0 && static_cast<int>(n) > hi))
-                throw InputError(where + ": field '" + field + "' has " + std::to_string(n) + (n == 1 ? " entry; " : " entries; ") +
-                                 std::string(info.name) + " takes " + std::to_string(lo) +
-                                 (hi < 0 ? " or more" : hi == lo ? "" : " to " + std::to_string(hi)));
+                throw InputError(where + ": field '" + field + "' has " + std::to_string(n) +
+                                 (n == 1 ? " entry; " : " entries; ") + std::string(info.name) + " takes " + std::to_string(lo) +
+                                 (hi < 0     ? " or more"
+                                  : hi == lo ? ""
+                                             : " to " + std::to_string(hi)));
         };
         arity("inputs", op.inputs.size(), info.minInputs, info.maxInputs);
         arity("outputs", op.outputs.size(), info.minOutputs, info.maxOutputs);
@@ -50,8 +51,8 @@ void validateGraph(const Graph& g)
                 throw InputError(where + ": field 'outputs' names tensor " + std::to_string(t) + ", which does not exist");
             const Tensor& out = g.tensors[static_cast<size_t>(t)];
             if (out.role == TensorRole::Weight || out.role == TensorRole::Input)
-                throw InputError(where + ": field 'outputs' names " + std::string(tensorRoleName(out.role)) +
-                                 " tensor '" + out.name + "'; only activations and outputs are produced by ops");
+                throw InputError(where + ": field 'outputs' names " + std::string(tensorRoleName(out.role)) + " tensor '" +
+                                 out.name + "'; only activations and outputs are produced by ops");
             if (producer[static_cast<size_t>(t)] >= 0)
                 throw InputError(where + ": field 'outputs' names tensor '" + out.name + "', already produced by op '" +
                                  g.ops[static_cast<size_t>(producer[static_cast<size_t>(t)])].name + "'");

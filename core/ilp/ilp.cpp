@@ -42,17 +42,17 @@ int outputSlot(const Graph& graph, OpId producer, TensorId tensor)
 struct PairFactor {
     OpId producer = -1;
     OpId consumer = -1;
-    int rows = 0;              ///< allowed strategies of the producer
-    int cols = 0;              ///< allowed strategies of the consumer
-    std::vector<double> cost;  ///< rows x cols, row-major, seconds
+    int rows = 0;             ///< allowed strategies of the producer
+    int cols = 0;             ///< allowed strategies of the consumer
+    std::vector<double> cost; ///< rows x cols, row-major, seconds
 };
 
 /// The program before it becomes matrices: the candidate strategies still open per op, their
 /// node costs (with separable edge parts folded in), and the non-separable pairs.
 struct Reduced {
-    std::vector<std::vector<int>> allowed;    ///< per op: strategy indices
-    std::vector<std::vector<double>> unary;   ///< per op, per allowed index: seconds
-    std::vector<std::vector<double>> memory;  ///< per op, per allowed index: bytes
+    std::vector<std::vector<int>> allowed;   ///< per op: strategy indices
+    std::vector<std::vector<double>> unary;  ///< per op, per allowed index: seconds
+    std::vector<std::vector<double>> memory; ///< per op, per allowed index: bytes
     std::vector<PairFactor> pairs;
     double constantSeconds = 0;
 };
@@ -78,7 +78,8 @@ Reduced reduce(const CostModel& model, const IlpOptions& options)
     for (size_t op = 0; op < n; ++op) {
         const OpId id = static_cast<OpId>(op);
         const int count = static_cast<int>(model.strategies(id).size());
-        if (lockedStrategy[op] >= 0) r.allowed[op] = {lockedStrategy[op]};
+        if (lockedStrategy[op] >= 0)
+            r.allowed[op] = {lockedStrategy[op]};
         else
             for (int s = 0; s < count; ++s) r.allowed[op].push_back(s);
         for (int s : r.allowed[op]) {
@@ -194,11 +195,16 @@ struct CbcModelDeleter {
 std::string_view ilpStatusName(IlpStatus status)
 {
     switch (status) {
-    case IlpStatus::Optimal: return "optimal";
-    case IlpStatus::TimeLimit: return "time_limit";
-    case IlpStatus::TimeLimitNoPlan: return "time_limit_no_plan";
-    case IlpStatus::Infeasible: return "infeasible";
-    case IlpStatus::Failed: return "failed";
+    case IlpStatus::Optimal:
+        return "optimal";
+    case IlpStatus::TimeLimit:
+        return "time_limit";
+    case IlpStatus::TimeLimitNoPlan:
+        return "time_limit_no_plan";
+    case IlpStatus::Infeasible:
+        return "infeasible";
+    case IlpStatus::Failed:
+        return "failed";
     }
     return "failed";
 }
@@ -209,8 +215,8 @@ namespace {
 /// choice, the pair factors in the chosen formulation, and the memory row.
 struct Program {
     ProgramBuilder pb;
-    std::vector<int> firstColumn;  ///< x[op][k] = firstColumn[op] + k, for ops with a choice; -1 otherwise
-    double constantMemory = 0;     ///< memory of the ops without a choice
+    std::vector<int> firstColumn; ///< x[op][k] = firstColumn[op] + k, for ops with a choice; -1 otherwise
+    double constantMemory = 0;    ///< memory of the ops without a choice
     bool constantInfeasible = false;
 };
 
@@ -273,14 +279,15 @@ Program buildProgram(const Reduced& r, size_t n, double scale, double memoryLimi
         }
     }
     for (const PairFactor& f : r.pairs)
-        addPairFactor(pb, f, p.firstColumn[static_cast<size_t>(f.producer)], p.firstColumn[static_cast<size_t>(f.consumer)], scale,
-                      formulation);
+        addPairFactor(pb, f, p.firstColumn[static_cast<size_t>(f.producer)], p.firstColumn[static_cast<size_t>(f.consumer)],
+                      scale, formulation);
     if (memoryLimit > 0) {
         const int row = pb.addRow(-kUnbounded, (memoryLimit - p.constantMemory) / kBytesPerMemoryUnit);
         for (size_t op = 0; op < n; ++op)
             if (p.firstColumn[op] >= 0)
                 for (size_t k = 0; k < r.allowed[op].size(); ++k)
-                    if (r.memory[op][k] != 0) pb.set(row, p.firstColumn[op] + static_cast<int>(k), r.memory[op][k] / kBytesPerMemoryUnit);
+                    if (r.memory[op][k] != 0)
+                        pb.set(row, p.firstColumn[op] + static_cast<int>(k), r.memory[op][k] / kBytesPerMemoryUnit);
     }
     return p;
 }
@@ -329,7 +336,8 @@ std::unique_ptr<Cbc_Model, CbcModelDeleter> loadCbc(const Program& p, const Redu
     Cbc_setAllowableGap(cbc.get(), 1e-7);
     Cbc_setAllowableFractionGap(cbc.get(), 1e-12);
     if (!options.initialStrategyOfOp.empty()) {
-        if (options.initialStrategyOfOp.size() != p.firstColumn.size()) throw InputError("ILP initial plan: one strategy per op expected");
+        if (options.initialStrategyOfOp.size() != p.firstColumn.size())
+            throw InputError("ILP initial plan: one strategy per op expected");
         std::vector<int> cols;
         std::vector<double> ones;
         for (size_t op = 0; op < p.firstColumn.size(); ++op) {
@@ -405,8 +413,8 @@ IlpResult solveIlp(const CostModel& model, const IlpOptions& options)
     result.solveMs = elapsedMs(solveStart);
 
     const double* best = Cbc_bestSolution(cbc.get());
-    const bool haveSolution = best != nullptr && Cbc_numberSavedSolutions(cbc.get()) >= 0 &&
-                              !Cbc_isProvenInfeasible(cbc.get()) && Cbc_getObjValue(cbc.get()) < 1e50;
+    const bool haveSolution = best != nullptr && Cbc_numberSavedSolutions(cbc.get()) >= 0 && !Cbc_isProvenInfeasible(cbc.get()) &&
+                              Cbc_getObjValue(cbc.get()) < 1e50;
     const double bound = Cbc_getBestPossibleObjValue(cbc.get());
     result.bestBound = r.constantSeconds + bound / scale;
     // The time limit first: CBC 2.10 stopped mid-way (e.g. in preprocessing) may also flag the

@@ -33,40 +33,40 @@ enum class IlpFormulation : std::uint8_t {
 };
 
 enum class IlpStatus : std::uint8_t {
-    Optimal,            ///< proven optimal (within CBC's tolerances; the cost is re-evaluated exactly)
-    TimeLimit,          ///< stopped by the time limit with a feasible plan; see gap
-    TimeLimitNoPlan,    ///< stopped by the time limit before any feasible plan
-    Infeasible,         ///< no assignment meets the memory limit and the locks
-    Failed,             ///< CBC gave up for another reason
+    Optimal,         ///< proven optimal (within CBC's tolerances; the cost is re-evaluated exactly)
+    TimeLimit,       ///< stopped by the time limit with a feasible plan; see gap
+    TimeLimitNoPlan, ///< stopped by the time limit before any feasible plan
+    Infeasible,      ///< no assignment meets the memory limit and the locks
+    Failed,          ///< CBC gave up for another reason
 };
 std::string_view ilpStatusName(IlpStatus status);
 
 struct IlpOptions {
-    double memoryLimitBytes = -1;  ///< per device; 0: the hardware's capacity; negative: no limit
-    double timeLimitSeconds = 60;  ///< wall-clock limit of the CBC solve
+    double memoryLimitBytes = -1; ///< per device; 0: the hardware's capacity; negative: no limit
+    double timeLimitSeconds = 60; ///< wall-clock limit of the CBC solve
     IlpFormulation formulation = IlpFormulation::Marginal;
     std::vector<ResolvedLock> locks;
     /// A feasible starting plan for CBC (strategy per op); empty: none (cold, as Alpa runs it).
     std::vector<int> initialStrategyOfOp;
-    int logLevel = 0;              ///< CBC's log level (0 silent)
+    int logLevel = 0; ///< CBC's log level (0 silent)
 };
 
 struct IlpResult {
     IlpStatus status = IlpStatus::Failed;
-    std::vector<int> strategyOfOp;  ///< index into CostModel::strategies(op); empty without a plan
+    std::vector<int> strategyOfOp; ///< index into CostModel::strategies(op); empty without a plan
     /// The plan's cost under the CostModel (sum of node seconds and edge exposedSeconds),
     /// recomputed from strategyOfOp, not read back from CBC's floating-point objective.
     double objective = 0;
-    double memoryBytes = 0;         ///< sum of the plan's opCost memoryBytes
-    double bestBound = 0;           ///< CBC's lower bound on the optimum, in seconds
-    double gap = 0;                 ///< (objective - bestBound) / objective; 0 when optimal
-    double buildMs = 0;             ///< costing every edge and building the program
-    double solveMs = 0;             ///< the CBC solve
+    double memoryBytes = 0; ///< sum of the plan's opCost memoryBytes
+    double bestBound = 0;   ///< CBC's lower bound on the optimum, in seconds
+    double gap = 0;         ///< (objective - bestBound) / objective; 0 when optimal
+    double buildMs = 0;     ///< costing every edge and building the program
+    double solveMs = 0;     ///< the CBC solve
     int variables = 0;
     int integerVariables = 0;
     int constraints = 0;
     long long nonzeros = 0;
-    int pairFactors = 0;            ///< producer/consumer pairs left after reparametrisation
+    int pairFactors = 0; ///< producer/consumer pairs left after reparametrisation
 };
 
 /// Builds and solves the program for the model's graph. Throws InputError for a lock index out

@@ -23,9 +23,9 @@ struct ModelOptions {
 };
 
 struct LoadedModel {
-    std::string source;  ///< what the user named
+    std::string source; ///< what the user named
     std::string name;
-    ModelConfig config;  ///< the effective config (null for graph files)
+    ModelConfig config; ///< the effective config (null for graph files)
     Graph graph;
 };
 

@@ -28,14 +28,20 @@ json graphToJson(const Graph& g)
     doc["name"] = g.name;
     json tensors = json::array();
     for (const auto& t : g.tensors) {
-        tensors.push_back({{"id", t.id}, {"name", t.name}, {"shape", t.shape},
-                           {"dtype", std::string(dtypeName(t.dtype))}, {"role", std::string(tensorRoleName(t.role))}});
+        tensors.push_back({{"id", t.id},
+                           {"name", t.name},
+                           {"shape", t.shape},
+                           {"dtype", std::string(dtypeName(t.dtype))},
+                           {"role", std::string(tensorRoleName(t.role))}});
     }
     doc["tensors"] = std::move(tensors);
     json ops = json::array();
     for (const auto& o : g.ops) {
-        json op = {{"id", o.id}, {"name", o.name}, {"kind", std::string(opKindName(o.kind))},
-                   {"inputs", o.inputs}, {"outputs", o.outputs}};
+        json op = {{"id", o.id},
+                   {"name", o.name},
+                   {"kind", std::string(opKindName(o.kind))},
+                   {"inputs", o.inputs},
+                   {"outputs", o.outputs}};
         if (!o.einsum.empty()) op["einsum"] = o.einsum;
         if (!o.attrs.empty()) {
             json attrs = json::object();
@@ -86,11 +92,13 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         Tensor tensor;
         // Compared before narrowing to TensorId, so that 2^32 is not taken for 0.
         const std::int64_t tensorId = r.integer(r.field(t, p, "id"), p + "/id");
-        if (tensorId != static_cast<std::int64_t>(i)) r.fail(p + "/id", "is " + std::to_string(tensorId) + ", expected " + std::to_string(i) + " (ids are positions)");
+        if (tensorId != static_cast<std::int64_t>(i))
+            r.fail(p + "/id", "is " + std::to_string(tensorId) + ", expected " + std::to_string(i) + " (ids are positions)");
         tensor.id = static_cast<TensorId>(tensorId);
         tensor.name = r.string(t, p, "name");
         tensor.shape = r.intList(t, p, "shape");
-        if (tensor.shape.size() > kMaxRank) r.fail(p + "/shape", "has rank " + std::to_string(tensor.shape.size()) + "; at most 16 dims");
+        if (tensor.shape.size() > kMaxRank)
+            r.fail(p + "/shape", "has rank " + std::to_string(tensor.shape.size()) + "; at most 16 dims");
         std::int64_t elements = 1;
         for (size_t d = 0; d < tensor.shape.size(); ++d) {
             const std::int64_t dim = tensor.shape[d];
@@ -117,7 +125,8 @@ Graph graphFromJson(const json& doc, const std::string& origin)
         const json& o = ops[i];
         Op op;
         const std::int64_t opId = r.integer(r.field(o, p, "id"), p + "/id");
-        if (opId != static_cast<std::int64_t>(i)) r.fail(p + "/id", "is " + std::to_string(opId) + ", expected " + std::to_string(i) + " (ids are positions)");
+        if (opId != static_cast<std::int64_t>(i))
+            r.fail(p + "/id", "is " + std::to_string(opId) + ", expected " + std::to_string(i) + " (ids are positions)");
         op.id = static_cast<OpId>(opId);
         op.name = r.string(o, p, "name");
         const std::string kind = r.string(o, p, "kind");
@@ -128,9 +137,9 @@ Graph graphFromJson(const json& doc, const std::string& origin)
             const auto ids = r.intList(o, p, key);
             for (size_t j = 0; j < ids.size(); ++j) {
                 if (ids[j] < 0 || ids[j] >= static_cast<std::int64_t>(g.tensors.size()))
-                    r.fail(p + "/" + key + "/" + std::to_string(j), "op '" + op.name + "' names tensor " +
-                                                                   std::to_string(ids[j]) + ", but tensor ids run from 0 to " +
-                                                                   std::to_string(static_cast<std::int64_t>(g.tensors.size()) - 1));
+                    r.fail(p + "/" + key + "/" + std::to_string(j),
+                           "op '" + op.name + "' names tensor " + std::to_string(ids[j]) + ", but tensor ids run from 0 to " +
+                               std::to_string(static_cast<std::int64_t>(g.tensors.size()) - 1));
                 list->push_back(static_cast<TensorId>(ids[j]));
             }
         }

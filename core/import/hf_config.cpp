@@ -158,8 +158,8 @@ ModelConfig encoderDecoderStacks(const HfFields& f, const char* family)
     const bool gated = projection.starts_with(gatedPrefix);
     if (gated) projection = projection.substr(gatedPrefix.size());
     if (projection != "relu" && projection != "gelu" && projection != "gelu_new" && projection != "silu")
-        f.fail("feed_forward_proj", "is '" + f.text("feed_forward_proj", "") +
-                                        "'; supported: relu, gelu, silu, optionally with a 'gated-' prefix");
+        f.fail("feed_forward_proj",
+               "is '" + f.text("feed_forward_proj", "") + "'; supported: relu, gelu, silu, optionally with a 'gated-' prefix");
     c["activation"] = projection == "gelu_new" ? "gelu" : projection;
     c["ffn_gated"] = gated;
     return c;

@@ -31,7 +31,10 @@ void Importer::foldConstants()
     live_.assign(nodes_.size(), true);
     for (size_t i = 0; i < nodes_.size(); ++i) {
         Node& n = nodes_[i];
-        if (n.type == "Identity(parameter)") { live_[i] = false; continue; }
+        if (n.type == "Identity(parameter)") {
+            live_[i] = false;
+            continue;
+        }
         bool constant = true;
         if (n.type == "Shape" || n.type == "Size") {
             constant = true; // depends on the shape only
@@ -152,8 +155,16 @@ std::optional<ConstValue> Importer::foldConstant(const Node& n) const
 {
     const auto* p = n.proto;
     if (const auto* a = findAttr(p, "value")) return readTensor(a->t());
-    if (const auto* a = findAttr(p, "value_int")) { auto v = ConstValue::make({}, false); v.ints[0] = a->i(); return v; }
-    if (const auto* a = findAttr(p, "value_float")) { auto v = ConstValue::make({}, true); v.reals[0] = a->f(); return v; }
+    if (const auto* a = findAttr(p, "value_int")) {
+        auto v = ConstValue::make({}, false);
+        v.ints[0] = a->i();
+        return v;
+    }
+    if (const auto* a = findAttr(p, "value_float")) {
+        auto v = ConstValue::make({}, true);
+        v.reals[0] = a->f();
+        return v;
+    }
     if (const auto* a = findAttr(p, "value_ints")) {
         auto v = ConstValue::make({a->ints_size()}, false);
         for (int i = 0; i < a->ints_size(); ++i) v.ints[static_cast<size_t>(i)] = a->ints(i);
@@ -173,9 +184,16 @@ std::optional<ConstValue> Importer::foldShape(const Node& n) const
     const auto* p = n.proto;
     const auto s = n.inputs.empty() ? std::nullopt : shapeOf(n.inputs[0]);
     if (!s) return std::nullopt;
-    if (n.type == "Size") { auto v = ConstValue::make({}, false); v.ints[0] = elementCount(*s).value_or(0); return v; }
+    if (n.type == "Size") {
+        auto v = ConstValue::make({}, false);
+        v.ints[0] = elementCount(*s).value_or(0);
+        return v;
+    }
     const auto rank = static_cast<std::int64_t>(s->size());
-    auto clampAxis = [&](std::int64_t a) { if (a < 0) a += rank; return std::clamp<std::int64_t>(a, 0, rank); };
+    auto clampAxis = [&](std::int64_t a) {
+        if (a < 0) a += rank;
+        return std::clamp<std::int64_t>(a, 0, rank);
+    };
     const auto start = clampAxis(attrInt(p, "start").value_or(0));
     const auto end = clampAxis(attrInt(p, "end").value_or(rank));
     auto v = ConstValue::make({std::max<std::int64_t>(end - start, 0)}, false);
@@ -207,9 +225,12 @@ std::optional<ConstValue> Importer::foldCast(const Node& n) const
     const bool toFloat = isFloatType(static_cast<int>(to));
     ConstValue c = ConstValue::make(x->dims, toFloat);
     for (size_t i = 0; i < x->size(); ++i) {
-        if (to == onnx::TensorProto_DataType_BOOL) c.setInt(i, x->real(i) != 0.0);
-        else if (toFloat) c.set(i, x->real(i));
-        else c.setInt(i, x->integer(i));
+        if (to == onnx::TensorProto_DataType_BOOL)
+            c.setInt(i, x->real(i) != 0.0);
+        else if (toFloat)
+            c.set(i, x->real(i));
+        else
+            c.setInt(i, x->integer(i));
     }
     return c;
 }
@@ -259,9 +280,12 @@ std::optional<ConstValue> Importer::foldReshape(const Node& n) const
     int unknown = -1;
     for (size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] == 0 && d < x->dims.size() && attrInt(n.proto, "allowzero").value_or(0) == 0) dims[d] = x->dims[d];
-        if (dims[d] == -1) unknown = static_cast<int>(d);
-        else if (dims[d] <= 0) return std::nullopt;
-        else known *= dims[d];
+        if (dims[d] == -1)
+            unknown = static_cast<int>(d);
+        else if (dims[d] <= 0)
+            return std::nullopt;
+        else
+            known *= dims[d];
     }
     if (unknown >= 0) {
         if (known == 0 || static_cast<std::int64_t>(x->size()) % known) return std::nullopt;
@@ -322,8 +346,7 @@ std::optional<ConstValue> Importer::foldGather(const Node& n) const
             std::int64_t j = idx->integer(k);
             if (j < 0) j += axisSize;
             if (j < 0 || j >= axisSize) return std::nullopt;
-            for (std::int64_t b = 0; b < inner; ++b)
-                v.set(o++, data->real(static_cast<size_t>((a * axisSize + j) * inner + b)));
+            for (std::int64_t b = 0; b < inner; ++b) v.set(o++, data->real(static_cast<size_t>((a * axisSize + j) * inner + b)));
         }
     if (!data->isFloat) { // exact integers
         o = 0;
@@ -369,8 +392,10 @@ std::optional<ConstValue> Importer::foldConcat(const Node& n) const
             const std::int64_t chunk = static_cast<std::int64_t>(x->size()) / std::max<std::int64_t>(outer, 1);
             for (std::int64_t k = 0; k < chunk; ++k) {
                 const auto src = static_cast<size_t>(a * chunk + k);
-                if (x->isFloat) v.set(o++, x->reals[src]);
-                else v.setInt(o++, x->ints[src]);
+                if (x->isFloat)
+                    v.set(o++, x->reals[src]);
+                else
+                    v.setInt(o++, x->ints[src]);
             }
         }
     return v;
@@ -390,11 +415,18 @@ std::optional<ConstValue> Importer::foldSlice(const Node& n) const
         if (!constInput(n, 1) || !constInput(n, 2)) return std::nullopt;
         starts = constInput(n, 1)->integers();
         ends = constInput(n, 2)->integers();
-        if (n.inputs.size() > 3 && !n.inputs[3].empty()) { if (!constInput(n, 3)) return std::nullopt; axes = constInput(n, 3)->integers(); }
-        if (n.inputs.size() > 4 && !n.inputs[4].empty()) { if (!constInput(n, 4)) return std::nullopt; steps = constInput(n, 4)->integers(); }
+        if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
+            if (!constInput(n, 3)) return std::nullopt;
+            axes = constInput(n, 3)->integers();
+        }
+        if (n.inputs.size() > 4 && !n.inputs[4].empty()) {
+            if (!constInput(n, 4)) return std::nullopt;
+            steps = constInput(n, 4)->integers();
+        }
     }
     const size_t rank = data->dims.size();
-    if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+    if (axes.empty())
+        for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
     if (steps.empty()) steps.assign(starts.size(), 1);
     if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) return std::nullopt;
     std::vector<std::int64_t> first(rank, 0), step(rank, 1);
@@ -409,8 +441,8 @@ std::optional<ConstValue> Importer::foldSlice(const Node& n) const
         };
         const bool forward = steps[k] > 0;
         const std::int64_t s = clampIndex(starts[k], forward), e = clampIndex(ends[k], forward);
-        const std::int64_t count = forward ? (e > s ? (e - s + steps[k] - 1) / steps[k] : 0)
-                                           : (s > e ? (s - e + (-steps[k]) - 1) / (-steps[k]) : 0);
+        const std::int64_t count =
+            forward ? (e > s ? (e - s + steps[k] - 1) / steps[k] : 0) : (s > e ? (s - e + (-steps[k]) - 1) / (-steps[k]) : 0);
         first[*axis] = s;
         step[*axis] = steps[k];
         dims[*axis] = count;
@@ -420,8 +452,10 @@ std::optional<ConstValue> Importer::foldSlice(const Node& n) const
     for (size_t o = 0; o < v.size(); ++o) {
         std::int64_t src = 0;
         for (size_t d = 0; d < rank; ++d) src = src * data->dims[d] + first[d] + counter[d] * step[d];
-        if (data->isFloat) v.reals[o] = data->reals[static_cast<size_t>(src)];
-        else v.ints[o] = data->ints[static_cast<size_t>(src)];
+        if (data->isFloat)
+            v.reals[o] = data->reals[static_cast<size_t>(src)];
+        else
+            v.ints[o] = data->ints[static_cast<size_t>(src)];
         for (size_t d = rank; d-- > 0;) {
             if (++counter[d] < dims[d]) break;
             counter[d] = 0;
@@ -440,8 +474,10 @@ std::optional<ConstValue> Importer::foldExpand(const Node& n) const
     const auto map = broadcastIndex(x->dims, *dims);
     auto v = ConstValue::make(*dims, x->isFloat);
     for (size_t i = 0; i < map.size(); ++i) {
-        if (x->isFloat) v.reals[i] = x->reals[map[i]];
-        else v.ints[i] = x->ints[map[i]];
+        if (x->isFloat)
+            v.reals[i] = x->reals[map[i]];
+        else
+            v.ints[i] = x->ints[map[i]];
     }
     return v;
 }
@@ -494,23 +530,30 @@ std::optional<ConstValue> Importer::foldElementwise(const Node& n) const
     std::vector<std::vector<size_t>> maps;
     for (auto* a : args) maps.push_back(broadcastIndex(a->dims, *dims));
     const bool comparison = t == "Equal" || t == "Less" || t == "Greater" || t == "And" || t == "Or";
-    const bool isFloat = !comparison && (isWhere ? (args[1]->isFloat || args[2]->isFloat) : (args[0]->isFloat || args[1]->isFloat));
+    const bool isFloat =
+        !comparison && (isWhere ? (args[1]->isFloat || args[2]->isFloat) : (args[0]->isFloat || args[1]->isFloat));
     auto v = ConstValue::make(*dims, isFloat);
     for (size_t i = 0; i < v.size(); ++i) {
         if (isWhere) {
             const auto* pick = args[0]->real(maps[0][i]) != 0.0 ? args[1] : args[2];
             const size_t src = maps[pick == args[1] ? 1 : 2][i];
-            if (pick->isFloat || isFloat) v.set(i, pick->real(src));
-            else v.setInt(i, pick->ints[src]);
+            if (pick->isFloat || isFloat)
+                v.set(i, pick->real(src));
+            else
+                v.setInt(i, pick->ints[src]);
         } else if (!isFloat && !comparison) { // exact integer arithmetic (floor division like ONNX)
             const std::int64_t a = args[0]->ints[maps[0][i]], b = args[1]->ints[maps[1][i]];
-            if (t == "Add") v.ints[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
-            else if (t == "Sub") v.ints[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
-            else if (t == "Mul") v.ints[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+            if (t == "Add")
+                v.ints[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+            else if (t == "Sub")
+                v.ints[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+            else if (t == "Mul")
+                v.ints[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
             else if (t == "Div") {
                 if (b == 0 || (a == std::numeric_limits<std::int64_t>::min() && b == -1)) return std::nullopt;
                 v.ints[i] = a / b;
-            } else v.set(i, bit->second(static_cast<double>(a), static_cast<double>(b)));
+            } else
+                v.set(i, bit->second(static_cast<double>(a), static_cast<double>(b)));
         } else {
             v.set(i, bit->second(args[0]->real(maps[0][i]), args[1]->real(maps[1][i])));
         }
@@ -572,7 +615,8 @@ void Importer::addInitializer(const std::string& name, const ConstValue& v)
     auto* t = model_.mutable_graph()->add_initializer();
     t->set_name(name);
     for (auto d : v.dims) t->add_dims(d);
-    const int type = elemType(name) ? elemType(name) : (v.isFloat ? onnx::TensorProto_DataType_FLOAT : onnx::TensorProto_DataType_INT64);
+    const int type =
+        elemType(name) ? elemType(name) : (v.isFloat ? onnx::TensorProto_DataType_FLOAT : onnx::TensorProto_DataType_INT64);
     if (type == onnx::TensorProto_DataType_DOUBLE) {
         t->set_data_type(type);
         for (size_t k = 0; k < v.size(); ++k) t->add_double_data(v.real(k));

@@ -27,8 +27,8 @@ Graph Importer::run(const std::string& bytes)
     for (const auto& op : model_.opset_import())
         if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
     if (model_.graph().node_size() > static_cast<int>(kMaxNodes))
-        fail("the graph has " + std::to_string(model_.graph().node_size()) + " nodes; at most " +
-             std::to_string(kMaxNodes) + " are supported");
+        fail("the graph has " + std::to_string(model_.graph().node_size()) + " nodes; at most " + std::to_string(kMaxNodes) +
+             " are supported");
     setInputDims();
     checkInputsDefined();
     inferShapes();
@@ -56,8 +56,8 @@ void Importer::fail(const std::string& reason) const { throw InputError(origin_ 
 
 void Importer::failNode(const Node& n, const std::string& reason) const
 {
-    fail("node '" + (n.proto ? n.proto->name() : n.name) + "' (op type " + n.type + ", node " +
-         std::to_string(n.index) + "): " + reason);
+    fail("node '" + (n.proto ? n.proto->name() : n.name) + "' (op type " + n.type + ", node " + std::to_string(n.index) +
+         "): " + reason);
 }
 
 // ---- preparation ----------------------------------------------------------------------------
@@ -91,8 +91,7 @@ void Importer::setInputDims()
             std::string label = dim->has_dim_param() ? dim->dim_param() : "";
             std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return std::tolower(c); });
             const bool batchLike = label.find("batch") != std::string::npos ||
-                                   (d == 0 && label.find("seq") == std::string::npos &&
-                                    label.find("len") == std::string::npos);
+                                   (d == 0 && label.find("seq") == std::string::npos && label.find("len") == std::string::npos);
             dim->set_dim_value(batchLike ? batch : seq);
             dynamicInputs_.insert(input.name());
         }
@@ -137,11 +136,13 @@ void Importer::checkInputsDefined() const
         for (const auto& in : p.input()) {
             if (in.empty()) continue;
             if (!defined.count(in))
-                failNode(n, "input '" + in + "' is produced by no earlier node, initializer or graph input "
-                            "(nodes must be in topological order)");
+                failNode(n, "input '" + in +
+                                "' is produced by no earlier node, initializer or graph input "
+                                "(nodes must be in topological order)");
             if (!typed.count(in))
-                failNode(n, "input '" + in + "' has no type: the operator producing it is unknown to ONNX "
-                            "and the file declares no value_info for it");
+                failNode(n, "input '" + in +
+                                "' has no type: the operator producing it is unknown to ONNX "
+                                "and the file declares no value_info for it");
         }
         const bool known = schemaOf(p) != nullptr;
         for (const auto& out : p.output()) {
@@ -228,8 +229,9 @@ void Importer::analyse()
         if (!p.domain().empty() && p.domain() != "ai.onnx") n.type = p.domain() + "." + n.type;
         for (const auto& in : n.inputs)
             if (!in.empty() && !defined.count(in))
-                failNode(n, "input '" + in + "' is produced by no earlier node, initializer or graph input "
-                            "(nodes must be in topological order)");
+                failNode(n, "input '" + in +
+                                "' is produced by no earlier node, initializer or graph input "
+                                "(nodes must be in topological order)");
         for (const auto& out : n.outputs) {
             if (out.empty()) continue;
             if (!defined.insert(out).second) failNode(n, "output '" + out + "' is defined twice");
@@ -288,8 +290,8 @@ Slot Importer::slotOf(const Node& n, size_t i) const
         if (i == 1 && s && s->size() <= 2) return Slot::Weight;
         return i == 0 ? Slot::Data : Slot::Either;
     }
-    if (t == "Gemm" || t == "Conv" || t == "ConvTranspose" || t == "LayerNormalization" ||
-        t == "InstanceNormalization" || t == "PRelu")
+    if (t == "Gemm" || t == "Conv" || t == "ConvTranspose" || t == "LayerNormalization" || t == "InstanceNormalization" ||
+        t == "PRelu")
         return i == 0 ? Slot::Data : Slot::Weight;
     if (t == "BatchNormalization") return i == 0 ? Slot::Data : i <= 2 ? Slot::Weight : Slot::Buffer;
     if (t == "Gather") {
@@ -317,15 +319,24 @@ void Importer::collectSlots(const std::string& start, SlotEvidence& ev) const
             for (size_t i = 0; i < n.inputs.size(); ++i) {
                 if (n.inputs[i] != name) continue;
                 switch (slotOf(n, i)) {
-                case Slot::Weight: ev.weight = true; break;
-                case Slot::Buffer: ev.buffer = true; break;
-                case Slot::Data: ev.data = true; break;
-                case Slot::Either: ev.either = true; break;
+                case Slot::Weight:
+                    ev.weight = true;
+                    break;
+                case Slot::Buffer:
+                    ev.buffer = true;
+                    break;
+                case Slot::Data:
+                    ev.data = true;
+                    break;
+                case Slot::Either:
+                    ev.either = true;
+                    break;
                 case Slot::Through:
                     for (const auto& out : n.outputs)
                         if (!out.empty() && seen.insert(out).second) pending.push_back(out);
                     break;
-                case Slot::Ignored: break;
+                case Slot::Ignored:
+                    break;
                 }
             }
         }
@@ -341,7 +352,10 @@ void Importer::classifySources()
     const auto& g = model_.graph();
     std::string firstData;
     for (const auto& input : g.input())
-        if (!values_[input.name()].initializer) { firstData = input.name(); break; }
+        if (!values_[input.name()].initializer) {
+            firstData = input.name();
+            break;
+        }
     auto classify = [&](const std::string& name, Value& v) {
         const bool isFloat = isFloatType(v.elemType);
         if (name == firstData) return SourceKind::Data;
@@ -396,15 +410,14 @@ void Importer::findAliasesAndViews()
         const Value* in = find(n.inputs[0]);
         if (!in) continue;
         const bool fromWeight = in->source == SourceKind::Weight || !in->viewOf.empty();
-        if (fromWeight && (t == "Transpose" || t == "Reshape" || t == "Unsqueeze" || t == "Squeeze" ||
-                           t == "Flatten")) {
+        if (fromWeight && (t == "Transpose" || t == "Reshape" || t == "Unsqueeze" || t == "Squeeze" || t == "Flatten")) {
             values_[n.outputs[0]].viewOf = in->viewOf.empty() ? n.inputs[0] : in->viewOf;
             live_[i] = false;
             views_[n.outputs[0]] = i;
             continue;
         }
-        if (t == "Identity" || t == "Cast" || (t == "Dropout" && (n.outputs.size() < 2 || n.outputs[1].empty() ||
-                                                                    consumersOf(n.outputs[1]).empty()))) {
+        if (t == "Identity" || t == "Cast" ||
+            (t == "Dropout" && (n.outputs.size() < 2 || n.outputs[1].empty() || consumersOf(n.outputs[1]).empty()))) {
             values_[n.outputs[0]].alias = resolve(n.inputs[0]);
             live_[i] = false;
         }

@@ -32,7 +32,7 @@ using Shape = std::vector<std::int64_t>;
 
 constexpr std::int64_t kMaxConstElements = std::int64_t{1} << 20; // larger constants keep only their shape
 constexpr size_t kMaxNodes = 2'000'000;
-constexpr size_t kMaxRank = 16;       // the graph format's limit
+constexpr size_t kMaxRank = 16; // the graph format's limit
 constexpr std::int64_t kDefaultBatch = 1;
 constexpr std::int64_t kDefaultSeq = 128;
 constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{2} << 30; // protobuf cannot parse more
@@ -74,19 +74,25 @@ struct ConstValue {
         v.dims = std::move(dims);
         v.isFloat = isFloat;
         const auto n = static_cast<size_t>(elementCount(v.dims).value_or(0));
-        if (isFloat) v.reals.assign(n, 0.0);
-        else v.ints.assign(n, 0);
+        if (isFloat)
+            v.reals.assign(n, 0.0);
+        else
+            v.ints.assign(n, 0);
         return v;
     }
     void set(size_t i, double value)
     {
-        if (isFloat) reals[i] = value;
-        else ints[i] = saturatingInt(value);
+        if (isFloat)
+            reals[i] = value;
+        else
+            ints[i] = saturatingInt(value);
     }
     void setInt(size_t i, std::int64_t value)
     {
-        if (isFloat) reals[i] = static_cast<double>(value);
-        else ints[i] = value;
+        if (isFloat)
+            reals[i] = static_cast<double>(value);
+        else
+            ints[i] = value;
     }
 };
 
@@ -143,19 +149,23 @@ struct Value {
     bool graphInput = false, initializer = false, graphOutput = false;
     SourceKind source = SourceKind::None; ///< for graph inputs, initializers and de-duplicated weights
     const onnx::TensorProto* initializerProto = nullptr;
-    bool constant = false;                ///< computed from constants and shapes only
-    std::optional<ConstValue> value;      ///< its numbers, when small enough to evaluate
-    std::string alias;                    ///< this value is that one (Identity, Dropout, Cast)
-    std::string viewOf;                   ///< this value is a reshaped/transposed view of that weight
+    bool constant = false;           ///< computed from constants and shapes only
+    std::optional<ConstValue> value; ///< its numbers, when small enough to evaluate
+    std::string alias;               ///< this value is that one (Identity, Dropout, Cast)
+    std::string viewOf;              ///< this value is a reshaped/transposed view of that weight
     TensorId tensor = -1;
 };
 
 enum class Slot : std::uint8_t { Data, Weight, Buffer, Either, Through, Ignored };
 
-struct SlotEvidence { bool weight = false, buffer = false, data = false, either = false; };
+struct SlotEvidence {
+    bool weight = false, buffer = false, data = false, either = false;
+};
 
 /// A candidate pattern family: the node types a decomposed op may consist of.
-struct PatternFamily { std::set<std::string> allowed; };
+struct PatternFamily {
+    std::set<std::string> allowed;
+};
 
 class Importer;
 /// How an ONNX node becomes ops: one row of the mapping table (onnx_map.cpp).
@@ -294,9 +304,9 @@ private:
     std::vector<Node> nodes_;
     std::vector<bool> live_;
     std::unordered_map<std::string, std::vector<size_t>> consumers_;
-    std::unordered_map<std::string, size_t> views_;      ///< weight view value -> node index
-    std::vector<Node> collapsed_;                        ///< synthetic nodes of recognised patterns
-    std::unordered_map<size_t, size_t> replacement_;     ///< node index -> collapsed_ index
+    std::unordered_map<std::string, size_t> views_;  ///< weight view value -> node index
+    std::vector<Node> collapsed_;                    ///< synthetic nodes of recognised patterns
+    std::unordered_map<size_t, size_t> replacement_; ///< node index -> collapsed_ index
     std::unordered_set<std::string> opNames_;
     Graph graph_;
 };

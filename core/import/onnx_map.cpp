@@ -29,8 +29,10 @@ DType Importer::dtypeFor(const Node& n, const std::string& value) const
 Shape Importer::staticShape(const Node& n, const std::string& value) const
 {
     const auto s = shapeOf(value);
-    if (!s) failNode(n, "value '" + value + "' has no static shape after shape inference (a dynamic dim the "
-                         "options do not set, or a shape ONNX cannot infer)");
+    if (!s)
+        failNode(n, "value '" + value +
+                        "' has no static shape after shape inference (a dynamic dim the "
+                        "options do not set, or a shape ONNX cannot infer)");
     if (s->size() > kMaxRank) failNode(n, "value '" + value + "' has rank " + std::to_string(s->size()) + "; at most 16 dims");
     return *s;
 }
@@ -51,7 +53,8 @@ TensorId Importer::operand(const Node& n, const std::string& raw)
     }
     const Shape shape = staticShape(n, name);
     TensorRole role = TensorRole::Input;
-    if (v.source == SourceKind::Weight) role = TensorRole::Weight;
+    if (v.source == SourceKind::Weight)
+        role = TensorRole::Weight;
     else if (v.producer >= 0 && !v.constant)
         failNode(n, "input '" + raw + "' is computed by a node that was not imported");
     v.tensor = graph_.addTensor(tensorName(name), shape, dtypeFor(n, name), role);
@@ -142,8 +145,8 @@ std::optional<std::pair<std::string, bool>> Importer::linearWeight(const std::st
         const Node& view = nodes_[views_.at(name)];
         const Value* src = find(view.inputs[0]);
         const auto perm = attrInts(view.proto, "perm");
-        if (view.type == "Transpose" && src && src->source == SourceKind::Weight && src->shape &&
-            src->shape->size() == 2 && (!perm || *perm == std::vector<std::int64_t>{1, 0}))
+        if (view.type == "Transpose" && src && src->source == SourceKind::Weight && src->shape && src->shape->size() == 2 &&
+            (!perm || *perm == std::vector<std::int64_t>{1, 0}))
             return std::pair{view.inputs[0], true};
     }
     return std::nullopt;
@@ -157,13 +160,15 @@ std::optional<std::pair<std::string, size_t>> Importer::biasAfter(const std::str
     for (size_t i = 0; i < nodes_.size(); ++i)
         if (live_[i])
             for (const auto& in : effective(i).inputs)
-                if (!in.empty() && resolve(in) == out) { users.push_back(i); break; }
+                if (!in.empty() && resolve(in) == out) {
+                    users.push_back(i);
+                    break;
+                }
     if (users.size() != 1) return std::nullopt;
     const Node& add = nodes_[users[0]];
     if (replacement_.count(users[0]) || add.type != "Add" || add.inputs.size() != 2) return std::nullopt;
     const std::string other = resolve(add.inputs[0]) == out ? add.inputs[1] : add.inputs[0];
-    if (!isWeight(other) || shapeOf(resolve(other)) != Shape{f} || shapeOf(add.outputs[0]) != shapeOf(out))
-        return std::nullopt;
+    if (!isWeight(other) || shapeOf(resolve(other)) != Shape{f} || shapeOf(add.outputs[0]) != shapeOf(out)) return std::nullopt;
     return std::pair{resolve(other), users[0]};
 }
 
@@ -204,15 +209,58 @@ const std::map<std::string, NodeMapper, std::less<>>& Importer::nodeMappers()
             {"Dropout", as(OpKind::Dropout)}, // a Dropout whose mask is used (others are aliases)
         };
         // Elementwise ops: Add/Sub/Mul/Div of two operands get their own kinds, the rest is Pointwise.
-        for (const char* type :
-             {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Where",
-              "Expand", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Min",
-              "Max", "Clip", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign",
-              "Sin", "Cos", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf", "PRelu", "Mod", "BitShift", "Mish",
-              "ThresholdedRelu", "Sum", "Mean"})
+        for (const char* type : {"Add",
+                                 "Sub",
+                                 "Mul",
+                                 "Div",
+                                 "Pow",
+                                 "Sqrt",
+                                 "Erf",
+                                 "Exp",
+                                 "Log",
+                                 "Neg",
+                                 "Abs",
+                                 "Reciprocal",
+                                 "Where",
+                                 "Expand",
+                                 "Not",
+                                 "And",
+                                 "Or",
+                                 "Xor",
+                                 "Equal",
+                                 "Less",
+                                 "Greater",
+                                 "LessOrEqual",
+                                 "GreaterOrEqual",
+                                 "Min",
+                                 "Max",
+                                 "Clip",
+                                 "LeakyRelu",
+                                 "Elu",
+                                 "Selu",
+                                 "Celu",
+                                 "HardSigmoid",
+                                 "HardSwish",
+                                 "Softplus",
+                                 "Softsign",
+                                 "Sin",
+                                 "Cos",
+                                 "Floor",
+                                 "Ceil",
+                                 "Round",
+                                 "Sign",
+                                 "IsNaN",
+                                 "IsInf",
+                                 "PRelu",
+                                 "Mod",
+                                 "BitShift",
+                                 "Mish",
+                                 "ThresholdedRelu",
+                                 "Sum",
+                                 "Mean"})
             t.emplace(type, &Importer::mapPointwise);
-        for (const char* type : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                                 "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"})
+        for (const char* type : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                                 "ReduceSumSquare", "ReduceLogSumExp"})
             t.emplace(type, &Importer::mapReduce);
         for (const char* type : {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
             t.emplace(type, &Importer::mapPool);
@@ -359,8 +407,10 @@ void Importer::mapBatchNorm(const Node& n)
     const Shape x = inShape(n, n.inputs.at(0));
     std::vector<TensorId> ins{operand(n, n.inputs[0])};
     for (size_t i = 1; i <= 2 && i < n.inputs.size(); ++i)
-        if (isWeight(n.inputs[i])) ins.push_back(operand(n, n.inputs[i]));
-        else break;
+        if (isWeight(n.inputs[i]))
+            ins.push_back(operand(n, n.inputs[i]));
+        else
+            break;
     std::string eq;
     if (x.size() != 4) {
         if (x.size() < 2) return mapOpaqueOrFail(n, "batch norm of a rank-" + std::to_string(x.size()) + " input");
@@ -422,10 +472,13 @@ void Importer::mapEinsum(const Node& n)
     if (!text) failNode(n, "attr 'equation' is missing");
     EinsumTerms e = parseEinsumEquation(*text);
     if (!e.problem.empty()) return mapOpaqueOrFail(n, e.problem);
-    if (e.inputs.size() != n.inputs.size()) failNode(n, "equation '" + *text + "' names " + std::to_string(e.inputs.size()) + " operands, the node has " + std::to_string(n.inputs.size()));
+    if (e.inputs.size() != n.inputs.size())
+        failNode(n, "equation '" + *text + "' names " + std::to_string(e.inputs.size()) + " operands, the node has " +
+                        std::to_string(n.inputs.size()));
     for (size_t i = 0; i < e.inputs.size(); ++i)
         if (e.inputs[i].size() != inShape(n, n.inputs[i]).size())
-            failNode(n, "equation term '" + e.inputs[i] + "' has " + std::to_string(e.inputs[i].size()) + " letters for an operand of rank " + std::to_string(inShape(n, n.inputs[i]).size()));
+            failNode(n, "equation term '" + e.inputs[i] + "' has " + std::to_string(e.inputs[i].size()) +
+                            " letters for an operand of rank " + std::to_string(inShape(n, n.inputs[i]).size()));
     // ONNX's shape inference may leave the output unshaped: each letter has one size.
     std::map<char, std::int64_t> sizeOf;
     for (size_t i = 0; i < e.inputs.size(); ++i) {
@@ -433,7 +486,8 @@ void Importer::mapEinsum(const Node& n)
         for (size_t d = 0; d < s.size(); ++d) {
             auto [it, fresh] = sizeOf.emplace(e.inputs[i][d], s[d]);
             if (!fresh && it->second != s[d] && s[d] != 1 && it->second != 1)
-                failNode(n, "equation letter '" + std::string(1, e.inputs[i][d]) + "' is " + std::to_string(it->second) + " in one operand and " + std::to_string(s[d]) + " in another");
+                failNode(n, "equation letter '" + std::string(1, e.inputs[i][d]) + "' is " + std::to_string(it->second) +
+                                " in one operand and " + std::to_string(s[d]) + " in another");
             if (it->second == 1) it->second = s[d];
         }
     }
@@ -450,7 +504,8 @@ void Importer::mapEinsum(const Node& n)
             std::swap(e.inputs[0], e.inputs[1]);
         }
         const OpKind kind = isWeight(in[1]) ? OpKind::Linear : OpKind::BatchMatMul;
-        addOp(n, kind, {operand(n, in[0]), operand(n, in[1])}, {output(n, n.outputs[0])}, e.inputs[0] + "," + e.inputs[1] + "->" + e.output);
+        addOp(n, kind, {operand(n, in[0]), operand(n, in[1])}, {output(n, n.outputs[0])},
+              e.inputs[0] + "," + e.inputs[1] + "->" + e.output);
         return;
     }
     if (e.inputs.size() == 1) return mapEinsumOfOne(n, e, *text);
@@ -472,8 +527,10 @@ void Importer::mapEinsumOfOne(const Node& n, const EinsumTerms& e, const std::st
     std::string kept;
     std::vector<std::int64_t> axes;
     for (size_t d = 0; d < x.size(); ++d) {
-        if (e.output.find(x[d]) == std::string::npos) axes.push_back(static_cast<std::int64_t>(d));
-        else kept += x[d];
+        if (e.output.find(x[d]) == std::string::npos)
+            axes.push_back(static_cast<std::int64_t>(d));
+        else
+            kept += x[d];
     }
     if (kept != e.output) return mapOpaqueOrFail(n, "an Einsum that sums and transposes at once ('" + text + "')");
     Attrs attrs;
@@ -514,10 +571,7 @@ void Importer::mapSplit(const Node& n)
     addOp(n, OpKind::Split, {operand(n, n.inputs.at(0))}, outs, {}, attrs);
 }
 
-void Importer::mapSliceNode(const Node& n)
-{
-    mapSlice(n, inShape(n, n.inputs.at(0)), outShape(n), n.inputs.at(0), n.outputs[0]);
-}
+void Importer::mapSliceNode(const Node& n) { mapSlice(n, inShape(n, n.inputs.at(0)), outShape(n), n.inputs.at(0), n.outputs[0]); }
 
 // An embedding lookup (a weight table [v, h] read at integer ids), or a selection with
 // constant indices, which is a slice (plus dropping the axis when the index is a scalar).
@@ -572,8 +626,7 @@ void Importer::mapPool(const Node& n)
 {
     if (inShape(n, n.inputs.at(0)).size() != 4) return mapOpaqueOrFail(n, "only 2-D pooling (NCHW input) is modelled");
     for (size_t k = 1; k < n.outputs.size(); ++k)
-        if (!n.outputs[k].empty() && !consumersOf(n.outputs[k]).empty())
-            return mapOpaqueOrFail(n, "its indices output is used");
+        if (!n.outputs[k].empty() && !consumersOf(n.outputs[k]).empty()) return mapOpaqueOrFail(n, "its indices output is used");
     Attrs attrs;
     for (const char* key : {"strides", "pads", "kernel_shape"})
         if (auto v = attrInts(n.proto, key)) attrs[key] = *v;

@@ -79,8 +79,7 @@ void Importer::tryEntry(const std::string& x, std::unordered_map<std::string, st
 
 // The live nodes of the family's types computable from x and constants alone, in rounds (at
 // most kMaxPatternNodes + 1 nodes: more is no pattern of ours).
-std::vector<size_t> Importer::growRegion(const std::string& x,
-                                         const std::unordered_map<std::string, std::vector<size_t>>& users,
+std::vector<size_t> Importer::growRegion(const std::string& x, const std::unordered_map<std::string, std::vector<size_t>>& users,
                                          const PatternFamily& family) const
 {
     std::vector<size_t> region;
@@ -133,7 +132,7 @@ std::optional<std::string> Importer::regionExit(const std::vector<size_t>& regio
 }
 
 std::optional<OpKind> Importer::recognise(const std::map<std::string, int>& count, const std::vector<size_t>& region,
-                                const Shape& xShape) const
+                                          const Shape& xShape) const
 {
     auto is = [&](std::initializer_list<std::pair<const char*, int>> want) {
         int total = 0;
@@ -161,17 +160,17 @@ std::optional<OpKind> Importer::recognise(const std::map<std::string, int>& coun
     if (is({{"ReduceMean", 2}, {"Sub", 1}, {"Pow", 1}, {"Add", 1}, {"Sqrt", 1}, {"Div", 1}}) && reducesLast())
         return OpKind::LayerNorm;
     if ((is({{"Pow", 1}, {"ReduceMean", 1}, {"Add", 1}, {"Sqrt", 1}, {"Div", 1}}) ||
-         is({{"Pow", 1}, {"ReduceMean", 1}, {"Add", 1}, {"Sqrt", 1}, {"Reciprocal", 1}, {"Mul", 1}})) && reducesLast())
+         is({{"Pow", 1}, {"ReduceMean", 1}, {"Add", 1}, {"Sqrt", 1}, {"Reciprocal", 1}, {"Mul", 1}})) &&
+        reducesLast())
         return OpKind::RMSNorm;
-    if (is({{"Div", 1}, {"Erf", 1}, {"Add", 1}, {"Mul", 2}}) || is({{"Erf", 1}, {"Add", 1}, {"Mul", 3}}))
-        return OpKind::GeLU;
+    if (is({{"Div", 1}, {"Erf", 1}, {"Add", 1}, {"Mul", 2}}) || is({{"Erf", 1}, {"Add", 1}, {"Mul", 3}})) return OpKind::GeLU;
     if (count.count("Tanh") && count.count("Pow") && !count.count("Erf") && region.size() >= 6) return OpKind::GeLU;
     if (is({{"Sigmoid", 1}, {"Mul", 1}})) return OpKind::SiLU;
     return std::nullopt;
 }
 
 void Importer::replaceRegion(OpKind kind, const std::string& x, std::string exit, const std::vector<size_t>& region,
-                   std::unordered_map<std::string, std::vector<size_t>>& users)
+                             std::unordered_map<std::string, std::vector<size_t>>& users)
 {
     Node n;
     n.synthetic = true;
@@ -203,7 +202,11 @@ void Importer::replaceRegion(OpKind kind, const std::string& x, std::string exit
         std::stringstream ss(nodes_[c].name);
         for (std::string part; std::getline(ss, part, '/');) parts.push_back(part);
         if (!parts.empty()) parts.pop_back();
-        if (first) { scope = parts; first = false; continue; }
+        if (first) {
+            scope = parts;
+            first = false;
+            continue;
+        }
         size_t k = 0;
         while (k < scope.size() && k < parts.size() && scope[k] == parts[k]) ++k;
         scope.resize(k);

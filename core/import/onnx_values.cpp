@@ -24,10 +24,14 @@ bool isFloatType(int type)
 bool isIntegerType(int type)
 {
     switch (type) {
-    case onnx::TensorProto_DataType_UINT8: case onnx::TensorProto_DataType_INT8:
-    case onnx::TensorProto_DataType_UINT16: case onnx::TensorProto_DataType_INT16:
-    case onnx::TensorProto_DataType_INT32: case onnx::TensorProto_DataType_INT64:
-    case onnx::TensorProto_DataType_UINT32: case onnx::TensorProto_DataType_UINT64:
+    case onnx::TensorProto_DataType_UINT8:
+    case onnx::TensorProto_DataType_INT8:
+    case onnx::TensorProto_DataType_UINT16:
+    case onnx::TensorProto_DataType_INT16:
+    case onnx::TensorProto_DataType_INT32:
+    case onnx::TensorProto_DataType_INT64:
+    case onnx::TensorProto_DataType_UINT32:
+    case onnx::TensorProto_DataType_UINT64:
     case onnx::TensorProto_DataType_BOOL:
         return true;
     default:
@@ -39,15 +43,28 @@ bool isIntegerType(int type)
 std::optional<DType> dtypeOf(int type)
 {
     switch (type) {
-    case onnx::TensorProto_DataType_FLOAT: case onnx::TensorProto_DataType_DOUBLE: return DType::F32;
-    case onnx::TensorProto_DataType_FLOAT16: return DType::F16;
-    case onnx::TensorProto_DataType_BFLOAT16: return DType::BF16;
-    case onnx::TensorProto_DataType_INT64: case onnx::TensorProto_DataType_UINT64: return DType::I64;
-    case onnx::TensorProto_DataType_INT32: case onnx::TensorProto_DataType_UINT32:
-    case onnx::TensorProto_DataType_INT16: case onnx::TensorProto_DataType_UINT16: return DType::I32;
-    case onnx::TensorProto_DataType_INT8: case onnx::TensorProto_DataType_UINT8: return DType::I8;
-    case onnx::TensorProto_DataType_BOOL: return DType::Bool;
-    default: return std::nullopt;
+    case onnx::TensorProto_DataType_FLOAT:
+    case onnx::TensorProto_DataType_DOUBLE:
+        return DType::F32;
+    case onnx::TensorProto_DataType_FLOAT16:
+        return DType::F16;
+    case onnx::TensorProto_DataType_BFLOAT16:
+        return DType::BF16;
+    case onnx::TensorProto_DataType_INT64:
+    case onnx::TensorProto_DataType_UINT64:
+        return DType::I64;
+    case onnx::TensorProto_DataType_INT32:
+    case onnx::TensorProto_DataType_UINT32:
+    case onnx::TensorProto_DataType_INT16:
+    case onnx::TensorProto_DataType_UINT16:
+        return DType::I32;
+    case onnx::TensorProto_DataType_INT8:
+    case onnx::TensorProto_DataType_UINT8:
+        return DType::I8;
+    case onnx::TensorProto_DataType_BOOL:
+        return DType::Bool;
+    default:
+        return std::nullopt;
     }
 }
 
@@ -88,7 +105,8 @@ bool smallEnough(const Shape& dims)
 // ---------------------------------------------------------------------------------------------
 // Constant tensors
 
-template <typename T> T loadRaw(const char* p)
+template <typename T>
+T loadRaw(const char* p)
 {
     T v;
     std::memcpy(&v, p, sizeof(T));
@@ -115,46 +133,63 @@ std::optional<ConstValue> readTensor(const onnx::TensorProto& t)
     const bool hasRaw = t.has_raw_data();
     switch (type) {
     case onnx::TensorProto_DataType_FLOAT:
-        if (hasRaw) return fromRaw(4, [&](size_t i, const char* p) { v.reals[i] = loadRaw<float>(p); }) ? std::optional(v) : std::nullopt;
+        if (hasRaw)
+            return fromRaw(4, [&](size_t i, const char* p) { v.reals[i] = loadRaw<float>(p); }) ? std::optional(v) : std::nullopt;
         if (static_cast<size_t>(t.float_data_size()) != count) return std::nullopt;
         for (size_t i = 0; i < count; ++i) v.reals[i] = t.float_data(static_cast<int>(i));
         return v;
     case onnx::TensorProto_DataType_DOUBLE:
-        if (hasRaw) return fromRaw(8, [&](size_t i, const char* p) { v.reals[i] = loadRaw<double>(p); }) ? std::optional(v) : std::nullopt;
+        if (hasRaw)
+            return fromRaw(8, [&](size_t i, const char* p) { v.reals[i] = loadRaw<double>(p); }) ? std::optional(v)
+                                                                                                 : std::nullopt;
         if (static_cast<size_t>(t.double_data_size()) != count) return std::nullopt;
         for (size_t i = 0; i < count; ++i) v.reals[i] = t.double_data(static_cast<int>(i));
         return v;
     case onnx::TensorProto_DataType_INT64:
-        if (hasRaw) return fromRaw(8, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int64_t>(p); }) ? std::optional(v) : std::nullopt;
+        if (hasRaw)
+            return fromRaw(8, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int64_t>(p); }) ? std::optional(v)
+                                                                                                      : std::nullopt;
         if (static_cast<size_t>(t.int64_data_size()) != count) return std::nullopt;
         for (size_t i = 0; i < count; ++i) v.ints[i] = t.int64_data(static_cast<int>(i));
         return v;
-    case onnx::TensorProto_DataType_UINT64: case onnx::TensorProto_DataType_UINT32:
+    case onnx::TensorProto_DataType_UINT64:
+    case onnx::TensorProto_DataType_UINT32:
         if (hasRaw) {
             const size_t width = type == onnx::TensorProto_DataType_UINT64 ? 8 : 4;
-            return fromRaw(width, [&](size_t i, const char* p) {
-                v.ints[i] = width == 8 ? saturatingInt(static_cast<double>(loadRaw<std::uint64_t>(p)))
-                                       : static_cast<std::int64_t>(loadRaw<std::uint32_t>(p));
-            }) ? std::optional(v) : std::nullopt;
+            return fromRaw(width,
+                           [&](size_t i, const char* p) {
+                               v.ints[i] = width == 8 ? saturatingInt(static_cast<double>(loadRaw<std::uint64_t>(p)))
+                                                      : static_cast<std::int64_t>(loadRaw<std::uint32_t>(p));
+                           })
+                       ? std::optional(v)
+                       : std::nullopt;
         }
         if (static_cast<size_t>(t.uint64_data_size()) != count) return std::nullopt;
         for (size_t i = 0; i < count; ++i) v.ints[i] = saturatingInt(static_cast<double>(t.uint64_data(static_cast<int>(i))));
         return v;
-    case onnx::TensorProto_DataType_INT32: case onnx::TensorProto_DataType_INT16:
-    case onnx::TensorProto_DataType_UINT16: case onnx::TensorProto_DataType_INT8:
-    case onnx::TensorProto_DataType_UINT8: case onnx::TensorProto_DataType_BOOL:
+    case onnx::TensorProto_DataType_INT32:
+    case onnx::TensorProto_DataType_INT16:
+    case onnx::TensorProto_DataType_UINT16:
+    case onnx::TensorProto_DataType_INT8:
+    case onnx::TensorProto_DataType_UINT8:
+    case onnx::TensorProto_DataType_BOOL:
         if (hasRaw) {
             switch (type) {
             case onnx::TensorProto_DataType_INT32:
-                return fromRaw(4, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int32_t>(p); }) ? std::optional(v) : std::nullopt;
+                return fromRaw(4, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int32_t>(p); }) ? std::optional(v)
+                                                                                                          : std::nullopt;
             case onnx::TensorProto_DataType_INT16:
-                return fromRaw(2, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int16_t>(p); }) ? std::optional(v) : std::nullopt;
+                return fromRaw(2, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int16_t>(p); }) ? std::optional(v)
+                                                                                                          : std::nullopt;
             case onnx::TensorProto_DataType_UINT16:
-                return fromRaw(2, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::uint16_t>(p); }) ? std::optional(v) : std::nullopt;
+                return fromRaw(2, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::uint16_t>(p); }) ? std::optional(v)
+                                                                                                           : std::nullopt;
             case onnx::TensorProto_DataType_INT8:
-                return fromRaw(1, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int8_t>(p); }) ? std::optional(v) : std::nullopt;
+                return fromRaw(1, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::int8_t>(p); }) ? std::optional(v)
+                                                                                                         : std::nullopt;
             default:
-                return fromRaw(1, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::uint8_t>(p); }) ? std::optional(v) : std::nullopt;
+                return fromRaw(1, [&](size_t i, const char* p) { v.ints[i] = loadRaw<std::uint8_t>(p); }) ? std::optional(v)
+                                                                                                          : std::nullopt;
             }
         }
         if (static_cast<size_t>(t.int32_data_size()) != count) return std::nullopt;
@@ -240,7 +275,6 @@ std::optional<std::string> attrString(const onnx::NodeProto* n, std::string_view
     return a->s();
 }
 
-
 EinsumTerms parseEinsumEquation(const std::string& text)
 {
     EinsumTerms e;
@@ -273,12 +307,14 @@ EinsumTerms parseEinsumEquation(const std::string& text)
     }
     for (const auto& t : e.inputs) {
         for (char c : t)
-            if (!std::isalpha(static_cast<unsigned char>(c))) e.problem = "Einsum equation '" + text + "' has '" + std::string(1, c) + "' where a letter belongs";
+            if (!std::isalpha(static_cast<unsigned char>(c)))
+                e.problem = "Einsum equation '" + text + "' has '" + std::string(1, c) + "' where a letter belongs";
         for (size_t i = 0; i < t.size() && e.problem.empty(); ++i)
             if (t.find(t[i], i + 1) != std::string::npos) e.problem = "an Einsum that takes a diagonal ('" + t + "')";
     }
     for (char c : e.output)
-        if (!uses.count(c) && e.problem.empty()) e.problem = "Einsum equation '" + text + "': output letter '" + std::string(1, c) + "' is in no operand";
+        if (!uses.count(c) && e.problem.empty())
+            e.problem = "Einsum equation '" + text + "': output letter '" + std::string(1, c) + "' is in no operand";
     return e;
 }
 
@@ -296,12 +332,20 @@ std::optional<std::string> reshapeByAtoms(const Shape& in, const Shape& out)
     auto term = [](const std::string& atoms) { return atoms.size() == 1 ? atoms : "(" + atoms + ")"; };
     while (true) {
         if (restIn == 0 && i < in.size()) {
-            if (in[i] == 1) { lhs += '1'; ++i; continue; }
+            if (in[i] == 1) {
+                lhs += '1';
+                ++i;
+                continue;
+            }
             restIn = in[i];
             atomsIn.clear();
         }
         if (restOut == 0 && o < out.size()) {
-            if (out[o] == 1) { rhs += '1'; ++o; continue; }
+            if (out[o] == 1) {
+                rhs += '1';
+                ++o;
+                continue;
+            }
             restOut = out[o];
             atomsOut.clear();
         }
@@ -314,8 +358,16 @@ std::optional<std::string> reshapeByAtoms(const Shape& in, const Shape& out)
         atomsOut += label;
         restIn /= atom;
         restOut /= atom;
-        if (restIn == 1) { lhs += term(atomsIn); ++i; restIn = 0; }
-        if (restOut == 1) { rhs += term(atomsOut); ++o; restOut = 0; }
+        if (restIn == 1) {
+            lhs += term(atomsIn);
+            ++i;
+            restIn = 0;
+        }
+        if (restOut == 1) {
+            rhs += term(atomsOut);
+            ++o;
+            restOut = 0;
+        }
     }
     return lhs + "->" + rhs;
 }

@@ -11,11 +11,11 @@
 namespace tp {
 
 struct LayoutNode {
-    std::string id;            ///< unique; used as the DOT node name
-    std::string label;         ///< may hold '\n' line breaks
-    double width = 0;          ///< minimum size in points; the label may make the node larger
+    std::string id;    ///< unique; used as the DOT node name
+    std::string label; ///< may hold '\n' line breaks
+    double width = 0;  ///< minimum size in points; the label may make the node larger
     double height = 0;
-    std::string cluster;       ///< id of the LayoutCluster holding the node, empty for none
+    std::string cluster; ///< id of the LayoutCluster holding the node, empty for none
     std::string fillColor = "#ffffff";
     std::string borderColor = "#333333";
     std::string shape = "box"; ///< a Graphviz shape name: box, ellipse, note, plaintext, ...
@@ -27,7 +27,7 @@ struct LayoutEdge {
     std::string label;
     std::string color = "#555555";
     bool bold = false;
-    bool constraint = true;    ///< false: the edge does not influence the ranking
+    bool constraint = true; ///< false: the edge does not influence the ranking
 };
 
 struct LayoutCluster {
@@ -38,8 +38,8 @@ struct LayoutCluster {
 };
 
 struct LayoutInput {
-    std::string title;            ///< drawn above the graph; empty for none
-    std::string rankdir = "TB";   ///< TB or LR
+    std::string title;          ///< drawn above the graph; empty for none
+    std::string rankdir = "TB"; ///< TB or LR
     std::string fontName = "Helvetica";
     double fontSize = 11;
     std::vector<LayoutNode> nodes;
@@ -65,14 +65,14 @@ struct EdgeLayout {
     /// Cubic B-spline control points as Graphviz gives them: p0, then (c1, c2, p) triples.
     std::vector<LayoutPoint> spline;
     bool hasArrow = false;
-    LayoutPoint arrowTip;      ///< where the arrow head points (valid when hasArrow)
+    LayoutPoint arrowTip; ///< where the arrow head points (valid when hasArrow)
     bool hasLabel = false;
     LayoutPoint labelCenter;
 };
 
 struct ClusterLayout {
     std::string id;
-    double x = 0;              ///< top-left corner
+    double x = 0; ///< top-left corner
     double y = 0;
     double width = 0;
     double height = 0;

@@ -82,11 +82,9 @@ Mesh parseMesh(const std::string& text, const Hardware& hw)
             size_t used = 0;
             size = std::stoi(part, &used);
             if (used != part.size()) size = 0;
-        } catch (const std::exception&) {
-        }
+        } catch (const std::exception&) {}
         if (size > 65536) throw InputError("mesh '" + text + "': axis size " + part + " is over 65536 devices");
-        if (size <= 0)
-            throw InputError("mesh '" + text + "': '" + part + "' is not an axis size (use e.g. 8, 2x8 or 4x4x8)");
+        if (size <= 0) throw InputError("mesh '" + text + "': '" + part + "' is not an axis size (use e.g. 8, 2x8 or 4x4x8)");
         sizes.push_back(size);
     }
     if (sizes.empty() || normalized.back() == 'x')

@@ -20,16 +20,16 @@ struct LinkSpec {
 struct Hardware {
     std::string name;
     std::string description;
-    std::map<DType, double> peakFlops;   ///< dense FLOP/s per dtype
-    double matmulEfficiency = 0.8;       ///< achievable fraction of peak for large matmuls
-    double hbmBytes = 0;                 ///< device memory capacity
-    double hbmBandwidth = 0;             ///< bytes/s
-    double minKernelSeconds = 0;         ///< floor for tiny kernels (launch overhead)
+    std::map<DType, double> peakFlops; ///< dense FLOP/s per dtype
+    double matmulEfficiency = 0.8;     ///< achievable fraction of peak for large matmuls
+    double hbmBytes = 0;               ///< device memory capacity
+    double hbmBandwidth = 0;           ///< bytes/s
+    double minKernelSeconds = 0;       ///< floor for tiny kernels (launch overhead)
     int gpusPerNode = 8;
-    LinkSpec intraNode;                  ///< NVLink / NVSwitch
-    LinkSpec interNode;                  ///< per-GPU share of the inter-node network
+    LinkSpec intraNode; ///< NVLink / NVSwitch
+    LinkSpec interNode; ///< per-GPU share of the inter-node network
 
-    double peak(DType dtype) const;      ///< peak for the dtype, falling back to bf16
+    double peak(DType dtype) const; ///< peak for the dtype, falling back to bf16
 };
 
 struct MeshAxis {
@@ -44,7 +44,7 @@ struct Mesh {
 
     int devices() const;
     int rank() const { return static_cast<int>(axes.size()); }
-    std::string shapeText() const; ///< "2x8"
+    std::string shapeText() const;                ///< "2x8"
     int axisIndex(const std::string& name) const; ///< -1 when absent
 };
 

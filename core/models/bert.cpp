@@ -30,8 +30,8 @@ Graph buildBert(const ModelConfig& c)
         auto scope = g.scope("embed");
         words = g.weight("word.weight", {vocab, h});
         TensorId tok = g.op(OpKind::Embedding, "word", {tokens, words}, {batch, seq, h}, "bs,vh->bsh");
-        TensorId pos = g.op(OpKind::Embedding, "position", {positionIds, g.weight("position.weight", {positions, h})},
-                            {seq, h}, "s,vh->sh");
+        TensorId pos =
+            g.op(OpKind::Embedding, "position", {positionIds, g.weight("position.weight", {positions, h})}, {seq, h}, "s,vh->sh");
         TensorId type = g.op(OpKind::Embedding, "token_type", {tokenTypes, g.weight("token_type.weight", {typeVocab, h})},
                              {batch, seq, h}, "bs,vh->bsh");
         x = g.op(OpKind::Add, "add_position", {tok, pos}, {batch, seq, h}, "bsh,sh->bsh");
@@ -60,8 +60,8 @@ Graph buildBert(const ModelConfig& c)
     {
         auto scope = g.scope("mlm");
         TensorId t = g.layerNorm("ln", g.unary(activation, "act", g.linear("transform", x, h, h, true)));
-        TensorId logits = g.op(OpKind::Linear, "decoder", {t, words, g.weight("decoder.bias", {vocab})},
-                               {batch, seq, vocab}, "bsh,vh,v->bsv");
+        TensorId logits =
+            g.op(OpKind::Linear, "decoder", {t, words, g.weight("decoder.bias", {vocab})}, {batch, seq, vocab}, "bsh,vh,v->bsv");
         mlmLoss = crossEntropy(g, logits);
     }
     {

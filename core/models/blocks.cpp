@@ -101,8 +101,8 @@ TensorId mixtureOfExperts(GraphBuilder& g, TensorId x, const MixtureSpec& spec)
         sliceNames.push_back("experts." + std::to_string(i));
     }
     Attrs routing{{"experts", e}, {"capacity", c}, {"top_k", std::int64_t{1}}};
-    auto parts = g.multiOutputOp(OpKind::Dispatch, "dispatch", {x, probs}, sliceShapes, sliceNames,
-                                 "bsh,bse->" + slices, routing);
+    auto parts =
+        g.multiOutputOp(OpKind::Dispatch, "dispatch", {x, probs}, sliceShapes, sliceNames, "bsh,bse->" + slices, routing);
     std::vector<TensorId> expertOutputs;
     for (std::int64_t i = 0; i < e; ++i) {
         FeedForwardSpec expert = spec.expert;
@@ -160,12 +160,12 @@ double configNumber(const ModelConfig& config, const std::string& key, double fa
     return v.get<double>();
 }
 
-void requireDivisible(const ModelConfig& config, const std::string& field, std::int64_t value,
-                      const std::string& divisorField, std::int64_t divisor)
+void requireDivisible(const ModelConfig& config, const std::string& field, std::int64_t value, const std::string& divisorField,
+                      std::int64_t divisor)
 {
     if (value % divisor != 0)
-        throw InputError(configLabel(config) + ": field '" + field + "' (" + std::to_string(value) +
-                         ") is not divisible by '" + divisorField + "' (" + std::to_string(divisor) + ")");
+        throw InputError(configLabel(config) + ": field '" + field + "' (" + std::to_string(value) + ") is not divisible by '" +
+                         divisorField + "' (" + std::to_string(divisor) + ")");
 }
 
 } // namespace tp

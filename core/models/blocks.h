@@ -18,7 +18,7 @@ struct AttentionSpec {
     std::int64_t headDim = 0; ///< 0: hidden / heads
     bool bias = true;
     bool causal = false;
-    bool scaled = true;       ///< scores scaled by 1/sqrt(headDim); T5 folds the scale into its init
+    bool scaled = true; ///< scores scaled by 1/sqrt(headDim); T5 folds the scale into its init
     bool dropout = false;
     std::optional<TensorId> memory;       ///< cross-attention: keys and values from this [b, t, hm]
     std::optional<TensorId> positionBias; ///< [heads, s, t], added to the scores before the softmax
@@ -75,7 +75,7 @@ OpKind configActivation(const ModelConfig& config, const std::string& key, OpKin
 /// A positive number (integer or real) under `key`, or the fallback.
 double configNumber(const ModelConfig& config, const std::string& key, double fallback);
 /// Throws InputError unless `value` of field `field` divides evenly by `divisor` of `divisorField`.
-void requireDivisible(const ModelConfig& config, const std::string& field, std::int64_t value,
-                      const std::string& divisorField, std::int64_t divisor);
+void requireDivisible(const ModelConfig& config, const std::string& field, std::int64_t value, const std::string& divisorField,
+                      std::int64_t divisor);
 
 } // namespace tp

@@ -40,12 +40,12 @@ void GraphBuilder::checkOpLimit() const
 {
     // A config asking for 10^12 layers must be refused, not built until memory runs out.
     if (graph_.ops.size() >= kMaxBuiltOps)
-        throw InputError("model config '" + graph_.name + "': the model would have more than " +
-                         std::to_string(kMaxBuiltOps) + " ops; use fewer layers (or experts)");
+        throw InputError("model config '" + graph_.name + "': the model would have more than " + std::to_string(kMaxBuiltOps) +
+                         " ops; use fewer layers (or experts)");
 }
 
-TensorId GraphBuilder::op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
-                          std::vector<std::int64_t> outShape, std::string einsum, Attrs attrs)
+TensorId GraphBuilder::op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, std::vector<std::int64_t> outShape,
+                          std::string einsum, Attrs attrs)
 {
     checkOpLimit();
     const std::string p = path(name);
@@ -56,8 +56,7 @@ TensorId GraphBuilder::op(OpKind kind, const std::string& name, std::vector<Tens
 
 std::vector<TensorId> GraphBuilder::multiOutputOp(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
                                                   const std::vector<std::vector<std::int64_t>>& outShapes,
-                                                  const std::vector<std::string>& outputNames, std::string einsum,
-                                                  Attrs attrs)
+                                                  const std::vector<std::string>& outputNames, std::string einsum, Attrs attrs)
 {
     checkOpLimit();
     const std::string p = path(name);

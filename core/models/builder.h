@@ -19,6 +19,7 @@ public:
         ~ScopeGuard();
         ScopeGuard(const ScopeGuard&) = delete;
         ScopeGuard& operator=(const ScopeGuard&) = delete;
+
     private:
         GraphBuilder& builder_;
     };
@@ -28,13 +29,12 @@ public:
     TensorId input(const std::string& name, std::vector<std::int64_t> shape, DType dtype);
     TensorId weight(const std::string& name, std::vector<std::int64_t> shape);
     /// Adds an op with one output of the given shape (dtype: the builder's unless given).
-    TensorId op(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
-                std::vector<std::int64_t> outShape, std::string einsum = {}, Attrs attrs = {});
+    TensorId op(OpKind kind, const std::string& name, std::vector<TensorId> inputs, std::vector<std::int64_t> outShape,
+                std::string einsum = {}, Attrs attrs = {});
     /// Adds an op with several outputs; output k is named "<op>.<outputNames[k]>".
     std::vector<TensorId> multiOutputOp(OpKind kind, const std::string& name, std::vector<TensorId> inputs,
                                         const std::vector<std::vector<std::int64_t>>& outShapes,
-                                        const std::vector<std::string>& outputNames, std::string einsum = {},
-                                        Attrs attrs = {});
+                                        const std::vector<std::string>& outputNames, std::string einsum = {}, Attrs attrs = {});
     /// Marks a tensor as a model output.
     void markOutput(TensorId id);
 

@@ -8,8 +8,7 @@ const std::vector<ModelFamily>& modelFamilies()
 {
     static const std::vector<ModelFamily> families = {
         {"gpt", "decoder-only transformer with learned positions, LayerNorm and GeLU (GPT-2, GPT-3, OPT)", &buildGpt},
-        {"llama", "decoder-only transformer with RMSNorm, SwiGLU and grouped-query attention (LLaMA-2/3, Mistral)",
-         &buildLlama},
+        {"llama", "decoder-only transformer with RMSNorm, SwiGLU and grouped-query attention (LLaMA-2/3, Mistral)", &buildLlama},
         {"bert", "post-LayerNorm encoder with pooler and masked-LM / next-sentence heads (BERT)", &buildBert},
         {"t5", "encoder-decoder with relative position bias, RMS LayerNorm and cross-attention (T5)", &buildT5},
         {"moe", "T5-shaped encoder-decoder with routed experts on every other FFN (Switch Transformer)", &buildMoe},
@@ -49,8 +48,7 @@ void applyOverrides(ModelConfig& config, const std::vector<std::string>& overrid
 {
     for (const auto& item : overrides) {
         const auto eq = item.find('=');
-        if (eq == std::string::npos || eq == 0)
-            throw InputError("--set '" + item + "': expected key=value");
+        if (eq == std::string::npos || eq == 0) throw InputError("--set '" + item + "': expected key=value");
         const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
         nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
         if (parsed.is_discarded() || parsed.is_object() || parsed.is_array()) parsed = value;

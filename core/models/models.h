@@ -15,7 +15,7 @@ namespace tp {
 using ModelConfig = nlohmann::json;
 
 struct ModelFamily {
-    std::string_view name;        ///< value of the config's "family" key
+    std::string_view name; ///< value of the config's "family" key
     std::string_view description;
     Graph (*build)(const ModelConfig& config);
 };

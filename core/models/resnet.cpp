@@ -53,15 +53,14 @@ public:
     {
         const auto s = g_.shape(x);
         const std::int64_t pad = kernel / 2, size = (s[2] + 2 * pad - kernel) / stride + 1;
-        return g_.op(OpKind::Conv2d, name, {x, g_.weight(name + ".weight", {out, s[1], kernel, kernel})},
-                     {s[0], out, size, size}, {}, {{"stride", stride}, {"padding", pad}});
+        return g_.op(OpKind::Conv2d, name, {x, g_.weight(name + ".weight", {out, s[1], kernel, kernel})}, {s[0], out, size, size},
+                     {}, {{"stride", stride}, {"padding", pad}});
     }
 
     TensorId batchNorm(const std::string& name, TensorId x)
     {
         const auto s = g_.shape(x);
-        return g_.op(OpKind::BatchNorm, name, {x, g_.weight(name + ".weight", {s[1]}), g_.weight(name + ".bias", {s[1]})},
-                     s);
+        return g_.op(OpKind::BatchNorm, name, {x, g_.weight(name + ".weight", {s[1]}), g_.weight(name + ".bias", {s[1]})}, s);
     }
 
     TensorId bottleneck(TensorId x, std::int64_t width, std::int64_t out, std::int64_t stride)
@@ -70,8 +69,7 @@ public:
         y = g_.unary(OpKind::ReLU, "relu2", batchNorm("bn2", conv("conv2", y, width, 3, stride)));
         y = batchNorm("bn3", conv("conv3", y, out, 1, 1));
         TensorId identity = x;
-        if (stride != 1 || g_.shape(x)[1] != out)
-            identity = batchNorm("downsample.1", conv("downsample.0", x, out, 1, stride));
+        if (stride != 1 || g_.shape(x)[1] != out) identity = batchNorm("downsample.1", conv("downsample.0", x, out, 1, stride));
         return g_.unary(OpKind::ReLU, "relu3", g_.binary(OpKind::Add, "add", y, identity));
     }
 

@@ -76,8 +76,7 @@ Graph buildEncoderDecoder(const ModelConfig& c, const EncoderDecoderShape& m)
     {
         auto scope = g.scope("decoder");
         TensorId tokens = g.input("tokens", {m.batch, m.targetSeq}, DType::I64);
-        TensorId x =
-            g.op(OpKind::Embedding, "embed", {tokens, shared}, {m.batch, m.targetSeq, m.hidden}, "bs,vh->bsh");
+        TensorId x = g.op(OpKind::Embedding, "embed", {tokens, shared}, {m.batch, m.targetSeq, m.hidden}, "bs,vh->bsh");
         AttentionSpec self = attn;
         self.scope = "self_attn";
         self.causal = true;
@@ -140,8 +139,8 @@ Graph buildMoe(const ModelConfig& c)
     // (Fedus et al. 2021, eq. 3), rounded up. Decoder layers see fewer tokens but use the same
     // capacity so that encoder and decoder experts have one shape.
     const double factor = configNumber(c, "capacity_factor", 1.25);
-    const auto fromFactor = static_cast<std::int64_t>(std::ceil(static_cast<double>(m.seq) * factor /
-                                                                static_cast<double>(m.experts)));
+    const auto fromFactor =
+        static_cast<std::int64_t>(std::ceil(static_cast<double>(m.seq) * factor / static_cast<double>(m.experts)));
     m.capacity = configInt(c, "capacity", fromFactor);
     return buildEncoderDecoder(c, m);
 }

@@ -28,11 +28,11 @@ Graph buildVit(const ModelConfig& c)
                              {images, g.weight("patch.weight", {h, channels, patch, patch}), g.weight("patch.bias", {h})},
                              {batch, h, grid, grid}, {}, {{"stride", patch}});
         TensorId flat = g.op(OpKind::Reshape, "flatten", {conv}, {batch, h, patches});
-        TensorId tokens = g.op(OpKind::Transpose, "to_tokens", {flat}, {batch, patches, h}, {},
-                               {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+        TensorId tokens =
+            g.op(OpKind::Transpose, "to_tokens", {flat}, {batch, patches, h}, {}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
         // The class token has no batch dim: '1' dims in the equation broadcast it.
-        x = g.op(OpKind::Concat, "class_token", {g.weight("class_token", {1, 1, h}), tokens}, {batch, seq, h},
-                 "11h,bth->bsh", {{"axis", std::int64_t{1}}});
+        x = g.op(OpKind::Concat, "class_token", {g.weight("class_token", {1, 1, h}), tokens}, {batch, seq, h}, "11h,bth->bsh",
+                 {{"axis", std::int64_t{1}}});
         x = g.binary(OpKind::Add, "position", x, g.weight("position.weight", {1, seq, h}));
         if (dropout) x = g.unary(OpKind::Dropout, "dropout", x);
     }

@@ -56,8 +56,7 @@ std::vector<CollectiveSummary> summarizeCollectives(const Breakdown& breakdown, 
     return out;
 }
 
-nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const FoldedGraph& folded,
-                          const SearchResult& result)
+nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const FoldedGraph& folded, const SearchResult& result)
 {
     using nlohmann::json;
     const Graph& g = model.graph();
@@ -66,13 +65,15 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     json doc = json::object();
     doc["format"] = "tpstudio.plan";
     doc["version"] = kPlanFormatVersion;
-    doc["model"] = {{"name", ctx.modelName}, {"source", ctx.modelSource}, {"ops", g.ops.size()},
-                    {"params", g.parameterCount()}};
+    doc["model"] = {{"name", ctx.modelName}, {"source", ctx.modelSource}, {"ops", g.ops.size()}, {"params", g.parameterCount()}};
     if (!ctx.modelConfig.is_null()) doc["model"]["config"] = ctx.modelConfig;
     json axes = json::array();
     for (const auto& a : mesh.axes)
-        axes.push_back({{"name", a.name}, {"size", a.size}, {"bandwidth_GBps", a.link.bandwidth / 1e9},
-                        {"latency_us", a.link.latency * 1e6}, {"crosses_nodes", a.crossesNodes}});
+        axes.push_back({{"name", a.name},
+                        {"size", a.size},
+                        {"bandwidth_GBps", a.link.bandwidth / 1e9},
+                        {"latency_us", a.link.latency * 1e6},
+                        {"crosses_nodes", a.crossesNodes}});
     doc["mesh"] = {{"shape", mesh.shapeText()}, {"devices", mesh.devices()}, {"axes", axes}};
     doc["hardware"] = {{"name", ctx.hardwareName}};
     // Link overrides (docs/formats.md): written only when set, so plans without them keep their bytes.
@@ -82,17 +83,26 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     doc["seq"] = ctx.seq;
     doc["mode"] = ctx.mode;
     doc["micro_batch"] = model.settings().microBatch;
-    doc["search"] = {{"method", result.method}, {"time_ms", result.searchMs}, {"cpu_ms", result.searchCpuMs}, {"breakdown_ms", result.breakdownMs}, {"block_classes", result.blockClasses},
-                     {"ops_searched", result.opsSearched}, {"tables_solved", result.tablesSolved},
-                     {"prices_tried", result.pricesTried}, {"lambda", result.lambda}};
+    doc["search"] = {{"method", result.method},
+                     {"time_ms", result.searchMs},
+                     {"cpu_ms", result.searchCpuMs},
+                     {"breakdown_ms", result.breakdownMs},
+                     {"block_classes", result.blockClasses},
+                     {"ops_searched", result.opsSearched},
+                     {"tables_solved", result.tablesSolved},
+                     {"prices_tried", result.pricesTried},
+                     {"lambda", result.lambda}};
     json byKind = json::object();
     for (const auto& [kind, seconds] : b.commByKind) byKind[std::string(collectiveName(kind))] = seconds;
-    doc["cost"] = {{"step_time_s", b.stepSeconds}, {"compute_s", b.computeSeconds}, {"comm_s", b.commSeconds},
-                   {"exposed_comm_s", b.exposedCommSeconds}, {"hidden_comm_s", b.hiddenCommSeconds},
-                   {"comm_by_kind", byKind}};
-    doc["memory"] = {{"per_device_bytes", b.perDeviceBytes}, {"params_bytes", b.paramBytes}, {"grads_bytes", b.gradBytes},
-                     {"optimizer_bytes", b.optimizerBytes}, {"activations_bytes", b.activationBytes},
-                     {"capacity_bytes", b.capacityBytes}, {"limit_bytes", result.memoryLimitBytes},
+    doc["cost"] = {{"step_time_s", b.stepSeconds},           {"compute_s", b.computeSeconds},        {"comm_s", b.commSeconds},
+                   {"exposed_comm_s", b.exposedCommSeconds}, {"hidden_comm_s", b.hiddenCommSeconds}, {"comm_by_kind", byKind}};
+    doc["memory"] = {{"per_device_bytes", b.perDeviceBytes},
+                     {"params_bytes", b.paramBytes},
+                     {"grads_bytes", b.gradBytes},
+                     {"optimizer_bytes", b.optimizerBytes},
+                     {"activations_bytes", b.activationBytes},
+                     {"capacity_bytes", b.capacityBytes},
+                     {"limit_bytes", result.memoryLimitBytes},
                      {"fits", result.fits}};
     json ops = json::array();
     for (OpId id : g.topologicalOrder()) {
@@ -104,12 +114,18 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
             outputs.push_back(specToString(model.outputSpec(id, s, static_cast<int>(k)), mesh));
         const int cls = folded.classOfOp[static_cast<size_t>(id)];
         const auto& ob = b.ops[static_cast<size_t>(id)];
-        json entry = {{"name", op.name}, {"kind", std::string(opKindName(op.kind))},
-                      {"block", folded.classes[static_cast<size_t>(cls)].label}, {"block_class", cls},
-                      {"instance", folded.instanceOfOp[static_cast<size_t>(id)]}, {"einsum", sig.equation},
+        json entry = {{"name", op.name},
+                      {"kind", std::string(opKindName(op.kind))},
+                      {"block", folded.classes[static_cast<size_t>(cls)].label},
+                      {"block_class", cls},
+                      {"instance", folded.instanceOfOp[static_cast<size_t>(id)]},
+                      {"einsum", sig.equation},
                       {"strategy", strategyToString(model.strategies(id)[static_cast<size_t>(s)], sig, mesh)},
-                      {"outputs", outputs}, {"locked", static_cast<bool>(result.lockedOp[static_cast<size_t>(id)])},
-                      {"compute_s", ob.computeSeconds}, {"comm_s", ob.commSeconds}, {"memory_bytes", ob.memoryBytes}};
+                      {"outputs", outputs},
+                      {"locked", static_cast<bool>(result.lockedOp[static_cast<size_t>(id)])},
+                      {"compute_s", ob.computeSeconds},
+                      {"comm_s", ob.commSeconds},
+                      {"memory_bytes", ob.memoryBytes}};
         if (!result.recomputeOfOp.empty() && result.recomputeOfOp[static_cast<size_t>(id)] != Recompute::None)
             entry["recompute"] = std::string(recomputeName(result.recomputeOfOp[static_cast<size_t>(id)]));
         ops.push_back(std::move(entry));
@@ -117,9 +133,13 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     doc["ops"] = std::move(ops);
     json collectives = json::array();
     for (const auto& c : summarizeCollectives(b, folded))
-        collectives.push_back({{"kind", std::string(collectiveName(c.kind))}, {"axis", mesh.axes[static_cast<size_t>(c.axis)].name},
-                               {"bytes", c.bytes}, {"phase", std::string(phaseName(c.phase))}, {"at", g.op(c.at).name},
-                               {"count", c.count}, {"seconds", c.seconds}});
+        collectives.push_back({{"kind", std::string(collectiveName(c.kind))},
+                               {"axis", mesh.axes[static_cast<size_t>(c.axis)].name},
+                               {"bytes", c.bytes},
+                               {"phase", std::string(phaseName(c.phase))},
+                               {"at", g.op(c.at).name},
+                               {"count", c.count},
+                               {"seconds", c.seconds}});
     doc["collectives"] = std::move(collectives);
     addSelfContainedFields(doc, ctx, model);
     return doc;

@@ -17,13 +17,13 @@ inline constexpr int kPlanFormatVersion = 1;
 /// What the plan says about where it came from, beyond the cost model's own inputs.
 struct PlanContext {
     std::string modelName;
-    std::string modelSource;      ///< built-in name or file the user gave
-    nlohmann::json modelConfig;   ///< effective builder config (null for graph files)
+    std::string modelSource;    ///< built-in name or file the user gave
+    nlohmann::json modelConfig; ///< effective builder config (null for graph files)
     std::string hardwareName;
     std::string mode = "train";
     std::int64_t batch = 0;
     std::int64_t seq = 0;
-    double intraNodeGBps = 0;     ///< link overrides the plan was made with (PlanRequest); 0: none
+    double intraNodeGBps = 0; ///< link overrides the plan was made with (PlanRequest); 0: none
     double interNodeGBps = 0;
 };
 

@@ -43,11 +43,11 @@ bool isUnchangedPreset(const Hardware& hw)
     const auto names = hardwarePresetNames();
     if (std::find(names.begin(), names.end(), hw.name) == names.end()) return false;
     const Hardware preset = loadHardware(hw.name);
-    return preset.peakFlops == hw.peakFlops && preset.matmulEfficiency == hw.matmulEfficiency &&
-           preset.hbmBytes == hw.hbmBytes && preset.hbmBandwidth == hw.hbmBandwidth &&
-           preset.minKernelSeconds == hw.minKernelSeconds && preset.gpusPerNode == hw.gpusPerNode &&
-           preset.intraNode.bandwidth == hw.intraNode.bandwidth && preset.intraNode.latency == hw.intraNode.latency &&
-           preset.interNode.bandwidth == hw.interNode.bandwidth && preset.interNode.latency == hw.interNode.latency;
+    return preset.peakFlops == hw.peakFlops && preset.matmulEfficiency == hw.matmulEfficiency && preset.hbmBytes == hw.hbmBytes &&
+           preset.hbmBandwidth == hw.hbmBandwidth && preset.minKernelSeconds == hw.minKernelSeconds &&
+           preset.gpusPerNode == hw.gpusPerNode && preset.intraNode.bandwidth == hw.intraNode.bandwidth &&
+           preset.intraNode.latency == hw.intraNode.latency && preset.interNode.bandwidth == hw.interNode.bandwidth &&
+           preset.interNode.latency == hw.interNode.latency;
 }
 
 void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& model)
@@ -140,8 +140,8 @@ public:
             if (stored->is_array() && recomputed->is_array()) {
                 if (stored->size() != recomputed->size()) {
                     PlanDifference d{path, json(stored->size()), json(recomputed->size()), {}};
-                    d.message = "stored " + path.substr(1) + " has " + std::to_string(stored->size()) +
-                                " entries, recomputed " + std::to_string(recomputed->size());
+                    d.message = "stored " + path.substr(1) + " has " + std::to_string(stored->size()) + " entries, recomputed " +
+                                std::to_string(recomputed->size());
                     out_.push_back(std::move(d));
                     return;
                 }
@@ -155,8 +155,9 @@ public:
         }
         PlanDifference d{path, stored ? *stored : json(), recomputed ? *recomputed : json(), {}};
         const std::string unitKey = path.starts_with("/cost/comm_by_kind/") ? key + "_s" : key;
-        d.message = stored ? "stored " + path.substr(1) + " is not part of a recomputed plan"
-                           : "stored plan lacks " + path.substr(1) + " (recomputed " + formatFigure(unitKey, *recomputed, 6) + ")";
+        d.message = stored
+                        ? "stored " + path.substr(1) + " is not part of a recomputed plan"
+                        : "stored plan lacks " + path.substr(1) + " (recomputed " + formatFigure(unitKey, *recomputed, 6) + ")";
         out_.push_back(std::move(d));
     }
 
@@ -180,7 +181,10 @@ private:
 
 } // namespace
 
-LoadedPlan readPlanFile(const std::string& text, const std::string& origin) { return readPlanJson(parseJsonText(text, origin), origin); }
+LoadedPlan readPlanFile(const std::string& text, const std::string& origin)
+{
+    return readPlanJson(parseJsonText(text, origin), origin);
+}
 
 namespace {
 
@@ -234,8 +238,8 @@ void readPlanOp(const JsonReader& r, const json& ops, size_t i, OpId id, const P
     const Op& op = g.op(id);
     const std::string name = r.string(entry, p, "name");
     if (name != op.name)
-        r.fail(p + "/name", "is '" + name + "', but op " + std::to_string(i) + " of the model (topological order) is '" +
-                                op.name + "'");
+        r.fail(p + "/name",
+               "is '" + name + "', but op " + std::to_string(i) + " of the model (topological order) is '" + op.name + "'");
     const std::string opLabel = "op '" + op.name + "': ";
     const json& strategyField = r.field(entry, p, "strategy");
     if (!strategyField.is_string())

@@ -32,17 +32,17 @@ bool isUnchangedPreset(const Hardware& hardware);
 
 /// A stored figure that the recomputation does not reproduce (beyond a relative 1e-9).
 struct PlanDifference {
-    std::string path;             ///< JSON pointer into the plan document, e.g. "/cost/step_time_s"
-    nlohmann::json stored;        ///< null when the stored document lacks the field
-    nlohmann::json recomputed;    ///< null when the recomputation has no such field
-    std::string message;          ///< "stored step time 1.2 s, recomputed 1.3 s"
+    std::string path;          ///< JSON pointer into the plan document, e.g. "/cost/step_time_s"
+    nlohmann::json stored;     ///< null when the stored document lacks the field
+    nlohmann::json recomputed; ///< null when the recomputation has no such field
+    std::string message;       ///< "stored step time 1.2 s, recomputed 1.3 s"
 };
 
 /// A plan file read back: the workspace rebuilt from it and the stored strategies re-costed.
 struct LoadedPlan {
     std::unique_ptr<PlanWorkspace> workspace;
-    SearchResult result;                   ///< stored strategies, recompute and locks; recomputed breakdown
-    nlohmann::json stored;                 ///< the document as read
+    SearchResult result;   ///< stored strategies, recompute and locks; recomputed breakdown
+    nlohmann::json stored; ///< the document as read
     std::vector<PlanDifference> differences;
 };
 
@@ -68,15 +68,15 @@ struct ProjectFile {
     std::vector<std::string> overrides; ///< "key=value" model overrides
     std::string mesh = "8";
     std::string hardware = "a100-80g-dgx"; ///< preset name or hardware file
-    std::int64_t batch = 0;             ///< 0: the model's own
+    std::int64_t batch = 0;                ///< 0: the model's own
     std::int64_t seq = 0;
     std::string mode = "train";
     std::int64_t microBatch = 0;
-    std::string memoryLimit;            ///< "80GiB", "none", or empty for the hardware's capacity
-    double intraNodeGBps = 0;           ///< link bandwidth overrides; 0: the hardware's
+    std::string memoryLimit;  ///< "80GiB", "none", or empty for the hardware's capacity
+    double intraNodeGBps = 0; ///< link bandwidth overrides; 0: the hardware's
     double interNodeGBps = 0;
-    int overlapChunks = 1;              ///< chunked comm/compute overlap (CostSettings); 1: none
-    std::vector<std::string> locks;     ///< "GLOB=STRATEGY"
+    int overlapChunks = 1;          ///< chunked comm/compute overlap (CostSettings); 1: none
+    std::vector<std::string> locks; ///< "GLOB=STRATEGY"
     nlohmann::json view = nlohmann::json::object();
 };
 

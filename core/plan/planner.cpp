@@ -65,8 +65,8 @@ std::string workspaceKeyOf(const PlanRequest& r)
 {
     std::ostringstream key;
     key.precision(17);
-    key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|'
-        << r.intraNodeGBps << '|' << r.interNodeGBps << '|' << r.overlapChunks;
+    key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
+        << '|' << r.interNodeGBps << '|' << r.overlapChunks;
     return key.str();
 }
 
@@ -79,8 +79,7 @@ double memoryLimitOf(const PlanRequest& request)
 
 CostSettings costSettingsOf(const PlanRequest& request)
 {
-    if (request.mode != "train" && request.mode != "infer")
-        throw InputError("mode '" + request.mode + "': use train or infer");
+    if (request.mode != "train" && request.mode != "infer") throw InputError("mode '" + request.mode + "': use train or infer");
     CostSettings settings;
     settings.training = request.mode == "train";
     settings.microBatch = request.microBatch;
@@ -114,7 +113,8 @@ void buildWorkspace(PlanWorkspace& ws, CostSettings settings)
     c.mode = settings.training ? "train" : "infer";
     c.batch = ws.costModel->graphBatch();
     const nlohmann::json& config = ws.model.config;
-    c.seq = config.is_object() && config.contains("seq") && config["seq"].is_number_integer() ? config["seq"].get<std::int64_t>() : 0;
+    c.seq =
+        config.is_object() && config.contains("seq") && config["seq"].is_number_integer() ? config["seq"].get<std::int64_t>() : 0;
 }
 
 std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)

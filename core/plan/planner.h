@@ -15,12 +15,12 @@
 namespace tp {
 
 struct PlanRequest {
-    std::string model;              ///< built-in name or file
+    std::string model; ///< built-in name or file
     ModelOptions modelOptions;
     std::string mesh = "8";
     std::string hardware = "a100-80g-dgx";
-    std::string mode = "train";     ///< train | infer
-    std::string memoryLimit;        ///< "80GiB"; empty: the hardware's capacity; "none": no limit
+    std::string mode = "train"; ///< train | infer
+    std::string memoryLimit;    ///< "80GiB"; empty: the hardware's capacity; "none": no limit
     std::int64_t microBatch = 0;
     int overlapChunks = 1;
     double intraNodeGBps = 0;       ///< intra-node link bandwidth override in GB/s; 0: the hardware's
@@ -47,7 +47,7 @@ double memoryLimitOf(const PlanRequest& request);
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).
 struct PlanWorkspace {
     LoadedModel model;
-    Hardware hardware;  ///< with the request's link overrides applied
+    Hardware hardware; ///< with the request's link overrides applied
     Mesh mesh;
     std::unique_ptr<CostModel> costModel;
     FoldedGraph folded;
@@ -82,10 +82,10 @@ SearchResult runPlan(PlanWorkspace& workspace, const PlanRequest& request, Searc
 /// costed by the same workspace.
 struct PlannerResult {
     std::shared_ptr<const PlanWorkspace> workspace;
-    bool newWorkspace = false;              ///< the workspace was (re)built for this request
-    double prepareMs = 0;                   ///< model load + fold + cost model, when rebuilt
-    SearchResult result;                    ///< the search around the locks, or the baseline
-    std::optional<SearchResult> unlocked;   ///< request.compareUnlocked and there are locks
+    bool newWorkspace = false;                     ///< the workspace was (re)built for this request
+    double prepareMs = 0;                          ///< model load + fold + cost model, when rebuilt
+    SearchResult result;                           ///< the search around the locks, or the baseline
+    std::optional<SearchResult> unlocked;          ///< request.compareUnlocked and there are locks
     std::map<std::string, SearchResult> baselines; ///< request.compareBaselines, by name
 };
 

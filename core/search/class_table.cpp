@@ -107,8 +107,9 @@ void PlannerSession::Impl::layOutBoundary(ClassTable& ct, const BlockClass& bc)
     for (const auto& d : ct.outputDomains) ct.dims.push_back(static_cast<int>(d.size()));
 }
 
-std::string PlannerSession::Impl::modeKey(const ClassTable& ct, const BlockClass& bc, const std::vector<std::shared_ptr<ClassTable>>& sibs,
-                          double lambda, Recompute mode) const
+std::string PlannerSession::Impl::modeKey(const ClassTable& ct, const BlockClass& bc,
+                                          const std::vector<std::shared_ptr<ClassTable>>& sibs, double lambda,
+                                          Recompute mode) const
 {
     std::ostringstream key;
     key.precision(17);
@@ -141,7 +142,7 @@ std::string PlannerSession::Impl::modeKey(const ClassTable& ct, const BlockClass
 /// The class factor graph's variables (identical for every mode): op strategies, then the input
 /// positions' specs, then each absorbed sibling's table dims; returns their domains.
 std::vector<int> PlannerSession::Impl::classVariables(ClassTable& ct, const BlockInstance& rep,
-                                      const std::vector<std::shared_ptr<ClassTable>>& sibs) const
+                                                      const std::vector<std::shared_ptr<ClassTable>>& sibs) const
 {
     std::vector<int> domains;
     for (OpId op : rep.ops) domains.push_back(static_cast<int>(model.strategies(op).size()));
@@ -164,8 +165,8 @@ std::vector<int> PlannerSession::Impl::classVariables(ClassTable& ct, const Bloc
 }
 
 std::shared_ptr<const ModeSolve> PlannerSession::Impl::solveMode(ClassTable& ct, const BlockClass& bc,
-                                                 const std::vector<std::shared_ptr<ClassTable>>& sibs, double lambda,
-                                                 Recompute mode)
+                                                                 const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                                                                 double lambda, Recompute mode)
 {
     const std::string key = modeKey(ct, bc, sibs, lambda, mode);
     const BlockInstance& rep = bc.instances[0];
@@ -205,8 +206,8 @@ std::shared_ptr<const ModeSolve> PlannerSession::Impl::solveMode(ClassTable& ct,
 /// Edges and sibling links do not depend on the price of memory or the recompute mode: built
 /// once per class layout (the part of the mode key between its second '|' and "|locks").
 const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTable& ct, const BlockInstance& rep,
-                                                  const std::vector<std::shared_ptr<ClassTable>>& sibs,
-                                                  const std::vector<int>& domains, const std::string& key)
+                                                                  const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                                                                  const std::vector<int>& domains, const std::string& key)
 {
     const std::size_t structureStart = key.find('|', key.find('|') + 1);
     const std::string structureKey = key.substr(structureStart, key.rfind("|locks") - structureStart);
@@ -241,8 +242,9 @@ std::map<TensorId, int> variableInputPositions(const ClassTable& ct, const Block
 
 /// The resharding edge into each op input: from an op of the block, a block input's spec, or
 /// an absorbed sibling's output spec.
-void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
-                        const std::vector<int>& domains, std::vector<Factor>& out)
+void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstance& rep,
+                                        const std::vector<std::shared_ptr<ClassTable>>& sibs, const std::vector<int>& domains,
+                                        std::vector<Factor>& out)
 {
     const std::map<OpId, int> local = localIndexOfOps(rep);
     const std::map<TensorId, int> inputPosition = variableInputPositions(ct, rep);
@@ -251,7 +253,8 @@ void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstanc
     const auto sibInstances = siblingsOf(ct.classId, InstanceId{0});
     for (size_t s = 0; s < sibInstances.size(); ++s) {
         const auto& inst = instanceAt(sibInstances[s].first, sibInstances[s].second);
-        for (size_t j = 0; j < inst.outputs.size(); ++j) siblingOutput[inst.outputs[j]] = {static_cast<int>(s), static_cast<int>(j)};
+        for (size_t j = 0; j < inst.outputs.size(); ++j)
+            siblingOutput[inst.outputs[j]] = {static_cast<int>(s), static_cast<int>(j)};
     }
     for (size_t i = 0; i < rep.ops.size(); ++i) {
         const OpId op = rep.ops[i];
@@ -274,7 +277,8 @@ void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstanc
                                             sib.outputDomains[static_cast<size_t>(so->second.second)], consumerVar, op, input,
                                             domains));
             } else {
-                throw std::logic_error("search: op '" + o.name + "' reads a tensor from outside its block that is not a block input");
+                throw std::logic_error("search: op '" + o.name +
+                                       "' reads a tensor from outside its block that is not a block input");
             }
         }
     }
@@ -287,7 +291,8 @@ namespace {
 template <class Allowed>
 Factor linkFactor(int xVar, int xSize, int yVar, int ySize, Allowed allowed)
 {
-    Factor f{{std::min(xVar, yVar), std::max(xVar, yVar)}, std::vector<double>(static_cast<size_t>(xSize) * static_cast<size_t>(ySize), kInfinity)};
+    Factor f{{std::min(xVar, yVar), std::max(xVar, yVar)},
+             std::vector<double>(static_cast<size_t>(xSize) * static_cast<size_t>(ySize), kInfinity)};
     for (int x = 0; x < xSize; ++x) {
         const int y = allowed(x);
         if (y < 0) continue;
@@ -302,8 +307,9 @@ Factor linkFactor(int xVar, int xSize, int yVar, int ySize, Allowed allowed)
 
 /// Absorbed siblings' input dims, tied to the specs of what feeds them: an op of this block or
 /// one of its inputs.
-void PlannerSession::Impl::siblingLinks(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
-                        const std::vector<int>& domains, std::vector<Factor>& out)
+void PlannerSession::Impl::siblingLinks(const ClassTable& ct, const BlockInstance& rep,
+                                        const std::vector<std::shared_ptr<ClassTable>>& sibs, const std::vector<int>& domains,
+                                        std::vector<Factor>& out)
 {
     const std::map<OpId, int> local = localIndexOfOps(rep);
     const std::map<TensorId, int> inputPosition = variableInputPositions(ct, rep);
@@ -336,8 +342,8 @@ void PlannerSession::Impl::siblingLinks(const ClassTable& ct, const BlockInstanc
 
 /// Node costs at the price (time + lambda x memory, a lock as +inf elsewhere) and, under full
 /// recomputation, the kept bytes of each block input.
-void PlannerSession::Impl::nodeFactors(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& domains, double lambda,
-                       Recompute mode, std::vector<Factor>& out) const
+void PlannerSession::Impl::nodeFactors(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& domains,
+                                       double lambda, Recompute mode, std::vector<Factor>& out) const
 {
     for (size_t i = 0; i < rep.ops.size(); ++i) {
         const OpId op = rep.ops[i];
@@ -365,8 +371,8 @@ void PlannerSession::Impl::nodeFactors(const ClassTable& ct, const BlockInstance
 
 /// Converts the remaining factor over (input specs, producer strategies) into the table over
 /// (input specs, output specs), keeping per entry the remaining index that reached it.
-void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& producerVarOfOutput,
-                             ModeSolve& solve)
+void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockInstance& rep,
+                                             const std::vector<int>& producerVarOfOutput, ModeSolve& solve)
 {
     const std::vector<int>& keep = solve.keepVars;
     const std::size_t size = product(ct.dims);
@@ -389,7 +395,8 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
         for (size_t k = 0; k < rep.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = assignment[static_cast<size_t>(ct.inputVar[k])];
         for (size_t j = 0; j < ct.outputPos.size(); ++j)
-            entry[firstOut + j] = specsOfOutput[j]->specIndexOf(StrategyIndex{assignment[static_cast<size_t>(producerVarOfOutput[j])]}).value;
+            entry[firstOut + j] =
+                specsOfOutput[j]->specIndexOf(StrategyIndex{assignment[static_cast<size_t>(producerVarOfOutput[j])]}).value;
         const std::size_t e = ravel(entry, ct.dims);
         if (remaining.values[r] < solve.table[e]) {
             solve.table[e] = remaining.values[r];
@@ -402,7 +409,7 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
 }
 
 Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
-                        const std::vector<int>& domains)
+                                        const std::vector<int>& domains)
 {
     Factor f;
     f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
@@ -420,7 +427,8 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     std::vector<double> perSpec(ps.specs.size() * static_cast<size_t>(nc));
     for (size_t v = 0; v < ps.specs.size(); ++v)
         for (int c = 0; c < nc; ++c)
-            perSpec[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = model.edgeCost(&ps.specs[v], consumer, input, c).exposedSeconds;
+            perSpec[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] =
+                model.edgeCost(&ps.specs[v], consumer, input, c).exposedSeconds;
     f.values.resize(static_cast<size_t>(np * nc));
     for (int p = 0; p < np; ++p)
         for (int c = 0; c < nc; ++c) {
@@ -432,8 +440,8 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     return f;
 }
 
-Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<TensorSpec>& domain, int consumerVar, OpId consumer, int input,
-                           const std::vector<int>& domains)
+Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<TensorSpec>& domain, int consumerVar, OpId consumer,
+                                           int input, const std::vector<int>& domains)
 {
     const int nv = static_cast<int>(domain.size()), nc = domains[static_cast<size_t>(consumerVar)];
     Factor f;

@@ -22,8 +22,8 @@ std::vector<Recompute> recomputeModes(double lambda, bool recomputeAllowed, bool
 /// One class solved under one recompute mode: the elimination over its variables with the
 /// boundary kept, converted into a table over boundary specs.
 struct ModeSolve {
-    std::vector<int> domains;           ///< per variable of the class factor graph
-    std::vector<int> keepVars;          ///< ascending
+    std::vector<int> domains;  ///< per variable of the class factor graph
+    std::vector<int> keepVars; ///< ascending
     EliminationResult elimination;
     std::vector<std::size_t> keepEntry; ///< per table entry: the remaining-factor index it came from
     std::vector<double> table;          ///< over ClassTable::dims
@@ -44,13 +44,13 @@ struct ClassBoundary {
 struct ClassTable {
     ClassId classId;
     int slot = 0; ///< which memory price of a split solve (0: the base price, 1: the high one)
-    std::vector<std::vector<TensorSpec>> inputDomains; ///< per input position; empty: no variable
+    std::vector<std::vector<TensorSpec>> inputDomains;  ///< per input position; empty: no variable
     std::vector<std::vector<TensorSpec>> outputDomains; ///< per entry of outputPos
-    std::vector<int> outputPos;                        ///< instance output positions that are table dims
-    std::vector<int> dims;                             ///< inputs with a variable, then outputs
-    std::vector<int> inputDim;                         ///< per input position: index into dims or -1
-    std::vector<double> table;                         ///< min over modes
-    std::vector<std::uint8_t> modeOfEntry;             ///< which ModeSolve won
+    std::vector<int> outputPos;                         ///< instance output positions that are table dims
+    std::vector<int> dims;                              ///< inputs with a variable, then outputs
+    std::vector<int> inputDim;                          ///< per input position: index into dims or -1
+    std::vector<double> table;                          ///< min over modes
+    std::vector<std::uint8_t> modeOfEntry;              ///< which ModeSolve won
     std::vector<std::shared_ptr<const ModeSolve>> modes;
     std::vector<Recompute> modeKinds;
 
@@ -74,8 +74,10 @@ void takeMinOverModes(ClassTable& ct);
 /// tables in use stay alive through their ClassTable until the solve that uses them ends.
 class ModeCache {
 public:
-    explicit ModeCache(double maxBytes = 3.0 * 1024 * 1024 * 1024, std::size_t maxEntries = 4096)
-        : maxBytes_(maxBytes), maxEntries_(maxEntries) {}
+    explicit ModeCache(double maxBytes = 3.0 * 1024 * 1024 * 1024, std::size_t maxEntries = 4096) :
+        maxBytes_(maxBytes),
+        maxEntries_(maxEntries)
+    {}
 
     std::shared_ptr<const ModeSolve> find(const std::string& key) const;
     void remember(const std::string& key, std::shared_ptr<const ModeSolve> solve);

@@ -5,7 +5,8 @@
 namespace tp {
 namespace search {
 
-void appendChosen(std::vector<ChosenRun>& runs, ClassId cls, InstanceId first, int count, std::shared_ptr<const DecodedEntry> entry)
+void appendChosen(std::vector<ChosenRun>& runs, ClassId cls, InstanceId first, int count,
+                  std::shared_ptr<const DecodedEntry> entry)
 {
     if (!runs.empty()) {
         ChosenRun& last = runs.back();
@@ -42,7 +43,9 @@ std::shared_ptr<const DecodedEntry> PlannerSession::Impl::decodedEntry(const Cla
     if (d->mode == Recompute::Full)
         for (size_t k = 0; k < rep.inputs.size(); ++k)
             if (ct.inputVar[k] >= 0)
-                d->memoryBytes += keptBytes(model, rep.inputs[k], ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
+                d->memoryBytes +=
+                    keptBytes(model, rep.inputs[k],
+                              ct.inputDomains[k][static_cast<size_t>(assignment[static_cast<size_t>(ct.inputVar[k])])]);
     for (size_t sb = 0; sb < ct.siblingVars.size(); ++sb) {
         const auto& sibTable = tableOf(ct.siblingClass[sb], ct.slot);
         std::vector<int> sibEntry;
@@ -98,7 +101,8 @@ void PlannerSession::Impl::materialize(Attempt& attempt) const
         r.recomputeOfOp[static_cast<size_t>(op)] = mode;
     }
     for (const ChosenRun& run : attempt.runs)
-        for (int a = run.firstInstance.value; a < run.firstInstance.value + run.count; ++a) writeInstance(*run.entry, run.classId, InstanceId{a}, r);
+        for (int a = run.firstInstance.value; a < run.firstInstance.value + run.count; ++a)
+            writeInstance(*run.entry, run.classId, InstanceId{a}, r);
 }
 
 void PlannerSession::Impl::decodeItem(const TopItem& item, const std::vector<int>& assignment, Attempt& attempt)
@@ -109,7 +113,8 @@ void PlannerSession::Impl::decodeItem(const TopItem& item, const std::vector<int
         for (size_t k = 0; k < item.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = boundDigit(item.inputs[k], assignment);
         const size_t firstOut = ct.firstOutputDim();
-        for (size_t j = 0; j < item.outputVars.size(); ++j) entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
+        for (size_t j = 0; j < item.outputVars.size(); ++j)
+            entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
         chooseInstances(ct, InstanceId{item.run.firstInstance}, 1, ravel(entry, ct.dims), attempt);
         return;
     }
@@ -122,7 +127,8 @@ void PlannerSession::Impl::decodeItem(const TopItem& item, const std::vector<int
     std::vector<MinPlus> computed;
     const std::vector<MinPlus>* nodesOf = &computed;
     int root = -1;
-    if (auto known = chainPowers.find(std::make_tuple(item.run.classId, item.run.firstInstance, item.slot, context)); known != chainPowers.end()) {
+    if (auto known = chainPowers.find(std::make_tuple(item.run.classId, item.run.firstInstance, item.slot, context));
+        known != chainPowers.end()) {
         nodesOf = &known->second.first;
         root = known->second.second;
     } else {
@@ -139,7 +145,8 @@ void PlannerSession::Impl::decodeItem(const TopItem& item, const std::vector<int
     InstanceId instance{item.run.firstInstance};
     for (const StateRun& stretch : stretches) {
         for (size_t k = 0; k < item.inputs.size(); ++k)
-            if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? stretch.in : context[k];
+            if (ct.inputDim[k] >= 0)
+                entry[static_cast<size_t>(ct.inputDim[k])] = static_cast<int>(k) == chain ? stretch.in : context[k];
         entry[ct.dims.size() - 1] = outOfState[static_cast<size_t>(stretch.out)];
         const int count = static_cast<int>(stretch.count);
         chooseInstances(ct, instance, count, ravel(entry, ct.dims), attempt);

@@ -35,7 +35,8 @@ struct ChosenRun {
 
 /// Appends `count` instances from `first` taking `entry` to a folded answer, extending the last
 /// stretch when it is the same class and entry and ends just before `first`.
-void appendChosen(std::vector<ChosenRun>& runs, ClassId cls, InstanceId first, int count, std::shared_ptr<const DecodedEntry> entry);
+void appendChosen(std::vector<ChosenRun>& runs, ClassId cls, InstanceId first, int count,
+                  std::shared_ptr<const DecodedEntry> entry);
 
 /// One search at a memory price: its result (step time, memory, objective) and the folded
 /// choice that materialize() expands into a strategy per op.

@@ -150,7 +150,8 @@ std::optional<ChainShape> PlannerSession::Impl::chainShape(const Run& run)
         for (OpId c : consumers[static_cast<size_t>(cur.outputs[out])])
             if (folded.classOfOp[static_cast<size_t>(c)] != run.classId || folded.instanceOfOp[static_cast<size_t>(c)] != a + 1)
                 return std::nullopt;
-        if (siblingsOf(classOf(run), InstanceId{a}).size() != siblingsOf(classOf(run), InstanceId{run.firstInstance}).size()) return std::nullopt;
+        if (siblingsOf(classOf(run), InstanceId{a}).size() != siblingsOf(classOf(run), InstanceId{run.firstInstance}).size())
+            return std::nullopt;
     }
     return ChainShape{chain};
 }

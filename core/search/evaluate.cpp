@@ -19,8 +19,7 @@ double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec
     return bytes;
 }
 
-std::vector<double> keptInputBytesOfOp(const CostModel& model, const FoldedGraph* folded,
-                                       const std::vector<int>& strategyOfOp,
+std::vector<double> keptInputBytesOfOp(const CostModel& model, const FoldedGraph* folded, const std::vector<int>& strategyOfOp,
                                        const std::vector<Recompute>& recomputeOfOp)
 {
     const Graph& g = model.graph();
@@ -55,7 +54,8 @@ SearchResult evaluatePlan(const CostModel& model, const FoldedGraph* folded, con
     r.strategyOfOp = strategyOfOp;
     r.recomputeOfOp = recomputeOfOp.empty() ? std::vector<Recompute>(strategyOfOp.size(), Recompute::None) : recomputeOfOp;
     r.lockedOp.assign(strategyOfOp.size(), false);
-    r.breakdown = model.evaluate(r.strategyOfOp, r.recomputeOfOp, keptInputBytesOfOp(model, folded, r.strategyOfOp, r.recomputeOfOp));
+    r.breakdown =
+        model.evaluate(r.strategyOfOp, r.recomputeOfOp, keptInputBytesOfOp(model, folded, r.strategyOfOp, r.recomputeOfOp));
     r.fits = r.breakdown.fits;
     r.objective = r.breakdown.stepSeconds;
     r.memoryLimitBytes = model.hardware().hbmBytes;

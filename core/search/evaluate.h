@@ -17,8 +17,7 @@ double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec
 /// Per op, what the fold adds to the cost model's per-op terms: under full recomputation each
 /// block instance keeps its input tensors (at their producers' layouts), charged to the
 /// instance's first op. All zero without full recomputation. `folded` may be null only then.
-std::vector<double> keptInputBytesOfOp(const CostModel& model, const FoldedGraph* folded,
-                                       const std::vector<int>& strategyOfOp,
+std::vector<double> keptInputBytesOfOp(const CostModel& model, const FoldedGraph* folded, const std::vector<int>& strategyOfOp,
                                        const std::vector<Recompute>& recomputeOfOp);
 
 /// Costs one plan: the cost model's node and edge terms (CostModel::evaluate) plus the kept

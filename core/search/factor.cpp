@@ -9,8 +9,9 @@ namespace tp {
 std::size_t factorIndex(const Factor& f, const std::vector<int>& domainSizes, const std::vector<int>& assignment)
 {
     std::size_t index = 0;
-    for (int v : f.vars) index = index * static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]) +
-                                 static_cast<std::size_t>(assignment[static_cast<size_t>(v)]);
+    for (int v : f.vars)
+        index = index * static_cast<std::size_t>(domainSizes[static_cast<size_t>(v)]) +
+                static_cast<std::size_t>(assignment[static_cast<size_t>(v)]);
     return index;
 }
 
@@ -155,7 +156,8 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
             const auto dom = static_cast<std::size_t>(domainSizes[static_cast<size_t>(neighbours[p])]);
             digit[p] = static_cast<int>(rest % dom);
             rest /= dom;
-            for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p] * static_cast<std::size_t>(digit[p]);
+            for (size_t k = 0; k < access.size(); ++k)
+                base[k] += access[k].strideOfNeighbour[p] * static_cast<std::size_t>(digit[p]);
         }
         for (std::size_t idx = begin; idx < end; ++idx) {
             std::copy(unary.begin(), unary.end(), sum.begin());

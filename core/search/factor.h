@@ -19,20 +19,20 @@ struct Factor {
 /// its neighbours at the time it was eliminated.
 struct EliminationStep {
     int var = -1;
-    std::vector<int> neighbours;   ///< ascending
-    std::vector<int> argmin;       ///< row-major over neighbours' domains
+    std::vector<int> neighbours; ///< ascending
+    std::vector<int> argmin;     ///< row-major over neighbours' domains
 };
 
 struct EliminationResult {
-    Factor remaining;                    ///< over the kept variables (ascending), min over the rest
-    std::vector<EliminationStep> steps;  ///< in elimination order
+    Factor remaining;                   ///< over the kept variables (ascending), min over the rest
+    std::vector<EliminationStep> steps; ///< in elimination order
 };
 
 /// Eliminates every variable not in `keep` (min-sum), choosing a min-weight order
 /// (smallest product of neighbour domains first; ties by variable id, so deterministic).
 /// A large elimination step is split over up to `threads` threads; the result is the same.
-EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes,
-                            const std::vector<int>& keep, int threads = 1);
+EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
+                            int threads = 1);
 
 /// Fills the eliminated variables of `assignment` (indexed by variable id; kept variables
 /// already set) by replaying the steps backwards.

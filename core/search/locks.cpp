@@ -54,8 +54,8 @@ std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector
             }
             const int index = model.findStrategy(op.id, st);
             if (index < 0)
-                throw InputError(label + ": op '" + op.name + "': strategy '" + lock.strategy +
-                                 "' is not a candidate on mesh " + model.mesh().shapeText());
+                throw InputError(label + ": op '" + op.name + "': strategy '" + lock.strategy + "' is not a candidate on mesh " +
+                                 model.mesh().shapeText());
             chosen[op.id] = index; // a later lock overrides an earlier one on the same op
         }
         if (!matched) throw InputError(label + ": no op matches '" + lock.pattern + "'");
@@ -67,8 +67,7 @@ std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector
 
 namespace search {
 
-std::set<OpId> opsSplitByLocks(const FoldedGraph& base, const std::vector<int>& forced,
-                               const std::vector<ResolvedLock>& locks)
+std::set<OpId> opsSplitByLocks(const FoldedGraph& base, const std::vector<int>& forced, const std::vector<ResolvedLock>& locks)
 {
     std::set<OpId> split;
     for (const auto& l : locks) {

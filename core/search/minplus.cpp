@@ -85,8 +85,10 @@ void expandRuns(const std::vector<MinPlus>& nodes, int node, int i, int j, std::
 {
     const MinPlus& m = nodes[static_cast<size_t>(node)];
     if (m.left < 0 || (i == j && staysAt(nodes, node, i))) {
-        if (!out.empty() && out.back().in == i && out.back().out == j && i == j) out.back().count += m.span;
-        else out.push_back(StateRun{i, j, m.span});
+        if (!out.empty() && out.back().in == i && out.back().out == j && i == j)
+            out.back().count += m.span;
+        else
+            out.push_back(StateRun{i, j, m.span});
         return;
     }
     const int k = midOf(nodes, node, i, j);

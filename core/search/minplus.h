@@ -16,7 +16,10 @@ struct MinPlus {
     int left = -1, right = -1;
     std::int64_t span = 1; ///< instances the product covers
 
-    double at(int i, int j) const { return v[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)]; }
+    double at(int i, int j) const
+    {
+        return v[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)];
+    }
 };
 
 /// The min-plus product: c(i, j) = min over m of a(i, m) + b(m, j). No argmin is kept: the inner

@@ -29,8 +29,10 @@ int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt)
     int fits = 0, fails = instances;
     while (fails - fits > 1) {
         const int k = (fits + fails) / 2;
-        if (fitsAt(k)) fits = k;
-        else fails = k;
+        if (fitsAt(k))
+            fits = k;
+        else
+            fails = k;
     }
     return fits;
 }
@@ -97,8 +99,10 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
         Attempt r = attemptAt(step->price);
         if (!step->stride && !belowChord(r.result.objective, lineOf(*under), step->price)) break;
         note(r);
-        if (fitsLimit(r)) under = std::move(r);
-        else over = std::move(r);
+        if (fitsLimit(r))
+            under = std::move(r);
+        else
+            over = std::move(r);
     }
     best = std::move(*under);
     // The duality gap: identical layers choose alike at one price, so the envelope jumps from

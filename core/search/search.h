@@ -58,28 +58,28 @@ struct SearchOptions {
 };
 
 struct SearchResult {
-    std::string method;                 ///< "folded", "flat", "megatron", "dp", "evaluated"
-    std::vector<int> strategyOfOp;      ///< index into CostModel::strategies(op)
+    std::string method;            ///< "folded", "flat", "megatron", "dp", "evaluated"
+    std::vector<int> strategyOfOp; ///< index into CostModel::strategies(op)
     std::vector<Recompute> recomputeOfOp;
     std::vector<bool> lockedOp;
     Breakdown breakdown;
-    double objective = 0;               ///< time + lambda * memory at the chosen lambda
+    double objective = 0; ///< time + lambda * memory at the chosen lambda
     /// The chosen plan's step time and memory per device as the search itself summed them
     /// (tables, stitching, kept inputs); `breakdown` comes from evaluatePlan and must agree
     /// (tst_search evaluationIsTheSearchsOwnFigures). Zero for plans that were not searched.
     double searchedStepSeconds = 0, searchedBytes = 0;
-    double lambda = 0;                  ///< seconds per byte
+    double lambda = 0; ///< seconds per byte
     bool fits = true;
     double memoryLimitBytes = 0;
-    double searchMs = 0;                ///< solving (tables, stitching, the memory price search), to the folded answer
-    double searchCpuMs = 0;             ///< the same in process CPU time (robust on a busy machine)
-    double expandMs = 0;                ///< writing the folded answer out as a strategy per op
-    double breakdownMs = 0;             ///< building the full breakdown of the chosen plan
+    double searchMs = 0;    ///< solving (tables, stitching, the memory price search), to the folded answer
+    double searchCpuMs = 0; ///< the same in process CPU time (robust on a busy machine)
+    double expandMs = 0;    ///< writing the folded answer out as a strategy per op
+    double breakdownMs = 0; ///< building the full breakdown of the chosen plan
     int blockClasses = 0;
-    int inlinedClasses = 0;             ///< classes solved instance by instance (table too large)
+    int inlinedClasses = 0; ///< classes solved instance by instance (table too large)
     int opsSearched = 0;
-    int tablesSolved = 0;               ///< class tables computed (not taken from the cache)
-    int pricesTried = 0;                ///< searches at a memory price (1 when the limit does not bind)
+    int tablesSolved = 0; ///< class tables computed (not taken from the cache)
+    int pricesTried = 0;  ///< searches at a memory price (1 when the limit does not bind)
 };
 
 /// Keeps a folded graph and the solved block tables between solves, so that an edit (a lock,

@@ -53,28 +53,23 @@ PlannerSession::Impl::Impl(const CostModel& m, FoldedGraph f) : model(m), baseFo
     const Graph& g = model.graph();
     origin.assign(g.tensors.size(), {});
     for (const auto& op : g.ops)
-        for (size_t k = 0; k < op.outputs.size(); ++k)
-            origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
+        for (size_t k = 0; k < op.outputs.size(); ++k) origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
     forced.assign(g.ops.size(), -1);
     consumers = g.consumers();
     indexFold();
     indexRuns();
 }
 
-PlannerSession::PlannerSession(const CostModel& model, FoldedGraph folded)
-    : impl_(std::make_unique<Impl>(model, std::move(folded)))
-{
-}
+PlannerSession::PlannerSession(const CostModel& model, FoldedGraph folded) :
+    impl_(std::make_unique<Impl>(model, std::move(folded)))
+{}
 
 PlannerSession::~PlannerSession() = default;
 
 const CostModel& PlannerSession::model() const { return impl_->model; }
 const FoldedGraph& PlannerSession::folded() const { return impl_->folded; }
 
-void PlannerSession::setLocks(const std::vector<LockRequest>& locks)
-{
-    setResolvedLocks(resolveLocks(impl_->model, locks));
-}
+void PlannerSession::setLocks(const std::vector<LockRequest>& locks) { setResolvedLocks(resolveLocks(impl_->model, locks)); }
 
 void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
 {

@@ -41,8 +41,8 @@ struct PlannerSession::Impl {
     using StrategyIndex = search::StrategyIndex;
 
     const CostModel& model;
-    FoldedGraph baseFold;   ///< the fold without per-instance splits
-    FoldedGraph folded;     ///< with splits for the current locks
+    FoldedGraph baseFold; ///< the fold without per-instance splits
+    FoldedGraph folded;   ///< with splits for the current locks
     std::vector<ResolvedLock> locks;
     double memoryLimit = 0;
     bool allowRecompute = true;
@@ -65,9 +65,9 @@ struct PlannerSession::Impl {
     std::vector<std::vector<OpId>> consumers; ///< per tensor
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     search::ModeCache modeCache;
-    std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
+    std::map<std::string, std::vector<Factor>> structureCache;                       ///< edge and link factors per class layout
     std::map<std::tuple<OpId, int, OpId, int, bool>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
-    double lastLambda = 0; ///< the memory price of the previous solve, to warm-start the next
+    double lastLambda = 0;   ///< the memory price of the previous solve, to warm-start the next
     std::vector<int> forced; ///< per op: locked strategy or -1
     int tablesSolved = 0;
 
@@ -143,7 +143,8 @@ struct PlannerSession::Impl {
 
     // ---- decoding (decode.cpp) -------------------------------------------------------------
 
-    std::map<std::pair<int, std::size_t>, std::shared_ptr<const DecodedEntry>> decodedCache; ///< per solveAt, by (table key, entry)
+    std::map<std::pair<int, std::size_t>, std::shared_ptr<const DecodedEntry>>
+        decodedCache;             ///< per solveAt, by (table key, entry)
     double decodedMemory = 0;     ///< per solveAt
     double decodedMemoryHigh = 0; ///< the part of decodedMemory priced at a split solve's high price
 

@@ -38,11 +38,11 @@ struct PlannerSession::Impl::TopLevel {
     std::vector<TopItem> items;
     std::vector<OpId> inlinedOps; ///< ascending
     std::vector<const BlockInstance*> inlinedInstances;
-    std::vector<Recompute> modes;           ///< the recompute modes at the base price
-    std::map<OpId, int> modeVarOfOp;        ///< only when there is a choice
-    std::vector<int> modeVarOfInstance;     ///< per inlined instance, -1 when there is no choice
+    std::vector<Recompute> modes;       ///< the recompute modes at the base price
+    std::map<OpId, int> modeVarOfOp;    ///< only when there is a choice
+    std::vector<int> modeVarOfInstance; ///< per inlined instance, -1 when there is no choice
     std::map<TensorId, TensorVar> varOfTensor;
-    std::map<OpId, int> opVar;              ///< strategy variable of each inlined op
+    std::map<OpId, int> opVar; ///< strategy variable of each inlined op
 };
 
 std::set<ClassId> PlannerSession::Impl::inlinedClasses()
@@ -77,7 +77,8 @@ int PlannerSession::Impl::splittableInstances() const
     return n;
 }
 
-PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split)
+PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool recomputeAllowed,
+                                                            const std::optional<PriceSplit>& split)
 {
     throwIfCancelled();
     tables.clear();
@@ -118,7 +119,8 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
 
 /// The top level's pieces: table items (a chained run as one, else one per instance; their
 /// tables solved at their price) and the instances and ops of inlined classes.
-void PlannerSession::Impl::collectItems(TopLevel& top, double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split)
+void PlannerSession::Impl::collectItems(TopLevel& top, double lambda, bool recomputeAllowed,
+                                        const std::optional<PriceSplit>& split)
 {
     const std::set<ClassId> inlined = inlinedClasses();
     // Instances at the top level: runs, plus the siblings of inlined parents.
@@ -141,7 +143,8 @@ void PlannerSession::Impl::collectItems(TopLevel& top, double lambda, bool recom
         if (chain || run.count == 1) {
             top.items.push_back(TopItem{run, slot, chain, {}, {}});
         } else {
-            for (int a = 0; a < run.count; ++a) top.items.push_back(TopItem{Run{run.classId, run.firstInstance + a, 1}, slot, std::nullopt, {}, {}});
+            for (int a = 0; a < run.count; ++a)
+                top.items.push_back(TopItem{Run{run.classId, run.firstInstance + a, 1}, slot, std::nullopt, {}, {}});
         }
     }
     std::sort(top.inlinedOps.begin(), top.inlinedOps.end());
@@ -164,7 +167,8 @@ void PlannerSession::Impl::addTopVariables(TopLevel& top)
         topDomain.push_back(static_cast<int>(model.strategies(op).size()));
         top.opVar[op] = var;
         const Op& o = model.graph().op(op);
-        for (size_t k = 0; k < o.outputs.size(); ++k) top.varOfTensor[o.outputs[k]] = TensorVar{var, true, op, static_cast<int>(k)};
+        for (size_t k = 0; k < o.outputs.size(); ++k)
+            top.varOfTensor[o.outputs[k]] = TensorVar{var, true, op, static_cast<int>(k)};
     }
     for (auto& item : top.items) {
         const auto& ct = tableOf(classOf(item.run), item.slot);
@@ -197,7 +201,8 @@ void PlannerSession::Impl::bindItemInputs(TopLevel& top)
             }
             auto it = top.varOfTensor.find(first.inputs[k]);
             if (it == top.varOfTensor.end())
-                throw std::logic_error("search: block input '" + model.graph().tensor(first.inputs[k]).name + "' has no top-level producer");
+                throw std::logic_error("search: block input '" + model.graph().tensor(first.inputs[k]).name +
+                                       "' has no top-level producer");
             const TensorVar& tv = it->second;
             b.var = tv.var;
             if (tv.isOpVar) {
@@ -239,11 +244,13 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
             const TensorOrigin src = origin[static_cast<size_t>(o.inputs[k])];
             if (src.producer < 0) continue;
             auto it = top.varOfTensor.find(o.inputs[k]);
-            if (it == top.varOfTensor.end()) throw std::logic_error("search: op '" + o.name + "' reads a tensor the top level cannot see");
+            if (it == top.varOfTensor.end())
+                throw std::logic_error("search: op '" + o.name + "' reads a tensor the top level cannot see");
             if (it->second.isOpVar)
                 factors.push_back(edgeFromOp(it->second.var, src, var, op, static_cast<int>(k), topDomain));
             else
-                factors.push_back(edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain));
+                factors.push_back(
+                    edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain));
         }
     }
     for (size_t i = 0; i < top.inlinedInstances.size(); ++i) {
@@ -252,13 +259,15 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
         for (TensorId t : top.inlinedInstances[i]->inputs) {
             if (!hasVariable(t)) continue;
             auto it = top.varOfTensor.find(t);
-            if (it == top.varOfTensor.end()) throw std::logic_error("search: an inlined block reads a tensor the top level cannot see");
+            if (it == top.varOfTensor.end())
+                throw std::logic_error("search: an inlined block reads a tensor the top level cannot see");
             const TensorVar& tv = it->second;
             Factor f{{modeVar, tv.var}, {}};
             const int domain = topDomain[static_cast<size_t>(tv.var)];
             for (int m = 0; m < modeCount; ++m)
                 for (int d = 0; d < domain; ++d)
-                    f.values.push_back(top.modes[static_cast<size_t>(m)] != Recompute::Full ? 0.0 : lambda * keptBytes(model, t, specOf(tv, d)));
+                    f.values.push_back(
+                        top.modes[static_cast<size_t>(m)] != Recompute::Full ? 0.0 : lambda * keptBytes(model, t, specOf(tv, d)));
             factors.push_back(std::move(f));
         }
     }
@@ -270,7 +279,9 @@ void PlannerSession::Impl::decodeInlined(const TopLevel& top, const std::vector<
     for (OpId op : top.inlinedOps) {
         const int s = assignment[static_cast<size_t>(top.opVar.at(op))];
         const auto modeVar = top.modeVarOfOp.find(op);
-        const Recompute mode = modeVar == top.modeVarOfOp.end() ? Recompute::None : top.modes[static_cast<size_t>(assignment[static_cast<size_t>(modeVar->second)])];
+        const Recompute mode = modeVar == top.modeVarOfOp.end()
+                                   ? Recompute::None
+                                   : top.modes[static_cast<size_t>(assignment[static_cast<size_t>(modeVar->second)])];
         attempt.inlinedChoice.emplace_back(op, s, mode);
         decodedMemory += model.opCost(op, s, mode).memoryBytes();
     }
@@ -288,7 +299,8 @@ void PlannerSession::Impl::decodeInlined(const TopLevel& top, const std::vector<
 /// One instance of a chained run as a min-plus matrix over the chain input's states: entry
 /// (i, j) the cheapest table entry entering in state i and leaving in the output spec that is
 /// state j, the other inputs fixed to `context`.
-PlannerSession::Impl::MinPlus PlannerSession::Impl::chainMatrix(const ClassTable& ct, int chain, const std::vector<int>& context) const
+PlannerSession::Impl::MinPlus PlannerSession::Impl::chainMatrix(const ClassTable& ct, int chain,
+                                                                const std::vector<int>& context) const
 {
     const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
     const int n = static_cast<int>(stateDomain.size());
@@ -350,7 +362,8 @@ Factor PlannerSession::Impl::itemFactor(const TopItem& item, const ClassTable& c
         }
         if (!ok) continue;
         if (!item.chain) {
-            for (size_t j = 0; j < item.outputVars.size(); ++j) entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
+            for (size_t j = 0; j < item.outputVars.size(); ++j)
+                entry[firstOut + j] = assignment[static_cast<size_t>(item.outputVars[j])];
             f.values[idx] = ct.table[ravel(entry, ct.dims)];
             continue;
         }

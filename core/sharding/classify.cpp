@@ -8,16 +8,16 @@ namespace tp {
 std::string_view shardClassName(ShardClass c)
 {
     static constexpr std::array<std::string_view, kShardClassCount> names{
-        "replicated", "data-parallel", "sequence-parallel", "feature-split", "column-parallel", "row-parallel",
-        "expert-parallel", "mixed"};
+        "replicated",      "data-parallel", "sequence-parallel", "feature-split",
+        "column-parallel", "row-parallel",  "expert-parallel",   "mixed"};
     return names[static_cast<size_t>(c)];
 }
 
 std::string_view shardClassColor(ShardClass c)
 {
     // grey, green, teal, light blue, blue, orange, gold, purple
-    static constexpr std::array<std::string_view, kShardClassCount> colors{
-        "#c8cbd0", "#8fd08a", "#7ccfc4", "#b9d6f2", "#6fa8e8", "#f4a55a", "#e8cf5a", "#b69ddb"};
+    static constexpr std::array<std::string_view, kShardClassCount> colors{"#c8cbd0", "#8fd08a", "#7ccfc4", "#b9d6f2",
+                                                                           "#6fa8e8", "#f4a55a", "#e8cf5a", "#b69ddb"};
     return colors[static_cast<size_t>(c)];
 }
 
@@ -69,7 +69,8 @@ ShardClass loopKind(const Signature& sig, const OperandFacts& facts, const std::
         if (!fact(facts.weightInput, k) || !indexes(sig.inputs[k], loop)) continue;
         inWeight = true;
         for (size_t l = 0; l < sig.loops.size(); ++l)
-            weightContracts = weightContracts || (sig.loops[l].role == DimRole::Contracted && indexes(sig.inputs[k], static_cast<int>(l)));
+            weightContracts =
+                weightContracts || (sig.loops[l].role == DimRole::Contracted && indexes(sig.inputs[k], static_cast<int>(l)));
     }
     if (!inWeight) return batchLikeKind(activations, loop);
     const DimRole role = sig.loops[static_cast<size_t>(loop)].role;
@@ -90,8 +91,10 @@ StrategyClass classifyStrategy(const Signature& sig, const OperandFacts& facts, 
     out.axisLoop.assign(axes, -1);
     std::vector<Activation> activations;
     for (size_t k = 0; k < sig.inputs.size(); ++k) {
-        if (fact(facts.weightInput, k)) out.hasWeight = true;
-        else activations.push_back({&sig.inputs[k], fact(facts.batchInput, k), true});
+        if (fact(facts.weightInput, k))
+            out.hasWeight = true;
+        else
+            activations.push_back({&sig.inputs[k], fact(facts.batchInput, k), true});
     }
     for (size_t k = 0; k < sig.outputs.size(); ++k) activations.push_back({&sig.outputs[k], fact(facts.batchOutput, k), false});
 

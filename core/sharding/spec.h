@@ -18,7 +18,7 @@ struct TensorSpec {
     AxisMask partial = 0;
 
     static TensorSpec replicated(size_t rank);
-    AxisMask splitAxes() const;         ///< axes that split some dim
+    AxisMask splitAxes() const; ///< axes that split some dim
     bool isReplicated() const { return splitAxes() == 0 && partial == 0; }
     /// Elements per device of a tensor of this shape.
     std::int64_t shardNumel(const std::vector<std::int64_t>& shape, const Mesh& mesh) const;

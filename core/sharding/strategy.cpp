@@ -165,10 +165,7 @@ AxisMask axesOutside(const OperandIndexing& operand, const OpStrategy& st)
 
 } // namespace
 
-TensorSpec inputSpec(const Signature& sig, const OpStrategy& st, size_t input)
-{
-    return operandSpec(sig.inputs.at(input), st);
-}
+TensorSpec inputSpec(const Signature& sig, const OpStrategy& st, size_t input) { return operandSpec(sig.inputs.at(input), st); }
 
 TensorSpec outputSpec(const Signature& sig, const OpStrategy& st, size_t output)
 {

@@ -104,19 +104,16 @@ std::string formatSeconds(double seconds, int significantDigits)
     const double a = std::fabs(seconds);
     const double factor = a >= 1 || a == 0 ? 1 : a >= 1e-3 ? 1e-3 : 1e-6;
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*g %s", significantDigits, seconds / factor, factor == 1 ? "s" : factor == 1e-3 ? "ms" : "us");
+    std::snprintf(buf, sizeof buf, "%.*g %s", significantDigits, seconds / factor,
+                  factor == 1      ? "s"
+                  : factor == 1e-3 ? "ms"
+                                   : "us");
     return buf;
 }
 
-std::string formatSecondsDelta(double seconds)
-{
-    return (seconds > 0 ? "+" : "") + formatSeconds(seconds);
-}
+std::string formatSecondsDelta(double seconds) { return (seconds > 0 ? "+" : "") + formatSeconds(seconds); }
 
-std::string formatBytesDelta(double bytes)
-{
-    return (bytes > 0 ? "+" : "") + formatBytes(bytes);
-}
+std::string formatBytesDelta(double bytes) { return (bytes > 0 ? "+" : "") + formatBytes(bytes); }
 
 std::string formatBandwidth(double bytesPerSecond)
 {

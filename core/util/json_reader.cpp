@@ -23,7 +23,8 @@ json parseJsonText(std::string_view text, const std::string& origin)
         // keep the reason, drop the library's prefix.
         std::string detail = e.what();
         const auto prefixEnd = detail.find("] ");
-        throw InputError(origin + ": not valid JSON: " + (prefixEnd == std::string::npos ? detail : detail.substr(prefixEnd + 2)));
+        throw InputError(origin +
+                         ": not valid JSON: " + (prefixEnd == std::string::npos ? detail : detail.substr(prefixEnd + 2)));
     }
 }
 
@@ -95,8 +96,7 @@ bool JsonReader::boolean(const json& v, const std::string& path) const
     return v.get<bool>();
 }
 
-std::int64_t JsonReader::envelope(const json& doc, const std::string& kind, const std::string& format,
-                                  std::int64_t current) const
+std::int64_t JsonReader::envelope(const json& doc, const std::string& kind, const std::string& format, std::int64_t current) const
 {
     if (!doc.is_object()) fail("/", "a " + kind + " file must hold a JSON object, not " + std::string(doc.type_name()));
     const std::string found = string(doc, "", "format");
@@ -113,9 +113,12 @@ std::string jsonPointerEscape(const std::string& key)
 {
     std::string out;
     for (char c : key) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
+        if (c == '~')
+            out += "~0";
+        else if (c == '/')
+            out += "~1";
+        else
+            out += c;
     }
     return out;
 }

@@ -93,7 +93,7 @@ bool spatialGroup(const std::vector<int>& group, const Signature& sig)
 // Offsets of an operand's elements in a block, linear in the loop indices: base + sum idx*coef.
 struct Addressing {
     std::int64_t base = 0;
-    std::vector<std::int64_t> coef; // per loop
+    std::vector<std::int64_t> coef;                     // per loop
     std::vector<std::pair<size_t, std::int64_t>> terms; // the loops with a nonzero coefficient
 
     // Raw pointers: this runs once per point and operand, and unoptimised (Debug, sanitizer)
@@ -115,8 +115,7 @@ Addressing addressing(const OperandIndexing& operand, const Signature& sig, cons
     for (size_t d = 0; d < operand.dims.size(); ++d) {
         a.base -= block.start[d] * st[d];
         const auto& group = operand.dims[d];
-        for (size_t k = 0; k < group.size(); ++k)
-            a.coef[static_cast<size_t>(group[k])] += innerExtent(group, k, sig) * st[d];
+        for (size_t k = 0; k < group.size(); ++k) a.coef[static_cast<size_t>(group[k])] += innerExtent(group, k, sig) * st[d];
     }
     for (size_t l = 0; l < a.coef.size(); ++l)
         if (a.coef[l] != 0) a.terms.emplace_back(l, a.coef[l]);
@@ -127,8 +126,9 @@ Addressing addressing(const OperandIndexing& operand, const Signature& sig, cons
 // spatial[d] with the stride, shifted by the weight's kernel loop paired with it and by the
 // padding) and the other dims as addressing() has them. Only valid where every spatial index
 // lies inside the input (convolutionInside).
-Addressing convolutionAddressing(const OperandIndexing& x, const Signature& sig, const Block& block, const std::vector<int>& spatial,
-                                 const std::vector<int>& kernelLoops, std::int64_t stride, std::int64_t pad)
+Addressing convolutionAddressing(const OperandIndexing& x, const Signature& sig, const Block& block,
+                                 const std::vector<int>& spatial, const std::vector<int>& kernelLoops, std::int64_t stride,
+                                 std::int64_t pad)
 {
     Addressing a;
     a.coef.assign(sig.loops.size(), 0);
@@ -143,8 +143,7 @@ Addressing convolutionAddressing(const OperandIndexing& x, const Signature& sig,
             continue;
         }
         const auto& group = x.dims[d];
-        for (size_t k = 0; k < group.size(); ++k)
-            a.coef[static_cast<size_t>(group[k])] += innerExtent(group, k, sig) * st[d];
+        for (size_t k = 0; k < group.size(); ++k) a.coef[static_cast<size_t>(group[k])] += innerExtent(group, k, sig) * st[d];
     }
     for (size_t l = 0; l < a.coef.size(); ++l)
         if (a.coef[l] != 0) a.terms.emplace_back(l, a.coef[l]);
@@ -167,7 +166,8 @@ std::vector<SpatialBound> convolutionBounds(const std::vector<int>& spatial, con
     return b;
 }
 
-bool convolutionInside(const std::vector<SpatialBound>& bounds, const std::vector<std::int64_t>& idx, std::int64_t stride, std::int64_t pad)
+bool convolutionInside(const std::vector<SpatialBound>& bounds, const std::vector<std::int64_t>& idx, std::int64_t stride,
+                       std::int64_t pad)
 {
     const std::int64_t* ip = idx.data();
     for (const auto *b = bounds.data(), *end = b + bounds.size(); b != end; ++b) {
@@ -379,8 +379,7 @@ std::int64_t axisOf(const Op& op, size_t rank)
 
 // Concat (join) and Split (part): the parts lie one after another along the axis dim of the
 // whole; a part's size-1 dims broadcast over the whole's.
-void evalJoinOrPart(const Op& op, const Graph& g, const std::vector<const Block*>& inputs, std::vector<Block>& outs,
-                    bool join)
+void evalJoinOrPart(const Op& op, const Graph& g, const std::vector<const Block*>& inputs, std::vector<Block>& outs, bool join)
 {
     const auto& wholeShape = g.tensor(join ? op.outputs[0] : op.inputs[0]).shape;
     const auto axis = static_cast<size_t>(axisOf(op, wholeShape.size()));
@@ -484,7 +483,8 @@ void evalWindow(const Op& op, const Signature& sig, const OpSemantics& sem, cons
             for (size_t l = 0; l < idx.size(); ++l)
                 if (!isOut[l] && idx[l] != 0) firstOfSum = false;
             if (firstOfSum)
-                for (size_t i = 0; i < extra.size(); ++i) acc[static_cast<size_t>(oo)] += inputs[i + 2]->data[static_cast<size_t>(extra[i].at(idx))];
+                for (size_t i = 0; i < extra.size(); ++i)
+                    acc[static_cast<size_t>(oo)] += inputs[i + 2]->data[static_cast<size_t>(extra[i].at(idx))];
         });
     } else {
         const size_t dims = static_cast<size_t>(std::count_if(spatial.begin(), spatial.end(), [](int l) { return l >= 0; }));
@@ -499,7 +499,8 @@ void evalWindow(const Op& op, const Signature& sig, const OpSemantics& sem, cons
                 best = std::max(best, v);
                 sum += v;
             });
-            acc[static_cast<size_t>(o.at(idx))] = sem.windowMax ? best : sum / std::pow(static_cast<double>(kernel), static_cast<double>(dims));
+            acc[static_cast<size_t>(o.at(idx))] =
+                sem.windowMax ? best : sum / std::pow(static_cast<double>(kernel), static_cast<double>(dims));
         });
     }
     for (size_t k = 0; k < acc.size(); ++k) out.data[k] = static_cast<float>(acc[k]);
@@ -646,7 +647,8 @@ void backJoinOrPart(const Op& op, const Graph& g, const std::vector<const Block*
                     pi[axis] -= offset;
                     for (size_t d = 0; d < pi.size(); ++d)
                         if (partShape[d] == 1 && d != axis) pi[d] = 0;
-                    gr.acc[k][static_cast<size_t>(offsetOf(dPart, pi))] += dWhole.data[static_cast<size_t>(offsetOf(dWhole, idx))];
+                    gr.acc[k][static_cast<size_t>(offsetOf(dPart, pi))] +=
+                        dWhole.data[static_cast<size_t>(offsetOf(dWhole, idx))];
                 });
         } else {
             forEachPoint(box, [&](const std::vector<std::int64_t>& idx) {
@@ -779,13 +781,27 @@ std::vector<Block> evaluateOp(const Op& op, const Signature& sig, const OpSemant
 {
     std::vector<Block> outs = outputBlocks(op, sig, graph, loops);
     switch (sem.rule) {
-    case EvalRule::Map: evalMap(op, sig, sem, loops, inputs, outs[0]); break;
-    case EvalRule::Contract: evalContract(op, sig, sem, loops, inputs, outs[0], false); break;
-    case EvalRule::Gather: evalContract(op, sig, sem, loops, inputs, outs[0], true); break;
-    case EvalRule::Normalize: evalNormalize(op, sig, sem, loops, inputs, outs[0]); break;
-    case EvalRule::Join: evalJoinOrPart(op, graph, inputs, outs, true); break;
-    case EvalRule::Part: evalJoinOrPart(op, graph, inputs, outs, false); break;
-    case EvalRule::Window: evalWindow(op, sig, sem, graph, loops, inputs, outs[0]); break;
+    case EvalRule::Map:
+        evalMap(op, sig, sem, loops, inputs, outs[0]);
+        break;
+    case EvalRule::Contract:
+        evalContract(op, sig, sem, loops, inputs, outs[0], false);
+        break;
+    case EvalRule::Gather:
+        evalContract(op, sig, sem, loops, inputs, outs[0], true);
+        break;
+    case EvalRule::Normalize:
+        evalNormalize(op, sig, sem, loops, inputs, outs[0]);
+        break;
+    case EvalRule::Join:
+        evalJoinOrPart(op, graph, inputs, outs, true);
+        break;
+    case EvalRule::Part:
+        evalJoinOrPart(op, graph, inputs, outs, false);
+        break;
+    case EvalRule::Window:
+        evalWindow(op, sig, sem, graph, loops, inputs, outs[0]);
+        break;
     }
     return outs;
 }
@@ -795,18 +811,34 @@ std::vector<Block> backwardOp(const Op& op, const Signature& sig, const OpSemant
                               const std::vector<const Block*>& outputGrads)
 {
     if (!sem.differentiable())
-        throw InputError(context(op) + ": verify has no derivative for " + std::string(opKindName(op.kind)) + " ops, so it cannot run the backward pass");
-    if (outputGrads.size() != op.outputs.size() || std::any_of(outputGrads.begin(), outputGrads.end(), [](const Block* b) { return !b; }))
+        throw InputError(context(op) + ": verify has no derivative for " + std::string(opKindName(op.kind)) +
+                         " ops, so it cannot run the backward pass");
+    if (outputGrads.size() != op.outputs.size() ||
+        std::any_of(outputGrads.begin(), outputGrads.end(), [](const Block* b) { return !b; }))
         throw std::logic_error(context(op) + ": output gradient missing");
     Grads gr = gradBlocks(op, sig, graph, loops);
     switch (sem.rule) {
-    case EvalRule::Map: backMap(op, sig, sem, loops, inputs, *outputGrads[0], gr); break;
-    case EvalRule::Contract: backContract(op, sig, sem, loops, inputs, *outputGrads[0], gr, false); break;
-    case EvalRule::Gather: backContract(op, sig, sem, loops, inputs, *outputGrads[0], gr, true); break;
-    case EvalRule::Normalize: backNormalize(op, sig, sem, loops, inputs, *outputGrads[0], gr); break;
-    case EvalRule::Join: backJoinOrPart(op, graph, outputGrads, gr, true); break;
-    case EvalRule::Part: backJoinOrPart(op, graph, outputGrads, gr, false); break;
-    case EvalRule::Window: backWindow(op, sig, sem, graph, loops, inputs, *outputGrads[0], gr); break;
+    case EvalRule::Map:
+        backMap(op, sig, sem, loops, inputs, *outputGrads[0], gr);
+        break;
+    case EvalRule::Contract:
+        backContract(op, sig, sem, loops, inputs, *outputGrads[0], gr, false);
+        break;
+    case EvalRule::Gather:
+        backContract(op, sig, sem, loops, inputs, *outputGrads[0], gr, true);
+        break;
+    case EvalRule::Normalize:
+        backNormalize(op, sig, sem, loops, inputs, *outputGrads[0], gr);
+        break;
+    case EvalRule::Join:
+        backJoinOrPart(op, graph, outputGrads, gr, true);
+        break;
+    case EvalRule::Part:
+        backJoinOrPart(op, graph, outputGrads, gr, false);
+        break;
+    case EvalRule::Window:
+        backWindow(op, sig, sem, graph, loops, inputs, *outputGrads[0], gr);
+        break;
     }
     return gr.take();
 }

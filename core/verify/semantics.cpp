@@ -51,7 +51,10 @@ void rmsNormRow(const std::vector<std::vector<float>>& in, std::vector<float>& o
 }
 
 // Positions after the query are masked for a causal softmax.
-bool masked(const RowContext& c, size_t i) { return c.causal && c.queryIndex >= 0 && static_cast<std::int64_t>(i) > c.queryIndex; }
+bool masked(const RowContext& c, size_t i)
+{
+    return c.causal && c.queryIndex >= 0 && static_cast<std::int64_t>(i) > c.queryIndex;
+}
 
 void softmaxRow(const std::vector<std::vector<float>>& in, std::vector<float>& out, const RowContext& c)
 {
@@ -100,8 +103,8 @@ void layerNormGrad(const std::vector<std::vector<float>>& in, const std::vector<
     for (size_t i = 0; i < x.size(); ++i) dIn[0][i] += static_cast<float>(inv * (dxhat[i] - m1 - xhat[i] * m2));
 }
 
-void rmsNormGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
-                 std::vector<std::vector<float>>& dIn, const RowContext&)
+void rmsNormGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut, std::vector<std::vector<float>>& dIn,
+                 const RowContext&)
 {
     const auto& x = in[0];
     const double n = static_cast<double>(x.size());
@@ -119,8 +122,8 @@ void rmsNormGrad(const std::vector<std::vector<float>>& in, const std::vector<fl
     for (size_t i = 0; i < x.size(); ++i) dIn[0][i] += static_cast<float>(inv * g[i] - x[i] * inv * inv * inv * dot / n);
 }
 
-void softmaxGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut,
-                 std::vector<std::vector<float>>& dIn, const RowContext& c)
+void softmaxGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut, std::vector<std::vector<float>>& dIn,
+                 const RowContext& c)
 {
     std::vector<float> y(in[0].size());
     softmaxRow(in, y, c);
@@ -163,10 +166,13 @@ std::vector<OpSemantics> table()
     };
     // A unary map and its derivative as a function of the input.
     auto unary = [&](OpKind k, float (*f)(float), float (*df)(float)) {
-        return map(k, [f](std::span<const float> v) { return f(v[0]); },
-                   [df](std::span<const float> v, float dy, std::span<float> d) { d[0] = dy * df(v[0]); });
+        return map(
+            k, [f](std::span<const float> v) { return f(v[0]); },
+            [df](std::span<const float> v, float dy, std::span<float> d) { d[0] = dy * df(v[0]); });
     };
-    auto normalize = [](OpKind k, RowFunction f, RowGrad g) { return OpSemantics{k, R::Normalize, {}, 0, std::move(f), false, {}, std::move(g)}; };
+    auto normalize = [](OpKind k, RowFunction f, RowGrad g) {
+        return OpSemantics{k, R::Normalize, {}, 0, std::move(f), false, {}, std::move(g)};
+    };
     return {
         rule(OpKind::Linear, R::Contract, 2),
         rule(OpKind::BatchMatMul, R::Contract, 2),
@@ -177,7 +183,9 @@ std::vector<OpSemantics> table()
         // Inference form (running mean 0, variance 1): per-channel scale and shift, in training
         // mode too. Training-mode statistics over a split batch would need a synchronised batch
         // norm.
-        map(OpKind::BatchNorm, [](std::span<const float> v) { return v[0] * (v.size() > 1 ? v[1] : 1.0f) + (v.size() > 2 ? v[2] : 0.0f); },
+        map(
+            OpKind::BatchNorm,
+            [](std::span<const float> v) { return v[0] * (v.size() > 1 ? v[1] : 1.0f) + (v.size() > 2 ? v[2] : 0.0f); },
             [](std::span<const float> v, float dy, std::span<float> d) {
                 d[0] = dy * (v.size() > 1 ? v[1] : 1.0f);
                 if (v.size() > 1) d[1] = dy * v[0];
@@ -185,13 +193,30 @@ std::vector<OpSemantics> table()
             }),
         normalize(OpKind::Softmax, softmaxRow, softmaxGrad),
         unary(OpKind::GeLU, gelu, geluGrad),
-        unary(OpKind::SiLU, [](float x) { return x * sigmoid(x); }, [](float x) { const float s = sigmoid(x); return s + x * s * (1 - s); }),
-        unary(OpKind::ReLU, [](float x) { return std::max(x, 0.0f); }, [](float x) { return x > 0 ? 1.0f : 0.0f; }),
-        unary(OpKind::Tanh, [](float x) { return std::tanh(x); }, [](float x) { const float t = std::tanh(x); return 1 - t * t; }),
-        unary(OpKind::Sigmoid, sigmoid, [](float x) { const float s = sigmoid(x); return s * (1 - s); }),
-        map(OpKind::Add, [](std::span<const float> v) { return std::accumulate(v.begin(), v.end(), 0.0f); },
+        unary(
+            OpKind::SiLU, [](float x) { return x * sigmoid(x); },
+            [](float x) {
+                const float s = sigmoid(x);
+                return s + x * s * (1 - s);
+            }),
+        unary(
+            OpKind::ReLU, [](float x) { return std::max(x, 0.0f); }, [](float x) { return x > 0 ? 1.0f : 0.0f; }),
+        unary(
+            OpKind::Tanh, [](float x) { return std::tanh(x); },
+            [](float x) {
+                const float t = std::tanh(x);
+                return 1 - t * t;
+            }),
+        unary(OpKind::Sigmoid, sigmoid,
+              [](float x) {
+                  const float s = sigmoid(x);
+                  return s * (1 - s);
+              }),
+        map(
+            OpKind::Add, [](std::span<const float> v) { return std::accumulate(v.begin(), v.end(), 0.0f); },
             [](std::span<const float>, float dy, std::span<float> d) { std::fill(d.begin(), d.end(), dy); }),
-        map(OpKind::Mul, [](std::span<const float> v) { return v[0] * v[1]; },
+        map(
+            OpKind::Mul, [](std::span<const float> v) { return v[0] * v[1]; },
             [](std::span<const float> v, float dy, std::span<float> d) {
                 d[0] = dy * v[1];
                 d[1] = dy * v[0];

@@ -32,8 +32,8 @@ struct RowContext {
 
 /// Inputs along the row: a row of the reduced loop's extent for inputs indexed by it, else one
 /// value. The output row has the reduced loop's extent, or one value (a loss summed over rows).
-using RowFunction = std::function<void(const std::vector<std::vector<float>>& in, std::vector<float>& out,
-                                       const RowContext& context)>;
+using RowFunction =
+    std::function<void(const std::vector<std::vector<float>>& in, std::vector<float>& out, const RowContext& context)>;
 
 /// Map backward: from the inputs at a point and the output gradient there, the gradient of
 /// each input at that point (dIn has one slot per input; integer inputs' slots are ignored).
@@ -49,17 +49,14 @@ struct OpSemantics {
     OpKind kind;
     EvalRule rule;
     std::function<float(std::span<const float>)> pointwise; ///< Map
-    int multiplicands = 2;        ///< Contract: the first inputs multiplied; the rest added once
-    RowFunction row;              ///< Normalize
-    bool windowMax = false;       ///< Window without a weight: max (true) or mean (false)
-    PointwiseGrad pointwiseGrad;  ///< Map backward
-    RowGrad rowGrad;              ///< Normalize backward
+    int multiplicands = 2;                                  ///< Contract: the first inputs multiplied; the rest added once
+    RowFunction row;                                        ///< Normalize
+    bool windowMax = false;                                 ///< Window without a weight: max (true) or mean (false)
+    PointwiseGrad pointwiseGrad;                            ///< Map backward
+    RowGrad rowGrad;                                        ///< Normalize backward
 
     /// Whether the backward of this row is known (Map and Normalize rows need their derivative).
-    bool differentiable() const
-    {
-        return (rule != EvalRule::Map || pointwiseGrad) && (rule != EvalRule::Normalize || rowGrad);
-    }
+    bool differentiable() const { return (rule != EvalRule::Map || pointwiseGrad) && (rule != EvalRule::Normalize || rowGrad); }
 };
 
 /// The row of a kind, or nullopt when the verifier cannot execute it (Dispatch, Combine,

@@ -137,8 +137,11 @@ struct Failure {
 // The sharded run's state and its collectives.
 class ShardedRun {
 public:
-    ShardedRun(const Mesh& mesh, const std::map<ListedKey, int>& listed, VerifyReport& report)
-        : mesh_(mesh), listed_(listed), report_(report), devices_(mesh.devices())
+    ShardedRun(const Mesh& mesh, const std::map<ListedKey, int>& listed, VerifyReport& report) :
+        mesh_(mesh),
+        listed_(listed),
+        report_(report),
+        devices_(mesh.devices())
     {
         for (int d = 0; d < devices_; ++d) coords_.push_back(coordsOf(d, mesh));
     }
@@ -167,7 +170,7 @@ public:
                                      const std::string& consumer, const char* phase = "forward")
     {
         const bool backward = std::string(phase) == "backward";
-        const std::string what = backward ? "the gradient of '" + tensor + "' (output of '" + producer + "')"
+        const std::string what = backward             ? "the gradient of '" + tensor + "' (output of '" + producer + "')"
                                  : tensor == producer ? "the output of '" + producer + "'"
                                                       : "'" + tensor + "' (from '" + producer + "')";
         const std::string before = backward ? "backward, at '" + consumer + "': " : "before '" + consumer + "': ";
@@ -186,7 +189,8 @@ public:
             } else {
                 // A runtime that does not reduce hands each device its own partial sum.
                 for (auto& b : blocks) b.partial &= ~bit;
-                const std::string line = what + " is partial over " + axis + " but the plan lists no " + phase + " all-reduce or reduce-scatter over " + axis + " after '" + rep + "'";
+                const std::string line = what + " is partial over " + axis + " but the plan lists no " + phase +
+                                         " all-reduce or reduce-scatter over " + axis + " after '" + rep + "'";
                 notes.push_back(line);
                 report_.missing.push_back(before + line);
             }
@@ -206,12 +210,16 @@ public:
             const auto& b = blocks[static_cast<size_t>(lacking)];
             std::vector<Range> held;
             for (size_t e = 0; e < b.size.size(); ++e) held.push_back({b.start[e], b.start[e] + b.size[e]});
-            const std::string where = "device " + coordsText(coords(lacking), mesh_) + " holds " + rangesText(held) + " of " + what + " but needs " + rangesText(need[static_cast<size_t>(lacking)]);
+            const std::string where = "device " + coordsText(coords(lacking), mesh_) + " holds " + rangesText(held) + " of " +
+                                      what + " but needs " + rangesText(need[static_cast<size_t>(lacking)]);
             if (axis < 0 || guard > 16) throw Failure{consumer, where + "; no collective can bring it"};
             const std::string axisName = mesh_.axes[static_cast<size_t>(axis)].name;
-            const char* kind = listed(rep, "all-gather", axisName, phase) ? "all-gather" : listed(rep, "all-to-all", axisName, phase) ? "all-to-all" : nullptr;
+            const char* kind = listed(rep, "all-gather", axisName, phase)   ? "all-gather"
+                               : listed(rep, "all-to-all", axisName, phase) ? "all-to-all"
+                                                                            : nullptr;
             if (!kind) {
-                const std::string line = where + "; the plan lists no " + phase + " all-gather or all-to-all over " + axisName + " after '" + rep + "'";
+                const std::string line = where + "; the plan lists no " + phase + " all-gather or all-to-all over " + axisName +
+                                         " after '" + rep + "'";
                 report_.missing.push_back(before + line);
                 throw Failure{consumer, line};
             }
@@ -260,12 +268,17 @@ private:
             bool ok = true;
             for (int d = 0; d < devices_ && ok; ++d) {
                 const auto& b = blocks[static_cast<size_t>(d)];
-                if (b.size[e] % g != 0) { ok = false; break; }
+                if (b.size[e] % g != 0) {
+                    ok = false;
+                    break;
+                }
                 const std::int64_t len = b.size[e] / g, lo = b.start[e] + coords(d)[static_cast<size_t>(a)] * len;
                 auto r = need[static_cast<size_t>(d)][e];
                 ok = r.lo >= lo && r.hi <= lo + len;
                 for (size_t f = 0; f < need[0].size() && ok; ++f)
-                    if (f != e) ok = need[static_cast<size_t>(d)][f].lo >= b.start[f] && need[static_cast<size_t>(d)][f].hi <= b.start[f] + b.size[f];
+                    if (f != e)
+                        ok = need[static_cast<size_t>(d)][f].lo >= b.start[f] &&
+                             need[static_cast<size_t>(d)][f].hi <= b.start[f] + b.size[f];
             }
             if (ok) return static_cast<int>(e);
         }
@@ -376,7 +389,8 @@ double compareOutput(const std::vector<Block>& shards, const Block& reference, c
         std::vector<Range> box;
         for (size_t f = 0; f < b.size.size(); ++f) box.push_back({b.start[f], b.start[f] + b.size[f]});
         const Block ref = reference.slice(box);
-        for (size_t k = 0; k < sum.size(); ++k) worst = std::max(worst, std::fabs(static_cast<double>(sum[k]) - ref.data[k]) / scale);
+        for (size_t k = 0; k < sum.size(); ++k)
+            worst = std::max(worst, std::fabs(static_cast<double>(sum[k]) - ref.data[k]) / scale);
     }
     return worst;
 }
@@ -456,7 +470,8 @@ std::vector<Contribution> accumulate(std::vector<Contribution> list)
     for (auto& c : list) {
         auto same = std::find_if(groups.begin(), groups.end(), [&](const Contribution& g) {
             for (size_t d = 0; d < c.blocks.size(); ++d)
-                if (g.blocks[d].start != c.blocks[d].start || g.blocks[d].size != c.blocks[d].size || g.blocks[d].partial != c.blocks[d].partial)
+                if (g.blocks[d].start != c.blocks[d].start || g.blocks[d].size != c.blocks[d].size ||
+                    g.blocks[d].partial != c.blocks[d].partial)
                     return false;
             return true;
         });
@@ -513,7 +528,8 @@ PlanView readPlanView(const json& plan, VerifyReport& report)
     r.envelope(plan, "plan", "tpstudio.plan", kPlanFormatVersion);
     const json& model = r.object(plan, "", "model");
     if (!r.optional(model, "config") || !model["config"].is_object())
-        r.fail("/model/config", "is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in or config.json model");
+        r.fail("/model/config", "is missing; verify shrinks the model from its builder config, so it needs a plan of a built-in "
+                                "or config.json model");
     report.mode = r.optional(plan, "mode") ? r.string(plan, "", "mode") : std::string("train");
 
     const json& mesh = r.object(plan, "", "mesh");
@@ -575,8 +591,7 @@ struct ShrunkModel {
     std::vector<OpSemantics> semantics;
 };
 
-ShrunkModel shrinkModel(const json& plan, const VerifyOptions& options, const PlanView& view, bool train,
-                        VerifyReport& report)
+ShrunkModel shrinkModel(const json& plan, const VerifyOptions& options, const PlanView& view, bool train, VerifyReport& report)
 {
     ShrunkModel m;
     json config = plan["model"]["config"];
@@ -587,23 +602,27 @@ ShrunkModel shrinkModel(const json& plan, const VerifyOptions& options, const Pl
     const Graph& g = m.g;
     for (const auto& op : g.ops) {
         auto it = view.planned.find(op.name);
-        if (it == view.planned.end()) throw InputError("plan: the shrunk model has op '" + op.name + "', which the plan does not list");
+        if (it == view.planned.end())
+            throw InputError("plan: the shrunk model has op '" + op.name + "', which the plan does not list");
         m.sigs.push_back(opSignature(op, g));
         if (!it->second.einsum.empty() && it->second.einsum != m.sigs.back().equation)
-            throw InputError("plan: op '" + op.name + "': einsum '" + it->second.einsum + "' in the plan, '" + m.sigs.back().equation + "' in the shrunk model");
+            throw InputError("plan: op '" + op.name + "': einsum '" + it->second.einsum + "' in the plan, '" +
+                             m.sigs.back().equation + "' in the shrunk model");
         try {
             m.strategies.push_back(parseStrategy(it->second.strategy, m.sigs.back(), view.mesh));
         } catch (const InputError& e) {
             throw InputError("plan: op '" + op.name + "' on the shrunk model (" + std::string(e.what()) + ")");
         }
         auto sem = opSemantics(op.kind);
-        if (!sem) throw InputError("plan: op '" + op.name + "': verify cannot execute " + std::string(opKindName(op.kind)) + " ops");
+        if (!sem)
+            throw InputError("plan: op '" + op.name + "': verify cannot execute " + std::string(opKindName(op.kind)) + " ops");
         m.semantics.push_back(*sem);
     }
     if (train)
         for (const auto& op : g.ops)
             if (!m.semantics[static_cast<size_t>(op.id)].differentiable())
-                throw InputError("plan: op '" + op.name + "': verify has no derivative for " + std::string(opKindName(op.kind)) + " ops, so it cannot run the backward pass of this train-mode plan");
+                throw InputError("plan: op '" + op.name + "': verify has no derivative for " + std::string(opKindName(op.kind)) +
+                                 " ops, so it cannot run the backward pass of this train-mode plan");
     for (auto& c : report.collectives)
         c.inShrunkModel = std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) { return op.name == c.at; });
     return m;
@@ -615,13 +634,22 @@ ShrunkModel shrinkModel(const json& plan, const VerifyOptions& options, const Pl
 // Each step fills the report; a step that stops the verification returns false.
 class Verifier {
 public:
-    Verifier(const VerifyOptions& options, PlanView& view, const ShrunkModel& model, bool train, VerifyReport& report)
-        : options_(options), mesh_(view.mesh), planned_(view.planned), g_(model.g), sigs_(model.sigs),
-          strategies_(model.strategies), semantics_(model.semantics), train_(train), report_(report),
-          producers_(g_.producers()), consumers_(g_.consumers()), order_(g_.topologicalOrder()),
-          run_(mesh_, view.listed, report), D_(run_.devices())
-    {
-    }
+    Verifier(const VerifyOptions& options, PlanView& view, const ShrunkModel& model, bool train, VerifyReport& report) :
+        options_(options),
+        mesh_(view.mesh),
+        planned_(view.planned),
+        g_(model.g),
+        sigs_(model.sigs),
+        strategies_(model.strategies),
+        semantics_(model.semantics),
+        train_(train),
+        report_(report),
+        producers_(g_.producers()),
+        consumers_(g_.consumers()),
+        order_(g_.topologicalOrder()),
+        run_(mesh_, view.listed, report),
+        D_(run_.devices())
+    {}
 
     void referenceForward();
     bool shardedForward();
@@ -674,18 +702,18 @@ private:
     ShardedRun run_;
     const int D_;
 
-    std::vector<Block> reference_;                          ///< every tensor whole
-    std::vector<std::vector<Block>> held_;                  ///< per tensor, per device
+    std::vector<Block> reference_;         ///< every tensor whole
+    std::vector<std::vector<Block>> held_; ///< per tensor, per device
     // What the backward needs from the forward: each op's loop boxes and the inputs it read.
     std::vector<std::vector<std::vector<Range>>> opLoops_;
     std::vector<std::vector<std::vector<Block>>> saved_;
-    std::vector<size_t> checkOf_;                           ///< op -> index in report_.ops
+    std::vector<size_t> checkOf_; ///< op -> index in report_.ops
     // The reference backward: the seeded output gradients, every floating tensor's total
     // gradient, and what each op sends to each of its inputs.
     std::vector<Block> refGrad_, seed_;
     std::vector<std::vector<Block>> refIn_;
-    std::vector<size_t> position_;                          ///< op -> position in order_
-    std::vector<std::vector<Contribution>> pending_;        ///< per tensor, gradients not yet summed
+    std::vector<size_t> position_;                   ///< op -> position in order_
+    std::vector<std::vector<Contribution>> pending_; ///< per tensor, gradients not yet summed
     // The op being differentiated: the scale its gradients are compared at, the first mismatch.
     double opScale_ = 1e-6;
     std::string firstBad_;
@@ -696,7 +724,8 @@ void Verifier::referenceForward()
 {
     reference_.assign(g_.tensors.size(), Block{});
     for (const auto& t : g_.tensors)
-        if (producers_[static_cast<size_t>(t.id)] < 0) reference_[static_cast<size_t>(t.id)] = randomTensor(g_, t.id, sigs_, consumers_, options_.seed);
+        if (producers_[static_cast<size_t>(t.id)] < 0)
+            reference_[static_cast<size_t>(t.id)] = randomTensor(g_, t.id, sigs_, consumers_, options_.seed);
     for (OpId id : order_) {
         const Op& op = g_.op(id);
         std::vector<const Block*> in;
@@ -712,7 +741,8 @@ bool Verifier::shardedForward()
 {
     held_.assign(g_.tensors.size(), {});
     for (const auto& t : g_.tensors)
-        if (producers_[static_cast<size_t>(t.id)] < 0) held_[static_cast<size_t>(t.id)].assign(static_cast<size_t>(D_), reference_[static_cast<size_t>(t.id)]);
+        if (producers_[static_cast<size_t>(t.id)] < 0)
+            held_[static_cast<size_t>(t.id)].assign(static_cast<size_t>(D_), reference_[static_cast<size_t>(t.id)]);
     opLoops_.assign(g_.ops.size(), {});
     saved_.assign(g_.ops.size(), {});
     checkOf_.assign(g_.ops.size(), 0);
@@ -740,7 +770,8 @@ bool Verifier::forwardOp(OpId id)
             const OpId p = producers_[static_cast<size_t>(t)];
             std::vector<std::vector<Range>> need(static_cast<size_t>(D_));
             for (int d = 0; d < D_; ++d)
-                need[static_cast<size_t>(d)] = operandRanges(sig.inputs[i], sig, loops[static_cast<size_t>(d)], g_.tensor(t).shape);
+                need[static_cast<size_t>(d)] =
+                    operandRanges(sig.inputs[i], sig, loops[static_cast<size_t>(d)], g_.tensor(t).shape);
             if (p < 0) continue;
             const std::string& producer = g_.op(p).name;
             auto notes = run_.reshard(inputs[i], need, g_.tensor(t).name, producer, planned_[producer].representative, op.name);
@@ -758,7 +789,8 @@ bool Verifier::forwardOp(OpId id)
     forDevices(D_, options_.devicesAsThreads, [&](int d) {
         std::vector<const Block*> in;
         for (auto& per : inputs) in.push_back(&per[static_cast<size_t>(d)]);
-        outs[static_cast<size_t>(d)] = evaluateOp(op, sig, semantics_[static_cast<size_t>(id)], g_, loops[static_cast<size_t>(d)], in);
+        outs[static_cast<size_t>(d)] =
+            evaluateOp(op, sig, semantics_[static_cast<size_t>(id)], g_, loops[static_cast<size_t>(d)], in);
     });
     for (size_t k = 0; k < op.outputs.size(); ++k) {
         // Partial over the axes that split loops the output is not indexed by: those
@@ -766,7 +798,8 @@ bool Verifier::forwardOp(OpId id)
         AxisMask partial = 0;
         for (size_t l = 0; l < sig.loops.size(); ++l) {
             bool indexed = false;
-            for (const auto& grp : sig.outputs[k].dims) indexed = indexed || std::find(grp.begin(), grp.end(), static_cast<int>(l)) != grp.end();
+            for (const auto& grp : sig.outputs[k].dims)
+                indexed = indexed || std::find(grp.begin(), grp.end(), static_cast<int>(l)) != grp.end();
             if (!indexed)
                 for (int a : st.loopAxes[l]) partial |= AxisMask{1} << a;
         }
@@ -784,8 +817,9 @@ bool Verifier::forwardOp(OpId id)
     // The forward goes on past a mismatch (every op's error is reported); the first one
     // names the failure and the backward is not run.
     if (!check.ok && report_.failedOp.empty())
-        fail(op.name, "forward", "op '" + op.name + "' differs from the single-device result (max relative error " +
-                                     errorText(check.maxError) + ")" + (check.note.empty() ? std::string() : ": " + check.note));
+        fail(op.name, "forward",
+             "op '" + op.name + "' differs from the single-device result (max relative error " + errorText(check.maxError) + ")" +
+                 (check.note.empty() ? std::string() : ": " + check.note));
     report_.ops.push_back(std::move(check));
     if (train_) {
         opLoops_[static_cast<size_t>(id)] = std::move(loops);
@@ -806,7 +840,8 @@ void Verifier::referenceBackward()
         std::vector<Range> full;
         for (auto d : t.shape) full.push_back({0, d});
         refGrad_[static_cast<size_t>(t.id)] = Block::zeros(full);
-        if (producers_[static_cast<size_t>(t.id)] >= 0 && (consumers_[static_cast<size_t>(t.id)].empty() || t.role == TensorRole::Output)) {
+        if (producers_[static_cast<size_t>(t.id)] >= 0 &&
+            (consumers_[static_cast<size_t>(t.id)].empty() || t.role == TensorRole::Output)) {
             auto& s = seed_[static_cast<size_t>(t.id)];
             s = Block::zeros(full);
             std::mt19937_64 rng(fnv1a(t.name + "#gradient", options_.seed));
@@ -832,7 +867,8 @@ void Verifier::referenceBackward()
             dOut.push_back(&zeros.back());
         }
         for (auto t : op.inputs) in.push_back(&reference_[static_cast<size_t>(t)]);
-        refIn_[static_cast<size_t>(*it)] = backwardOp(op, sigs_[static_cast<size_t>(*it)], semantics_[static_cast<size_t>(*it)], g_, fullLoops(*it), in, dOut);
+        refIn_[static_cast<size_t>(*it)] =
+            backwardOp(op, sigs_[static_cast<size_t>(*it)], semantics_[static_cast<size_t>(*it)], g_, fullLoops(*it), in, dOut);
         for (size_t i = 0; i < op.inputs.size(); ++i)
             if (floating(op.inputs[i])) addInto(refGrad_[static_cast<size_t>(op.inputs[i])], refIn_[static_cast<size_t>(*it)][i]);
     }
@@ -882,7 +918,9 @@ bool Verifier::differentiateOp(OpId id)
     check.backwardOk = firstBad_.empty();
     report_.backwardError = std::max(report_.backwardError, check.backwardError);
     if (!check.backwardOk) {
-        fail(op.name, "backward", "backward: op '" + op.name + "': " + firstBad_ + (check.backwardNote.empty() ? std::string() : ": " + check.backwardNote));
+        fail(op.name, "backward",
+             "backward: op '" + op.name + "': " + firstBad_ +
+                 (check.backwardNote.empty() ? std::string() : ": " + check.backwardNote));
         return false;
     }
     return true;
@@ -901,13 +939,16 @@ bool Verifier::gradientsOfOutputs(OpId id, std::vector<std::vector<Block>>& dOut
             const TensorId t = op.outputs[k];
             std::vector<std::vector<Range>> need(static_cast<size_t>(D_));
             for (int d = 0; d < D_; ++d) {
-                need[static_cast<size_t>(d)] = operandRanges(sig.outputs[k], sig, loops[static_cast<size_t>(d)], g_.tensor(t).shape);
+                need[static_cast<size_t>(d)] =
+                    operandRanges(sig.outputs[k], sig, loops[static_cast<size_t>(d)], g_.tensor(t).shape);
                 dOut[k].push_back(Block::zeros(need[static_cast<size_t>(d)]));
-                if (floating(t) && !seed_[static_cast<size_t>(t)].data.empty()) addInto(dOut[k].back(), seed_[static_cast<size_t>(t)]);
+                if (floating(t) && !seed_[static_cast<size_t>(t)].data.empty())
+                    addInto(dOut[k].back(), seed_[static_cast<size_t>(t)]);
             }
             if (!floating(t)) continue;
             for (auto& group : accumulate(std::move(pending_[static_cast<size_t>(t)]))) {
-                for (const auto& n : run_.reshard(group.blocks, need, g_.tensor(t).name, op.name, planned_[op.name].representative, op.name, "backward"))
+                for (const auto& n : run_.reshard(group.blocks, need, g_.tensor(t).name, op.name,
+                                                  planned_[op.name].representative, op.name, "backward"))
                     addNote(check.backwardNote, n);
                 for (int d = 0; d < D_; ++d) addInto(dOut[k][static_cast<size_t>(d)], group.blocks[static_cast<size_t>(d)]);
             }
@@ -974,7 +1015,9 @@ bool Verifier::weightGradient(OpId id, size_t i)
     if (producers_[static_cast<size_t>(w)] >= 0 || g_.tensor(w).role != TensorRole::Weight || !floating(w) ||
         firstReader(w) != id || pending_[static_cast<size_t>(w)].empty())
         return true;
-    if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), w) != op.inputs.begin() + static_cast<std::ptrdiff_t>(i)) return true;
+    if (std::find(op.inputs.begin(), op.inputs.begin() + static_cast<std::ptrdiff_t>(i), w) !=
+        op.inputs.begin() + static_cast<std::ptrdiff_t>(i))
+        return true;
     const std::string& name = g_.tensor(w).name;
     // The owner (this op) contributed last; its layout is where the gradient lives.
     auto list = std::move(pending_[static_cast<size_t>(w)]);
@@ -990,9 +1033,9 @@ bool Verifier::weightGradient(OpId id, size_t i)
                 addInto(total[static_cast<size_t>(d)], groups[k].blocks[static_cast<size_t>(d)]);
                 continue;
             }
-            moved = "device " + coordsText(run_.coords(d), mesh_) + " holds " + rangesText(boxOf(total[static_cast<size_t>(d)])) + " of weight '" + name +
-                    "' but '" + g_.op(groups[k].consumer).name + "' computed its gradient over " + rangesText(boxOf(groups[k].blocks[static_cast<size_t>(d)])) +
-                    "; the plan lists no collective to bring it";
+            moved = "device " + coordsText(run_.coords(d), mesh_) + " holds " + rangesText(boxOf(total[static_cast<size_t>(d)])) +
+                    " of weight '" + name + "' but '" + g_.op(groups[k].consumer).name + "' computed its gradient over " +
+                    rangesText(boxOf(groups[k].blocks[static_cast<size_t>(d)])) + "; the plan lists no collective to bring it";
         }
     if (!moved.empty()) {
         check.backwardOk = false;
@@ -1004,7 +1047,8 @@ bool Verifier::weightGradient(OpId id, size_t i)
     check.weightGradients.push_back(name);
     ++report_.weightGradients;
     widen(opScale_, refGrad_[static_cast<size_t>(w)]);
-    record(check, compareOutput(total, refGrad_[static_cast<size_t>(w)], run_, mesh_, opScale_), "the weight gradient of '" + name + "'");
+    record(check, compareOutput(total, refGrad_[static_cast<size_t>(w)], run_, mesh_, opScale_),
+           "the weight gradient of '" + name + "'");
     return true;
 }
 
@@ -1039,8 +1083,9 @@ void Verifier::reduceWeightGradient(OpId id, const std::string& name, TensorId w
                 // every parameter). It is performed and reported as unlisted: the plan's cost
                 // does not include it.
                 run_.allReduce(group.blocks, a);
-                report_.unlisted.push_back("weight '" + name + "': the gradient from '" + g_.op(group.consumer).name + "' is partial over " + axis +
-                                           "; all-reduced over " + axis + " although the plan lists no gradient all-reduce over " + axis +
+                report_.unlisted.push_back("weight '" + name + "': the gradient from '" + g_.op(group.consumer).name +
+                                           "' is partial over " + axis + "; all-reduced over " + axis +
+                                           " although the plan lists no gradient all-reduce over " + axis +
                                            " at an op that reads it (its first reader '" + op.name + "' needs none)");
                 continue;
             }

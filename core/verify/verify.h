@@ -39,7 +39,7 @@ struct VerifyOptions {
     /// Model overrides applied after shrinkOverrides() (e.g. a smaller image under sanitizers);
     /// they must keep every split of the plan divisible.
     std::vector<std::string> overrides;
-    bool forwardOnly = false;      ///< skip the backward pass of a train-mode plan
+    bool forwardOnly = false; ///< skip the backward pass of a train-mode plan
 };
 
 struct OpCheck {
@@ -48,7 +48,7 @@ struct OpCheck {
     std::string strategy;
     double maxError = 0; ///< relative, as VerifyOptions::tolerance measures it
     bool ok = true;
-    std::string note;    ///< e.g. which input arrived partial because a collective is missing
+    std::string note; ///< e.g. which input arrived partial because a collective is missing
     /// Backward (train mode): max relative error over the gradient arriving at the op's outputs,
     /// the gradients it computes for its inputs, and the weight gradients completed at this op
     /// (a weight's gradient is complete at the first op that reads it).
@@ -69,19 +69,19 @@ struct ListedCollective {
 
 struct VerifyReport {
     bool passed = false;
-    std::string failedOp;        ///< the first op whose sharded result differs (or cannot run)
-    std::string failedPhase;     ///< "forward" or "backward" (empty when passed)
-    std::string message;         ///< one line: why it failed, or a summary when it passed
+    std::string failedOp;    ///< the first op whose sharded result differs (or cannot run)
+    std::string failedPhase; ///< "forward" or "backward" (empty when passed)
+    std::string message;     ///< one line: why it failed, or a summary when it passed
     std::string mesh;
     int devices = 1;
-    std::string mode;            ///< the plan's mode; "train" also executes the backward pass
-    bool backward = false;       ///< whether the backward pass was executed
-    int weightGradients = 0;     ///< weight gradients compared
+    std::string mode;                           ///< the plan's mode; "train" also executes the backward pass
+    bool backward = false;                      ///< whether the backward pass was executed
+    int weightGradients = 0;                    ///< weight gradients compared
     double forwardError = 0, backwardError = 0; ///< max over the ops
-    std::vector<std::string> shrunk; ///< the overrides that shrank the model ("hidden=64", ...)
-    std::vector<OpCheck> ops;    ///< every executed op, in topological order
-    std::vector<ListedCollective> collectives; ///< collectives listed in the plan, every phase
-    std::vector<std::string> missing; ///< collectives needed but not listed (one line each)
+    std::vector<std::string> shrunk;            ///< the overrides that shrank the model ("hidden=64", ...)
+    std::vector<OpCheck> ops;                   ///< every executed op, in topological order
+    std::vector<ListedCollective> collectives;  ///< collectives listed in the plan, every phase
+    std::vector<std::string> missing;           ///< collectives needed but not listed (one line each)
     /// Collectives performed although the plan does not list them (the gradient all-reduce of a
     /// weight's later reader, see verify.cpp); the plan's cost lacks them. One line each.
     std::vector<std::string> unlisted;

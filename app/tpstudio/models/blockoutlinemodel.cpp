@@ -24,7 +24,8 @@ OutlineSnapshot outlineSnapshot(const PlanWorkspace& ws, const SearchResult& r)
                 OutlineOp o;
                 o.id = op;
                 o.fullName = QString::fromStdString(g.op(op).name);
-                o.name = o.fullName.startsWith(scope) && o.fullName.size() > scope.size() ? o.fullName.mid(scope.size()) : o.fullName;
+                o.name =
+                    o.fullName.startsWith(scope) && o.fullName.size() > scope.size() ? o.fullName.mid(scope.size()) : o.fullName;
                 o.kind = QString::fromLatin1(opKindName(g.op(op).kind).data());
                 o.strategy = QString::fromStdString(
                     strategyToString(model.strategies(op)[static_cast<size_t>(strategy)], model.signature(op), model.mesh()));
@@ -88,8 +89,10 @@ void BlockOutlineModel::setSnapshot(OutlineSnapshot snapshot)
                 locationOfOp_[id] = {static_cast<int>(c), static_cast<int>(i), static_cast<int>(k)};
             }
         }
-    if (reset) endResetModel();
-    else emitAllDataChanged();
+    if (reset)
+        endResetModel();
+    else
+        emitAllDataChanged();
 }
 
 void BlockOutlineModel::emitAllDataChanged()
@@ -136,8 +139,10 @@ bool BlockOutlineModel::setData(const QModelIndex& index, const QVariant& value,
     const bool show = value.toInt() == Qt::Checked;
     QStringList expanded = expandedKeys_;
     if (show == expanded.contains(key)) return true;
-    if (show) expanded << key;
-    else expanded.removeAll(key);
+    if (show)
+        expanded << key;
+    else
+        expanded.removeAll(key);
     emit expandedKeysEdited(expanded); // the feeder applies it and calls setExpandedKeys
     return true;
 }
@@ -153,8 +158,10 @@ QModelIndex BlockOutlineModel::index(int row, int column, const QModelIndex& par
         const Node p = unpack(parent.internalId());
         n = p;
         n.level = p.level + 1;
-        if (n.level == 1) n.instance = row;
-        else n.op = row;
+        if (n.level == 1)
+            n.instance = row;
+        else
+            n.op = row;
     }
     return createIndex(row, column, pack(n));
 }
@@ -188,10 +195,14 @@ QVariant BlockOutlineModel::headerData(int section, Qt::Orientation orientation,
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case NameColumn: return tr("Block / op");
-    case CountColumn: return tr("Count");
-    case StrategyColumn: return tr("Strategy");
-    case TimeColumn: return tr("Time");
+    case NameColumn:
+        return tr("Block / op");
+    case CountColumn:
+        return tr("Count");
+    case StrategyColumn:
+        return tr("Strategy");
+    case TimeColumn:
+        return tr("Time");
     }
     return {};
 }
@@ -219,7 +230,8 @@ QVariant BlockOutlineModel::classData(const OutlineClass& c, int column, int rol
     case Qt::CheckStateRole:
         if (column != NameColumn || instances <= 1) return {};
         return expandedKeys_.contains(instancesViewKey(c.label)) ? Qt::Checked : Qt::Unchecked;
-    case OpIdRole: return -1;
+    case OpIdRole:
+        return -1;
     }
     return {};
 }
@@ -232,7 +244,8 @@ QVariant BlockOutlineModel::instanceData(const OutlineInstance& inst, int column
         if (column == CountColumn) return countOf(static_cast<int>(inst.ops.size()), "op", "ops");
         if (column == TimeColumn) return QString::fromStdString(formatSeconds(inst.seconds));
         return {};
-    case OpIdRole: return -1;
+    case OpIdRole:
+        return -1;
     }
     return {};
 }
@@ -242,17 +255,23 @@ QVariant BlockOutlineModel::opData(const OutlineOp& op, int column, int role) co
     switch (role) {
     case Qt::DisplayRole:
         switch (column) {
-        case NameColumn: return op.name;
-        case CountColumn: return op.kind;
-        case StrategyColumn: return op.strategy + (op.locked ? tr("  (locked)") : QString());
-        case TimeColumn: return QString::fromStdString(formatSeconds(op.seconds));
+        case NameColumn:
+            return op.name;
+        case CountColumn:
+            return op.kind;
+        case StrategyColumn:
+            return op.strategy + (op.locked ? tr("  (locked)") : QString());
+        case TimeColumn:
+            return QString::fromStdString(formatSeconds(op.seconds));
         }
         return {};
     case Qt::DecorationRole:
         if (column == NameColumn) return shardingColor(op.sharding);
         return {};
-    case Qt::ToolTipRole: return tr("%1 (%2)").arg(op.fullName, shardingClassName(op.sharding));
-    case OpIdRole: return op.id;
+    case Qt::ToolTipRole:
+        return tr("%1 (%2)").arg(op.fullName, shardingClassName(op.sharding));
+    case OpIdRole:
+        return op.id;
     }
     return {};
 }

@@ -15,7 +15,7 @@ namespace tp {
 
 struct OutlineOp {
     OpId id = -1;
-    QString name;      ///< relative to the instance ("mlp/fc1" under "layers.3")
+    QString name; ///< relative to the instance ("mlp/fc1" under "layers.3")
     QString fullName;
     QString kind;
     QString strategy;
@@ -24,7 +24,7 @@ struct OutlineOp {
     ShardClass sharding = ShardClass::Replicated;
 };
 struct OutlineInstance {
-    QString label;     ///< "layers.3"
+    QString label; ///< "layers.3"
     double seconds = 0;
     std::vector<OutlineOp> ops;
 };
@@ -74,7 +74,7 @@ private:
         int level = 0; ///< 0 class, 1 instance, 2 op
         int cls = 0;
         int instance = 0;
-        int op = 0;    ///< position in the instance
+        int op = 0; ///< position in the instance
     };
     struct Location {
         int cls = -1, instance = -1, position = -1;

@@ -13,8 +13,8 @@ QString describe(const CollectiveCall& c, const Mesh& mesh)
 {
     static const char* phases[] = {"fwd", "bwd", "grad"};
     return QStringLiteral("%1 %2 %3 %4")
-        .arg(collectiveAbbrev(c.kind), QString::fromStdString(mesh.axes[static_cast<size_t>(c.axis)].name), QString::fromStdString(formatBytes(c.bytes)),
-             QLatin1String(phases[static_cast<int>(c.phase)]));
+        .arg(collectiveAbbrev(c.kind), QString::fromStdString(mesh.axes[static_cast<size_t>(c.axis)].name),
+             QString::fromStdString(formatBytes(c.bytes)), QLatin1String(phases[static_cast<int>(c.phase)]));
 }
 
 } // namespace
@@ -22,7 +22,8 @@ QString describe(const CollectiveCall& c, const Mesh& mesh)
 CandidateSnapshot candidateHeader(const PlanWorkspace& ws, const SearchResult& plan, OpId op)
 {
     CandidateSnapshot s;
-    if (op < 0 || static_cast<size_t>(op) >= ws.model.graph.ops.size() || static_cast<size_t>(op) >= plan.strategyOfOp.size()) return s;
+    if (op < 0 || static_cast<size_t>(op) >= ws.model.graph.ops.size() || static_cast<size_t>(op) >= plan.strategyOfOp.size())
+        return s;
     s.op = op;
     s.chosen = plan.strategyOfOp[static_cast<size_t>(op)];
     s.locked = plan.lockedOp[static_cast<size_t>(op)];
@@ -62,7 +63,10 @@ void CandidateModel::setSnapshot(CandidateSnapshot snapshot)
     endResetModel();
 }
 
-int CandidateModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(shown_.rows.size()); }
+int CandidateModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : static_cast<int>(shown_.rows.size());
+}
 int CandidateModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, int role) const
@@ -75,13 +79,20 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
             .arg(QString::fromStdString(formatSeconds(shown_.lambda * 1024.0 * 1024 * 1024)));
     if (role != Qt::DisplayRole) return {};
     switch (section) {
-    case StrategyColumn: return tr("Strategy");
-    case ObjectiveColumn: return tr("Objective");
-    case TimeColumn: return tr("Time");
-    case ComputeColumn: return tr("Compute");
-    case CommColumn: return tr("Comm");
-    case MemoryColumn: return tr("Memory");
-    case CollectivesColumn: return tr("Collectives");
+    case StrategyColumn:
+        return tr("Strategy");
+    case ObjectiveColumn:
+        return tr("Objective");
+    case TimeColumn:
+        return tr("Time");
+    case ComputeColumn:
+        return tr("Compute");
+    case CommColumn:
+        return tr("Comm");
+    case MemoryColumn:
+        return tr("Memory");
+    case CollectivesColumn:
+        return tr("Collectives");
     }
     return {};
 }
@@ -96,23 +107,36 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         switch (index.column()) {
         case StrategyColumn:
             return chosen ? QStringLiteral("✔ %1%2").arg(c.text, shown_.locked ? tr(" (locked)") : QString()) : c.text;
-        case ObjectiveColumn: return QString::fromStdString(formatSeconds(c.objective));
-        case TimeColumn: return QString::fromStdString(formatSeconds(c.seconds()));
-        case ComputeColumn: return QString::fromStdString(formatSeconds(c.computeSeconds));
-        case CommColumn: return QString::fromStdString(formatSeconds(c.commSeconds));
-        case MemoryColumn: return QString::fromStdString(formatBytes(c.memoryBytes));
-        case CollectivesColumn: return c.collectives.isEmpty() ? QStringLiteral("—") : c.collectives;
+        case ObjectiveColumn:
+            return QString::fromStdString(formatSeconds(c.objective));
+        case TimeColumn:
+            return QString::fromStdString(formatSeconds(c.seconds()));
+        case ComputeColumn:
+            return QString::fromStdString(formatSeconds(c.computeSeconds));
+        case CommColumn:
+            return QString::fromStdString(formatSeconds(c.commSeconds));
+        case MemoryColumn:
+            return QString::fromStdString(formatBytes(c.memoryBytes));
+        case CollectivesColumn:
+            return c.collectives.isEmpty() ? QStringLiteral("—") : c.collectives;
         }
         return {};
     case SortRole:
         switch (index.column()) {
-        case StrategyColumn: return c.strategy;
-        case ObjectiveColumn: return c.objective;
-        case TimeColumn: return c.seconds();
-        case ComputeColumn: return c.computeSeconds;
-        case CommColumn: return c.commSeconds;
-        case MemoryColumn: return c.memoryBytes;
-        case CollectivesColumn: return c.collectives;
+        case StrategyColumn:
+            return c.strategy;
+        case ObjectiveColumn:
+            return c.objective;
+        case TimeColumn:
+            return c.seconds();
+        case ComputeColumn:
+            return c.computeSeconds;
+        case CommColumn:
+            return c.commSeconds;
+        case MemoryColumn:
+            return c.memoryBytes;
+        case CollectivesColumn:
+            return c.collectives;
         }
         return {};
     case Qt::FontRole:
@@ -130,10 +154,13 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const
         return {};
     case Qt::ToolTipRole:
         if (index.column() == ObjectiveColumn)
-            return tr("%1 + %2 per GiB × %3 = %4").arg(QString::fromStdString(formatSeconds(c.seconds())), QString::fromStdString(formatSeconds(shown_.lambda * 1024.0 * 1024 * 1024)),
-                                                     QString::fromStdString(formatBytes(c.memoryBytes)), QString::fromStdString(formatSeconds(c.objective)));
+            return tr("%1 + %2 per GiB × %3 = %4")
+                .arg(QString::fromStdString(formatSeconds(c.seconds())),
+                     QString::fromStdString(formatSeconds(shown_.lambda * 1024.0 * 1024 * 1024)),
+                     QString::fromStdString(formatBytes(c.memoryBytes)), QString::fromStdString(formatSeconds(c.objective)));
         return tr("%1: %2; double-click to lock").arg(c.text, shardingClassName(c.sharding));
-    case StrategyIndexRole: return c.strategy;
+    case StrategyIndexRole:
+        return c.strategy;
     }
     return {};
 }

@@ -15,9 +15,9 @@ struct CandidateCost {
     int strategy = 0;
     QString text;
     double computeSeconds = 0;
-    double commSeconds = 0;  ///< exposed: the op's own collectives + its edges in and out
+    double commSeconds = 0; ///< exposed: the op's own collectives + its edges in and out
     double memoryBytes = 0;
-    QString collectives;     ///< "AG y 72 GiB fwd; RS y ..."
+    QString collectives; ///< "AG y 72 GiB fwd; RS y ..."
     ShardClass sharding = ShardClass::Replicated;
     /// The search's objective for this candidate: time + lambda x memory, lambda being the plan's
     /// memory price (SearchResult::lambda, 0 when memory did not bind). What the search minimises,
@@ -28,10 +28,10 @@ struct CandidateCost {
 
 /// What the candidate table shows of one op: plain values.
 struct CandidateSnapshot {
-    OpId op = -1;        ///< -1: no op
-    int chosen = -1;     ///< the plan's strategy of the op
+    OpId op = -1;    ///< -1: no op
+    int chosen = -1; ///< the plan's strategy of the op
     bool locked = false;
-    double lambda = 0;   ///< the plan's memory price
+    double lambda = 0;               ///< the plan's memory price
     std::vector<CandidateCost> rows; ///< empty while the costs are still coming
 };
 
@@ -44,7 +44,16 @@ CandidateSnapshot costCandidates(const PlanWorkspace& workspace, const SearchRes
 class CandidateModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { StrategyColumn, ObjectiveColumn, TimeColumn, ComputeColumn, CommColumn, MemoryColumn, CollectivesColumn, ColumnCount };
+    enum Column {
+        StrategyColumn,
+        ObjectiveColumn,
+        TimeColumn,
+        ComputeColumn,
+        CommColumn,
+        MemoryColumn,
+        CollectivesColumn,
+        ColumnCount
+    };
     enum Role { StrategyIndexRole = Qt::UserRole + 1, SortRole };
 
     explicit CandidateModel(QObject* parent = nullptr);

@@ -22,10 +22,14 @@ QColor shardingColor(ShardClass c)
 QString collectiveAbbrev(CollectiveKind kind)
 {
     switch (kind) {
-    case CollectiveKind::AllReduce: return QStringLiteral("AR");
-    case CollectiveKind::AllGather: return QStringLiteral("AG");
-    case CollectiveKind::ReduceScatter: return QStringLiteral("RS");
-    case CollectiveKind::AllToAll: return QStringLiteral("A2A");
+    case CollectiveKind::AllReduce:
+        return QStringLiteral("AR");
+    case CollectiveKind::AllGather:
+        return QStringLiteral("AG");
+    case CollectiveKind::ReduceScatter:
+        return QStringLiteral("RS");
+    case CollectiveKind::AllToAll:
+        return QStringLiteral("A2A");
     }
     return {};
 }
@@ -33,10 +37,14 @@ QString collectiveAbbrev(CollectiveKind kind)
 QColor collectiveColor(CollectiveKind kind)
 {
     switch (kind) {
-    case CollectiveKind::AllReduce: return QColor(0xd6, 0x45, 0x45);
-    case CollectiveKind::AllGather: return QColor(0x2a, 0x8c, 0x8c);
-    case CollectiveKind::ReduceScatter: return QColor(0xc2, 0x7c, 0x0e);
-    case CollectiveKind::AllToAll: return QColor(0x7a, 0x4f, 0xb5);
+    case CollectiveKind::AllReduce:
+        return QColor(0xd6, 0x45, 0x45);
+    case CollectiveKind::AllGather:
+        return QColor(0x2a, 0x8c, 0x8c);
+    case CollectiveKind::ReduceScatter:
+        return QColor(0xc2, 0x7c, 0x0e);
+    case CollectiveKind::AllToAll:
+        return QColor(0x7a, 0x4f, 0xb5);
     }
     return Qt::black;
 }
@@ -57,8 +65,10 @@ QString instanceLabel(const Graph& graph, const BlockInstance& instance)
     const auto slash = prefix.rfind('/');
     const std::string& first = graph.op(instance.ops.front()).name;
     if (instance.ops.size() > 1) {
-        if (slash != std::string::npos) prefix.resize(slash);
-        else if (!(first.size() > prefix.size() && first[prefix.size()] == '/')) prefix.clear();
+        if (slash != std::string::npos)
+            prefix.resize(slash);
+        else if (!(first.size() > prefix.size() && first[prefix.size()] == '/'))
+            prefix.clear();
     }
     return QString::fromStdString(prefix.empty() ? first : prefix);
 }

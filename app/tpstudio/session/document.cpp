@@ -68,7 +68,8 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
         const bool plan_file = endsWith(source, ".tpplan.json");
         if (project_file || plan_file) {
             QFile file(source);
-            if (!file.open(QIODevice::ReadOnly)) throw InputError(source.toStdString() + ": cannot open: " + file.errorString().toStdString());
+            if (!file.open(QIODevice::ReadOnly))
+                throw InputError(source.toStdString() + ": cannot open: " + file.errorString().toStdString());
             const std::string text = file.readAll().toStdString();
             if (project_file) {
                 project = readProject(text, source.toStdString());
@@ -124,8 +125,10 @@ ProjectData Document::projectData() const
     project.settings = settings_;
     project.locks = locks_;
     for (const auto& label : expandedClasses_) project.expandedClasses.push_back(label.toStdString());
-    if (const auto* ws = workspace(); ws && selectedOp_ >= 0) project.selectedOp = ws->model.graph.op(selectedOp_).name;
-    else project.selectedOp = pendingSelection_; // not applied yet: keep what was asked for
+    if (const auto* ws = workspace(); ws && selectedOp_ >= 0)
+        project.selectedOp = ws->model.graph.op(selectedOp_).name;
+    else
+        project.selectedOp = pendingSelection_; // not applied yet: keep what was asked for
     return project;
 }
 
@@ -152,7 +155,8 @@ void Document::setSettings(const PlanSettings& settings, const QString& descript
 {
     if (settings == settings_) return;
     // The whole settings before and after (they are small).
-    undo_.push(description, [this, before = settings_] { applySettings(before); }, [this, settings] { applySettings(settings); });
+    undo_.push(
+        description, [this, before = settings_] { applySettings(before); }, [this, settings] { applySettings(settings); });
 }
 
 void Document::setModelSource(const QString& source)
@@ -222,7 +226,8 @@ void Document::setLinkBandwidths(double intraNodeGBps, double interNodeGBps)
 void Document::setLocks(const std::vector<LockRequest>& locks, const QString& description)
 {
     if (sameLocks(locks, locks_)) return;
-    undo_.push(description, [this, before = locks_] { applyLocks(before); }, [this, locks] { applyLocks(locks); });
+    undo_.push(
+        description, [this, before = locks_] { applyLocks(before); }, [this, locks] { applyLocks(locks); });
 }
 
 std::string Document::classPattern(OpId op) const

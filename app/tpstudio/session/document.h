@@ -89,7 +89,7 @@ public:
     void applyLocks(const std::vector<LockRequest>& locks);
 
 signals:
-    void modelChanged();    ///< a plan for a different graph arrived (views rebuild)
+    void modelChanged(); ///< a plan for a different graph arrived (views rebuild)
     void settingsChanged();
     void locksChanged();
     void planChanged();

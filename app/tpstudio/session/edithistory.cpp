@@ -23,7 +23,7 @@ void EditHistory::push(const QString& text, std::function<void()> onUndo, std::f
     changing([&] {
         edits_.resize(static_cast<size_t>(index_));
         if (cleanIndex_ > index_) cleanIndex_ = -1; // the saved state was undone and is gone now
-        onRedo(); // as QUndoStack::push: applied first, then the index moves
+        onRedo();                                   // as QUndoStack::push: applied first, then the index moves
         edits_.push_back({text, std::move(onUndo), std::move(onRedo)});
         ++index_;
     });

@@ -35,8 +35,10 @@ JobTracker::Ticket JobTracker::begin()
     Ticket ticket;
     ticket.cancel = std::make_shared<std::atomic<bool>>(false);
     latestCancel_ = ticket.cancel;
-    if (latest_.load() != std::numeric_limits<quint64>::max()) ticket.id = ++latest_;
-    else ticket.id = 0; // shut down: the job is skipped
+    if (latest_.load() != std::numeric_limits<quint64>::max())
+        ticket.id = ++latest_;
+    else
+        ticket.id = 0; // shut down: the job is skipped
     ++running_;
     emit started(ticket.id);
     return ticket;
@@ -50,10 +52,14 @@ bool JobTracker::settle(const Ticket& ticket, const Ending& ending)
     const bool stopped = ending.interrupted || ticket.cancel->load();
     const bool newest = ticket.id == latest_.load();
     bool deliver = false;
-    if (ending.skipped || !newest) emit dropped(ticket.id);
-    else if (stopped) emit cancelled(ticket.id);
-    else if (!ending.error.isEmpty()) emit failed(ticket.id, ending.error);
-    else deliver = true;
+    if (ending.skipped || !newest)
+        emit dropped(ticket.id);
+    else if (stopped)
+        emit cancelled(ticket.id);
+    else if (!ending.error.isEmpty())
+        emit failed(ticket.id, ending.error);
+    else
+        deliver = true;
     return deliver;
 }
 

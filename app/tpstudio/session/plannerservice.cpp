@@ -12,12 +12,13 @@ PlanRequest guiPlanRequest(const PlanSettings& settings, const std::vector<LockR
     return request;
 }
 
-PlannerService::PlannerService(QObject* parent)
-    : QObject(parent), planner_(std::make_shared<Planner>()),
-      jobs_([this](quint64 jobId, std::shared_ptr<PlanOutcome> outcome) {
-          outcome->jobId = jobId;
-          emit finished(std::move(outcome));
-      })
+PlannerService::PlannerService(QObject* parent) :
+    QObject(parent),
+    planner_(std::make_shared<Planner>()),
+    jobs_([this](quint64 jobId, std::shared_ptr<PlanOutcome> outcome) {
+        outcome->jobId = jobId;
+        emit finished(std::move(outcome));
+    })
 {
     qRegisterMetaType<std::shared_ptr<const tp::PlanOutcome>>();
     connect(&jobs_, &JobTracker::started, this, &PlannerService::started);

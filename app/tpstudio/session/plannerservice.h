@@ -28,16 +28,16 @@ struct PlanOutcome {
     std::optional<SearchResult> unlocked; ///< the same search without locks, when there are locks
     SearchResult megatron;
     SearchResult dataParallel;
-    double prepareMs = 0;                 ///< model load + cost model + fold, when redone
-    double wallMs = 0;                    ///< request to result, on the worker
+    double prepareMs = 0; ///< model load + cost model + fold, when redone
+    double wallMs = 0;    ///< request to result, on the worker
 };
 
 /// How far the newest job has got, for a status line while it runs.
 struct JobProgress {
     bool running = false;
-    double elapsedMs = 0;  ///< since the request
-    int pricesTried = 0;   ///< memory prices searched so far (all the job's searches)
-    int tablesSolved = 0;  ///< class tables computed so far
+    double elapsedMs = 0; ///< since the request
+    int pricesTried = 0;  ///< memory prices searched so far (all the job's searches)
+    int tablesSolved = 0; ///< class tables computed so far
 };
 
 /// The request the GUI sends for these settings: the search around the locks, compared with

@@ -63,12 +63,14 @@ std::vector<std::string> overridesFromConfig(const std::string& name, const nloh
     for (const auto& [key, value] : config.items()) {
         if (key == "name" || key == "batch" || key == "seq") continue;
         if (base.contains(key) && base[key] == value) continue;
-        if (value.is_string()) out.push_back(key + "=" + value.get<std::string>());
+        if (value.is_string())
+            out.push_back(key + "=" + value.get<std::string>());
         else if (value.is_array()) {
             std::string text; // "3,4,23,3", the form --set takes for lists
             for (const auto& v : value) text += (text.empty() ? "" : ",") + v.dump();
             out.push_back(key + "=" + text);
-        } else out.push_back(key + "=" + value.dump());
+        } else
+            out.push_back(key + "=" + value.dump());
     }
     return out;
 }
@@ -169,8 +171,10 @@ ProjectData projectFromPlanJson(const json& doc, const std::string& origin)
     const json memory = doc.value("memory", json::object());
     const double limit = field<double>(memory, "limit_bytes", -1.0, origin);
     const double capacity = field<double>(memory, "capacity_bytes", 0.0, origin);
-    if (limit == 0) s.memoryLimit = "none";
-    else if (limit > 0 && limit != capacity) s.memoryLimit = std::to_string(static_cast<long long>(limit));
+    if (limit == 0)
+        s.memoryLimit = "none";
+    else if (limit > 0 && limit != capacity)
+        s.memoryLimit = std::to_string(static_cast<long long>(limit));
     // The plan's own choices come back as per-op locks only where the user had locked them;
     // the rest is searched again (the same inputs give the same plan: the search is exact).
     if (doc.contains("ops") && doc["ops"].is_array())

@@ -14,18 +14,18 @@
 namespace tp {
 
 struct PlanSettings {
-    std::string model = "gpt3-175b"; ///< built-in name or file
+    std::string model = "gpt3-175b";    ///< built-in name or file
     std::vector<std::string> overrides; ///< "key=value" model config overrides (tpplan --set), by key
     std::string mesh = "8";
     std::string hardware = "a100-80g-dgx";
-    std::int64_t batch = 0;          ///< 0: the model's own
-    std::int64_t seq = 0;            ///< 0: the model's own
-    std::int64_t microBatch = 0;     ///< 0: the whole local batch at once
+    std::int64_t batch = 0;      ///< 0: the model's own
+    std::int64_t seq = 0;        ///< 0: the model's own
+    std::int64_t microBatch = 0; ///< 0: the whole local batch at once
     std::string mode = "train";
-    std::string memoryLimit;         ///< "": the hardware's capacity; "none"; "80GiB"
-    double intraNodeGBps = 0;        ///< link overrides; 0 keeps the hardware preset's
+    std::string memoryLimit;  ///< "": the hardware's capacity; "none"; "80GiB"
+    double intraNodeGBps = 0; ///< link overrides; 0 keeps the hardware preset's
     double interNodeGBps = 0;
-    int overlapChunks = 1;           ///< chunked comm/compute overlap (CostSettings); 1: none
+    int overlapChunks = 1; ///< chunked comm/compute overlap (CostSettings); 1: none
 
     bool operator==(const PlanSettings&) const = default;
 
@@ -41,7 +41,8 @@ std::string lockText(const LockRequest& lock); ///< "GLOB=STRATEGY"
 std::string overrideValue(const std::vector<std::string>& overrides, const std::string& key);
 /// The overrides with `key` set to `value` (kept in place, or appended), or removed when
 /// `value` is empty.
-std::vector<std::string> withOverride(const std::vector<std::string>& overrides, const std::string& key, const std::string& value);
+std::vector<std::string> withOverride(const std::vector<std::string>& overrides, const std::string& key,
+                                      const std::string& value);
 /// The overrides that turn the built-in model `name`'s config into `config` (a plan file's
 /// effective config): the keys whose values differ, except name, batch and seq. Empty for
 /// models that are not built in.

@@ -64,15 +64,17 @@ RecoveredProject readRecovery(const std::string& text, const std::string& origin
     if (!version.is_number_integer() || version.get<std::int64_t>() != kVersion)
         throw InputError(origin + ": field 'version' must be " + std::to_string(kVersion));
     RecoveredProject r;
-    r.savedAt = QDateTime::fromString(QString::fromStdString(field("saved", nlohmann::json::value_t::string).get<std::string>()), Qt::ISODateWithMs);
+    r.savedAt = QDateTime::fromString(QString::fromStdString(field("saved", nlohmann::json::value_t::string).get<std::string>()),
+                                      Qt::ISODateWithMs);
     r.originalPath = QString::fromStdString(field("file", nlohmann::json::value_t::string).get<std::string>());
     r.project = readProject(field("project", nlohmann::json::value_t::object).dump(), origin + " (project)");
     return r;
 }
 
-Recovery::Recovery(const QString& directory, QObject* parent)
-    : QObject(parent), directory_(directory.isEmpty() ? defaultDirectory() : directory),
-      id_(QUuid::createUuid().toString(QUuid::WithoutBraces))
+Recovery::Recovery(const QString& directory, QObject* parent) :
+    QObject(parent),
+    directory_(directory.isEmpty() ? defaultDirectory() : directory),
+    id_(QUuid::createUuid().toString(QUuid::WithoutBraces))
 {
     timer_.setInterval(defaultIntervalMs());
     connect(&timer_, &QTimer::timeout, this, &Recovery::autosave);
@@ -183,7 +185,8 @@ std::vector<RecoveryOrphan> Recovery::claimOrphans() const
     for (const QFileInfo& info : dir.entryInfoList({QStringLiteral("*.lock")}, QDir::Files)) {
         QString base = info.absoluteFilePath();
         base.chop(5);
-        if (QFileInfo::exists(base + QLatin1String(kSuffix)) || info.absoluteFilePath() == QFileInfo(QDir(directory_).filePath(id_ + QStringLiteral(".lock"))).absoluteFilePath())
+        if (QFileInfo::exists(base + QLatin1String(kSuffix)) ||
+            info.absoluteFilePath() == QFileInfo(QDir(directory_).filePath(id_ + QStringLiteral(".lock"))).absoluteFilePath())
             continue;
         QLockFile stale(info.absoluteFilePath());
         stale.setStaleLockTime(0);
@@ -205,7 +208,8 @@ void Recovery::removeOrphan(RecoveryOrphan& orphan)
 RecoveredProject Recovery::read(const QString& path)
 {
     QFile file(path);
-    if (!file.open(QIODevice::ReadOnly)) throw InputError(path.toStdString() + ": cannot open: " + file.errorString().toStdString());
+    if (!file.open(QIODevice::ReadOnly))
+        throw InputError(path.toStdString() + ": cannot open: " + file.errorString().toStdString());
     return readRecovery(file.readAll().toStdString(), path.toStdString());
 }
 

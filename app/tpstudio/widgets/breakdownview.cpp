@@ -131,7 +131,9 @@ void BreakdownView::showMemory(const std::vector<const SearchResult*>& results)
     // the axis stops at 2.5x the limit and the labels carry the totals.
     QStringList labels;
     for (size_t i = 0; i < results.size(); ++i)
-        labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], QString::fromStdString(formatBytes(results[i]->breakdown.perDeviceBytes)));
+        labels << QStringLiteral("%1<br>%2")
+                      .arg(plans_[static_cast<int>(i)],
+                           QString::fromStdString(formatBytes(results[i]->breakdown.perDeviceBytes)));
     if (capacity > 0) top = std::min(top, 2.5 * capacity / kGiB);
     auto* categories = new QBarCategoryAxis;
     categories->append(labels);
@@ -172,7 +174,8 @@ void BreakdownView::showStepTime(const std::vector<const SearchResult*>& results
     auto* compute = makeSet(tr("Compute"), QColor(0x59, 0xa1, 0x4f));
     series->append(compute);
     std::map<CollectiveKind, QBarSet*> byKind;
-    for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
+    for (CollectiveKind kind :
+         {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
         byKind[kind] = makeSet(collectiveAbbrev(kind), collectiveColor(kind));
         series->append(byKind[kind]);
     }
@@ -193,7 +196,8 @@ void BreakdownView::showStepTime(const std::vector<const SearchResult*>& results
     chart->addSeries(series);
     QStringList labels;
     for (size_t i = 0; i < results.size(); ++i)
-        labels << QStringLiteral("%1<br>%2").arg(plans_[static_cast<int>(i)], QString::fromStdString(formatSeconds(results[i]->breakdown.stepSeconds)));
+        labels << QStringLiteral("%1<br>%2")
+                      .arg(plans_[static_cast<int>(i)], QString::fromStdString(formatSeconds(results[i]->breakdown.stepSeconds)));
     auto* categories = new QBarCategoryAxis;
     categories->append(labels);
     chart->addAxis(categories, Qt::AlignBottom);
@@ -229,8 +233,9 @@ void BreakdownView::showBlockTimes(const PlanOutcome* plan)
         if (order.size() > 8) order.erase(order.begin(), order.end() - 8);
         for (size_t c : order) {
             const auto& bc = f.classes[c];
-            labels << (bc.instances.size() > 1 ? QStringLiteral("%1 ×%2").arg(QString::fromStdString(bc.label)).arg(bc.instances.size())
-                                               : QString::fromStdString(bc.label));
+            labels << (bc.instances.size() > 1
+                           ? QStringLiteral("%1 ×%2").arg(QString::fromStdString(bc.label)).arg(bc.instances.size())
+                           : QString::fromStdString(bc.label));
             *set << seconds[c];
             top = std::max(top, seconds[c]);
         }

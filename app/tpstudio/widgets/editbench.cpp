@@ -78,7 +78,8 @@ struct EditBench {
         Document* doc = window->document();
         const bool lock = samples.size() % 2 == 0;
         clock.restart();
-        QObject::connect(doc, &Document::planChanged, window, [this] { onPlan(); }, Qt::SingleShotConnection);
+        QObject::connect(
+            doc, &Document::planChanged, window, [this] { onPlan(); }, Qt::SingleShotConnection);
         if (lock) {
             if (!doc->lockOp(target, strategy, LockScope::AllInstances)) fail("the lock was refused");
         } else {
@@ -126,15 +127,18 @@ void startEditBenchmark(MainWindow& window, int edits)
     }
     // This connection lives as long as the document, and with it the measurement state.
     QObject::connect(doc, &Document::errorOccurred, &window, [bench](const QString& message) { bench->fail(message); });
-    QObject::connect(doc, &Document::planChanged, &window, [bench] {
-        bench->window->repaint();
-        bench->firstPlanMs = static_cast<double>(bench->clock.nsecsElapsed()) / 1e6;
-        if (!bench->pickTarget()) {
-            bench->fail("no op with a second candidate to lock");
-            return;
-        }
-        QTimer::singleShot(0, bench->window, [bench] { bench->nextEdit(); });
-    }, Qt::SingleShotConnection);
+    QObject::connect(
+        doc, &Document::planChanged, &window,
+        [bench] {
+            bench->window->repaint();
+            bench->firstPlanMs = static_cast<double>(bench->clock.nsecsElapsed()) / 1e6;
+            if (!bench->pickTarget()) {
+                bench->fail("no op with a second candidate to lock");
+                return;
+            }
+            QTimer::singleShot(0, bench->window, [bench] { bench->nextEdit(); });
+        },
+        Qt::SingleShotConnection);
 }
 
 } // namespace tp

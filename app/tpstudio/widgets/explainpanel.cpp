@@ -95,11 +95,11 @@ void MeshSliceWidget::paintEvent(QPaintEvent*)
         p.setFont(bold);
         const QString name = QString::fromStdString(od.tensor);
         p.drawText(QRectF(panel.left(), panel.top(), panel.width(), fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
-                   QFontMetrics(bold).elidedText(QStringLiteral("%1 %2").arg(QString::fromStdString(od.role), name), Qt::ElideLeft,
-                                                 static_cast<int>(panel.width())));
+                   QFontMetrics(bold).elidedText(QStringLiteral("%1 %2").arg(QString::fromStdString(od.role), name),
+                                                 Qt::ElideLeft, static_cast<int>(panel.width())));
         p.setFont(font());
-        p.drawText(QRectF(panel.left(), panel.top() + fm.height() + 2, panel.width(), fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
-                   QString::fromStdString(od.spec));
+        p.drawText(QRectF(panel.left(), panel.top() + fm.height() + 2, panel.width(), fm.height()),
+                   Qt::AlignLeft | Qt::AlignVCenter, QString::fromStdString(od.spec));
         // Two dims to draw: the split ones first (they are what differs between devices), then the last ones.
         const size_t rank = od.shape.size();
         std::vector<size_t> dims;
@@ -151,15 +151,16 @@ void MeshSliceWidget::paintEvent(QPaintEvent*)
 
 // ---------------------------------------------------------------------------------------------
 
-ExplainPanel::ExplainPanel(QWidget* parent)
-    : QWidget(parent), explainJob_([this](quint64, Explained e) {
-          try {
-              showExplanation(e.explanation, e.plan, e.op);
-          } catch (const std::exception& x) {
-              clearExplanation(tr("Cannot explain this op: %1").arg(QString::fromUtf8(x.what()).toHtmlEscaped()));
-          }
-      }),
-      compareJob_([this](quint64, explain::PlanDiff d) { showComparison(d); })
+ExplainPanel::ExplainPanel(QWidget* parent) :
+    QWidget(parent),
+    explainJob_([this](quint64, Explained e) {
+        try {
+            showExplanation(e.explanation, e.plan, e.op);
+        } catch (const std::exception& x) {
+            clearExplanation(tr("Cannot explain this op: %1").arg(QString::fromUtf8(x.what()).toHtmlEscaped()));
+        }
+    }),
+    compareJob_([this](quint64, explain::PlanDiff d) { showComparison(d); })
 {
     connect(&explainJob_, &JobTracker::dropped, this, &ExplainPanel::resultDropped);
     connect(&compareJob_, &JobTracker::dropped, this, &ExplainPanel::resultDropped);
@@ -184,11 +185,13 @@ ExplainPanel::ExplainPanel(QWidget* parent)
 
     collectives_ = makeTable(this);
     collectives_->setColumnCount(7);
-    collectives_->setHorizontalHeaderLabels({tr("Where"), tr("Collective"), tr("Axis"), tr("Phase"), tr("Bytes"), tr("Time"), tr("Why")});
+    collectives_->setHorizontalHeaderLabels(
+        {tr("Where"), tr("Collective"), tr("Axis"), tr("Phase"), tr("Bytes"), tr("Time"), tr("Why")});
 
     whyNot_ = makeTable(this);
-    whyNot_->setToolTip(tr("Every candidate strategy against the chosen one (candidate minus chosen), the neighbours' strategies held "
-                           "fixed. Objective = step time + the search's memory price × memory: what the search minimises."));
+    whyNot_->setToolTip(
+        tr("Every candidate strategy against the chosen one (candidate minus chosen), the neighbours' strategies held "
+           "fixed. Objective = step time + the search's memory price × memory: what the search minimises."));
 
     auto* compareBox = new QWidget(this);
     auto* compareLayout = new QVBoxLayout(compareBox);
@@ -207,8 +210,8 @@ ExplainPanel::ExplainPanel(QWidget* parent)
     compareLayout->addWidget(compareTotals_);
     compare_ = makeTable(compareBox);
     compare_->setColumnCount(9);
-    compare_->setHorizontalHeaderLabels({tr("Block"), tr("Instances"), tr("Ops changed"), tr("Step: this plan"), tr("Step: other"),
-                                         tr("Δ step"), tr("Δ compute"), tr("Δ comm"), tr("Δ memory")});
+    compare_->setHorizontalHeaderLabels({tr("Block"), tr("Instances"), tr("Ops changed"), tr("Step: this plan"),
+                                         tr("Step: other"), tr("Δ step"), tr("Δ compute"), tr("Δ comm"), tr("Δ memory")});
     compare_->setToolTip(tr("Per block class, summed over its instances; Δ = other plan minus this plan."));
     compareLayout->addWidget(compare_, 1);
     connect(compareWith_, &QComboBox::currentIndexChanged, this, &ExplainPanel::requestComparison);
@@ -289,7 +292,8 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
     QString html = QStringLiteral("<b style='font-size:large'>%1</b> &nbsp; %2 <code>%3</code>%4<br>")
                        .arg(QString::fromStdString(x.op).toHtmlEscaped(), QString::fromStdString(x.kind),
                             QString::fromStdString(x.einsum).toHtmlEscaped(),
-                            x.block.empty() ? QString() : tr(" &nbsp; block <i>%1</i>").arg(QString::fromStdString(x.block).toHtmlEscaped()));
+                            x.block.empty() ? QString()
+                                            : tr(" &nbsp; block <i>%1</i>").arg(QString::fromStdString(x.block).toHtmlEscaped()));
     html += tr("Chosen strategy: <b>%1</b><br>").arg(QString::fromStdString(x.strategy).toHtmlEscaped());
     html += QString::fromStdString(x.summary).toHtmlEscaped() + QStringLiteral("<ul style='margin-top:2px'>");
     for (const auto& od : x.operands)
@@ -309,16 +313,18 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
         for (const auto& c : steps) {
             const int row = collectives_->rowCount();
             collectives_->insertRow(row);
-            const QString detail = QString::fromStdString(c.why) + QStringLiteral("\n") + QString::fromStdString(c.formula) +
-                                   (c.fromSpec.empty() ? QString()
-                                                       : QStringLiteral("\n%1 → %2").arg(QString::fromStdString(c.fromSpec),
-                                                                                          QString::fromStdString(c.toSpec)));
+            const QString detail =
+                QString::fromStdString(c.why) + QStringLiteral("\n") + QString::fromStdString(c.formula) +
+                (c.fromSpec.empty()
+                     ? QString()
+                     : QStringLiteral("\n%1 → %2").arg(QString::fromStdString(c.fromSpec), QString::fromStdString(c.toSpec)));
             collectives_->setItem(row, 0, cell(where, QString::fromStdString(c.tensor)));
             collectives_->setItem(row, 1, cell(QString::fromStdString(c.kind), detail));
             collectives_->setItem(row, 2, cell(QString::fromStdString(c.axis)));
             collectives_->setItem(row, 3, cell(QString::fromStdString(c.phase)));
             collectives_->setItem(row, 4, cell(QString::fromStdString(formatBytes(c.bytes)), QString::fromStdString(c.formula)));
-            collectives_->setItem(row, 5, cell(QString::fromStdString(formatSeconds(c.seconds)), QString::fromStdString(c.formula)));
+            collectives_->setItem(row, 5,
+                                  cell(QString::fromStdString(formatSeconds(c.seconds)), QString::fromStdString(c.formula)));
             collectives_->setItem(row, 6, cell(QString::fromStdString(c.why), detail));
         }
     };
@@ -344,8 +350,9 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
     for (size_t r = 0; r < x.whyNot.size(); ++r) {
         const auto& w = x.whyNot[r];
         const int row = static_cast<int>(r);
-        whyNot_->setItem(row, WhyStrategy, cell(w.chosen ? QStringLiteral("✔ %1").arg(QString::fromStdString(w.strategy))
-                                                         : QString::fromStdString(w.strategy)));
+        whyNot_->setItem(
+            row, WhyStrategy,
+            cell(w.chosen ? QStringLiteral("✔ %1").arg(QString::fromStdString(w.strategy)) : QString::fromStdString(w.strategy)));
         whyNot_->setItem(row, WhyObjective, cell(QString::fromStdString(formatSecondsDelta(w.objectiveDelta))));
         whyNot_->setItem(row, WhyStep, cell(QString::fromStdString(formatSecondsDelta(w.delta.stepSeconds))));
         whyNot_->setItem(row, WhyCompute, cell(QString::fromStdString(formatSecondsDelta(w.delta.computeSeconds))));
@@ -353,7 +360,8 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
         int column = WhyFirstCollective;
         for (const auto& kind : kinds) {
             const auto it = w.delta.commByKind.find(kind);
-            whyNot_->setItem(row, column++, cell(QString::fromStdString(formatSecondsDelta(it == w.delta.commByKind.end() ? 0.0 : it->second))));
+            whyNot_->setItem(row, column++,
+                             cell(QString::fromStdString(formatSecondsDelta(it == w.delta.commByKind.end() ? 0.0 : it->second))));
         }
         if (w.chosen)
             for (int c = 0; c < whyNot_->columnCount(); ++c) {
@@ -396,10 +404,12 @@ void ExplainPanel::requestComparison()
 void ExplainPanel::showComparison(const explain::PlanDiff& d)
 {
     comparison_ = d;
-    compareTotals_->setText(tr("This plan (%1): step %2, memory %3 per device. Other (%4): step %5, memory %6.")
-                                .arg(QString::fromStdString(d.baseMethod), QString::fromStdString(formatSeconds(d.base.stepSeconds)), QString::fromStdString(formatBytes(d.base.memoryBytes)),
-                                     QString::fromStdString(d.otherMethod), QString::fromStdString(formatSeconds(d.other.stepSeconds)),
-                                     QString::fromStdString(formatBytes(d.other.memoryBytes))));
+    compareTotals_->setText(
+        tr("This plan (%1): step %2, memory %3 per device. Other (%4): step %5, memory %6.")
+            .arg(QString::fromStdString(d.baseMethod), QString::fromStdString(formatSeconds(d.base.stepSeconds)),
+                 QString::fromStdString(formatBytes(d.base.memoryBytes)), QString::fromStdString(d.otherMethod),
+                 QString::fromStdString(formatSeconds(d.other.stepSeconds)),
+                 QString::fromStdString(formatBytes(d.other.memoryBytes))));
     compare_->setRowCount(static_cast<int>(d.blocks.size()));
     for (size_t b = 0; b < d.blocks.size(); ++b) {
         const auto& blk = d.blocks[b];
@@ -410,14 +420,17 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
         compare_->setItem(row, 3, cell(QString::fromStdString(formatSeconds(blk.base.stepSeconds))));
         compare_->setItem(row, 4, cell(QString::fromStdString(formatSeconds(blk.other.stepSeconds))));
         compare_->setItem(row, 5, cell(QString::fromStdString(formatSecondsDelta(blk.other.stepSeconds - blk.base.stepSeconds))));
-        compare_->setItem(row, 6, cell(QString::fromStdString(formatSecondsDelta(blk.other.computeSeconds - blk.base.computeSeconds))));
+        compare_->setItem(row, 6,
+                          cell(QString::fromStdString(formatSecondsDelta(blk.other.computeSeconds - blk.base.computeSeconds))));
         compare_->setItem(row, 7, cell(QString::fromStdString(formatSecondsDelta(blk.other.commSeconds - blk.base.commSeconds))));
         compare_->setItem(row, 8, cell(QString::fromStdString(formatBytesDelta(blk.other.memoryBytes - blk.base.memoryBytes))));
     }
     QStringList changes;
     for (const auto& c : d.changes)
-        changes << QStringLiteral("%1: %2 → %3").arg(QString::fromStdString(c.op), QString::fromStdString(c.before), QString::fromStdString(c.after));
-    compare_->setToolTip(changes.isEmpty() ? tr("No op's strategy differs.") : tr("Ops that differ (first instance):\n%1").arg(changes.join(QLatin1Char('\n'))));
+        changes << QStringLiteral("%1: %2 → %3")
+                       .arg(QString::fromStdString(c.op), QString::fromStdString(c.before), QString::fromStdString(c.after));
+    compare_->setToolTip(changes.isEmpty() ? tr("No op's strategy differs.")
+                                           : tr("Ops that differ (first instance):\n%1").arg(changes.join(QLatin1Char('\n'))));
     compare_->resizeColumnsToContents();
     emit comparisonShown();
 }

@@ -83,8 +83,8 @@ private:
         std::shared_ptr<const PlanOutcome> plan;
         OpId op = -1;
     };
-    LatestJob<Explained> explainJob_;           ///< the newest explain request wins
-    LatestJob<explain::PlanDiff> compareJob_;   ///< the newest comparison wins
+    LatestJob<Explained> explainJob_;         ///< the newest explain request wins
+    LatestJob<explain::PlanDiff> compareJob_; ///< the newest comparison wins
     QLabel* summary_;
     MeshSliceWidget* picture_;
     QTableWidget* collectives_;

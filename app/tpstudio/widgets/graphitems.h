@@ -42,10 +42,13 @@ std::vector<Pill> pillsFor(const std::map<CollectiveKind, QStringList>& kinds);
 
 class OpNodeItem : public QGraphicsItem {
 public:
-    OpNodeItem(QRectF rect, QString name, QString detail, QColor color, bool locked)
-        : rect_(rect), name_(std::move(name)), detail_(std::move(detail)), color_(color), locked_(locked)
-    {
-    }
+    OpNodeItem(QRectF rect, QString name, QString detail, QColor color, bool locked) :
+        rect_(rect),
+        name_(std::move(name)),
+        detail_(std::move(detail)),
+        color_(color),
+        locked_(locked)
+    {}
     QRectF boundingRect() const override { return rect_.adjusted(-2, -2, 2, 2); }
     void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
     {
@@ -89,11 +92,18 @@ public:
     /// `runCount` > 0: the card stands for a run of that many instances and draws the +/- toggle
     /// that unfolds it (`unfolded`: its instances' cards are drawn inside it).
     CardItem(QRectF rect, QString title, QString info, QColor color, bool expanded, bool expandable, std::vector<QColor> strip,
-             std::vector<Pill> pills, int runCount, bool unfolded)
-        : rect_(rect), title_(std::move(title)), info_(std::move(info)), color_(color), expanded_(expanded), expandable_(expandable),
-          strip_(std::move(strip)), pills_(std::move(pills)), runCount_(runCount), unfolded_(unfolded)
-    {
-    }
+             std::vector<Pill> pills, int runCount, bool unfolded) :
+        rect_(rect),
+        title_(std::move(title)),
+        info_(std::move(info)),
+        color_(color),
+        expanded_(expanded),
+        expandable_(expandable),
+        strip_(std::move(strip)),
+        pills_(std::move(pills)),
+        runCount_(runCount),
+        unfolded_(unfolded)
+    {}
     int type() const override { return Type; }
     QRectF boundingRect() const override { return rect_.adjusted(-6, -6, 6, 6); }
     /// The +/- toggle in the header (empty when the card is not a run).
@@ -148,7 +158,10 @@ public:
     }
 
 private:
-    QString toggleText() const { return (unfolded_ ? QStringLiteral("− ") : QStringLiteral("+ ")) + QStringLiteral("×%1").arg(runCount_); }
+    QString toggleText() const
+    {
+        return (unfolded_ ? QStringLiteral("− ") : QStringLiteral("+ ")) + QStringLiteral("×%1").arg(runCount_);
+    }
 
     QRectF rect_;
     QString title_, info_;
@@ -163,10 +176,7 @@ private:
 class BadgeItem : public QGraphicsItem {
 public:
     BadgeItem(QPointF centre, std::vector<Pill> pills) : centre_(centre), pills_(std::move(pills)) {}
-    QRectF boundingRect() const override
-    {
-        return QRectF(centre_.x() - width() / 2 - 2, centre_.y() - 10, width() + 4, 20);
-    }
+    QRectF boundingRect() const override { return QRectF(centre_.x() - width() / 2 - 2, centre_.y() - 10, width() + 4, 20); }
     void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
     {
         p->setRenderHint(QPainter::Antialiasing);

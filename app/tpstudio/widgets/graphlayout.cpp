@@ -31,7 +31,8 @@ InstanceNodes layeredLayout(const Graph& graph, const FoldedGraph& folded, const
     std::vector<std::vector<int>> preds(nodes.size());
     std::vector<int> byTopo(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i) byTopo[i] = static_cast<int>(i);
-    std::sort(byTopo.begin(), byTopo.end(), [&](int a, int b) { return nodes[static_cast<size_t>(a)].order < nodes[static_cast<size_t>(b)].order; });
+    std::sort(byTopo.begin(), byTopo.end(),
+              [&](int a, int b) { return nodes[static_cast<size_t>(a)].order < nodes[static_cast<size_t>(b)].order; });
     for (const auto& [op, node] : in.nodeOfOp)
         for (TensorId t : graph.op(op).inputs) {
             const OpId p = producers[static_cast<size_t>(t)];

@@ -16,7 +16,7 @@ namespace tp::graphview {
 /// One node of a card: an op, or a group of sibling instances (e.g. experts) drawn as one.
 struct Node {
     OpId op = -1;
-    int group = -1;   ///< index into folded.siblings, for a group node
+    int group = -1; ///< index into folded.siblings, for a group node
     int rank = 0;
     double order = 0; ///< topological position of its (first) op
     QPointF pos;      ///< top centre

@@ -27,11 +27,16 @@ struct InstanceSummary {
 class SceneBuilder {
 public:
     SceneBuilder(QGraphicsScene& scene, SceneIndex& index, const PlanOutcome& plan, const QStringList& expanded,
-                 const std::map<int, CardLayout>& cardLayouts)
-        : scene_(scene), index_(index), g(plan.workspace->model.graph), f(plan.workspace->folded),
-          model(*plan.workspace->costModel), r(plan.result), expanded_(expanded), cardLayouts_(cardLayouts)
-    {
-    }
+                 const std::map<int, CardLayout>& cardLayouts) :
+        scene_(scene),
+        index_(index),
+        g(plan.workspace->model.graph),
+        f(plan.workspace->folded),
+        model(*plan.workspace->costModel),
+        r(plan.result),
+        expanded_(expanded),
+        cardLayouts_(cardLayouts)
+    {}
 
     void build()
     {
@@ -56,7 +61,8 @@ private:
         for (size_t i = 0; i < order.size(); ++i) topoPos_[static_cast<size_t>(order[i])] = static_cast<int>(i);
         std::map<std::pair<int, int>, int> cardOfInstance;
         for (size_t ri = 0; ri < f.runs.size(); ++ri)
-            for (int k = 0; k < f.runs[ri].count; ++k) cardOfInstance[{f.runs[ri].classId, f.runs[ri].firstInstance + k}] = static_cast<int>(ri);
+            for (int k = 0; k < f.runs[ri].count; ++k)
+                cardOfInstance[{f.runs[ri].classId, f.runs[ri].firstInstance + k}] = static_cast<int>(ri);
         for (int pass = 0; pass < 4; ++pass) // nested siblings resolve through their parents
             for (const auto& sg : f.siblings) {
                 const auto parent = cardOfInstance.find({sg.parentClass, sg.parentInstance});
@@ -75,22 +81,24 @@ private:
     {
         for (const auto& c : r.breakdown.collectives)
             collectivesAt_[c.at][c.kind] << QStringLiteral("%1 %2 over %3: %4, %5")
-                                                .arg(QLatin1String(phaseName(c.phase).data()), QLatin1String(collectiveName(c.kind).data()),
+                                                .arg(QLatin1String(phaseName(c.phase).data()),
+                                                     QLatin1String(collectiveName(c.kind).data()),
                                                      QString::fromStdString(model.mesh().axes[static_cast<size_t>(c.axis)].name),
-                                                     QString::fromStdString(formatBytes(c.bytes)), QString::fromStdString(formatSeconds(c.seconds)));
+                                                     QString::fromStdString(formatBytes(c.bytes)),
+                                                     QString::fromStdString(formatSeconds(c.seconds)));
     }
 
     InstanceSummary instanceSummary(const BlockInstance& inst) const
     {
-    InstanceSummary sum;
-    for (OpId op : inst.ops) {
-        const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
-        sum.seconds += ob.computeSeconds + ob.commSeconds;
-        sum.strip.push_back(shardingColor(classifyOp(model, op, r.strategyOfOp[static_cast<size_t>(op)]).kind));
-        if (const auto it = collectivesAt_.find(op); it != collectivesAt_.end())
-            for (const auto& [kind, lines] : it->second) sum.kinds[kind] << lines;
-    }
-    return sum;
+        InstanceSummary sum;
+        for (OpId op : inst.ops) {
+            const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
+            sum.seconds += ob.computeSeconds + ob.commSeconds;
+            sum.strip.push_back(shardingColor(classifyOp(model, op, r.strategyOfOp[static_cast<size_t>(op)]).kind));
+            if (const auto it = collectivesAt_.find(op); it != collectivesAt_.end())
+                for (const auto& [kind, lines] : it->second) sum.kinds[kind] << lines;
+        }
+        return sum;
     }
 
     InstanceNodes instanceNodes(int classId, int instance) const
@@ -106,18 +114,19 @@ private:
         if (n.op >= 0) {
             const int s = r.strategyOfOp[static_cast<size_t>(n.op)];
             const ShardClass sc = classifyOp(model, n.op, s).kind;
-            const QString strategy = QString::fromStdString(strategyToString(model.strategies(n.op)[static_cast<size_t>(s)],
-                                                                             model.signature(n.op), model.mesh()));
+            const QString strategy = QString::fromStdString(
+                strategyToString(model.strategies(n.op)[static_cast<size_t>(s)], model.signature(n.op), model.mesh()));
             const QString spec = g.op(n.op).outputs.empty()
                                      ? QString()
                                      : QString::fromStdString(specToString(model.outputSpec(n.op, s, 0), model.mesh()));
-            item = new OpNodeItem(rect, shortOpName(g.op(n.op).name), strategy + QStringLiteral("  →  ") + spec, shardingColor(sc),
-                                  r.lockedOp[static_cast<size_t>(n.op)]);
+            item = new OpNodeItem(rect, shortOpName(g.op(n.op).name), strategy + QStringLiteral("  →  ") + spec,
+                                  shardingColor(sc), r.lockedOp[static_cast<size_t>(n.op)]);
             item->setData(KindKey, OpKindItem);
             item->setData(ValueKey, n.op);
             item->setToolTip(tr("%1\n%2 · %3 · %4\nstrategy %5, output %6")
                                  .arg(QString::fromStdString(g.op(n.op).name), QLatin1String(opKindName(g.op(n.op).kind).data()),
-                                      QString::fromStdString(model.signature(n.op).equation), shardingClassName(sc), strategy, spec));
+                                      QString::fromStdString(model.signature(n.op).equation), shardingClassName(sc), strategy,
+                                      spec));
             index_.opItems[n.op] = item;
             if (dotPlaced) index_.dotPlacedOps.insert(n.op);
         } else {
@@ -147,7 +156,8 @@ private:
             const Node& nb = nodes[static_cast<size_t>(b)];
             const int span = nb.rank - na.rank;
             double side = 0;
-            if (span > 1 && std::abs(na.pos.x() - nb.pos.x()) < 1) side = (na.pos.x() >= 0 ? 1 : -1) * (kNodeW * 0.75 + 10 * span);
+            if (span > 1 && std::abs(na.pos.x() - nb.pos.x()) < 1)
+                side = (na.pos.x() >= 0 ? 1 : -1) * (kNodeW * 0.75 + 10 * span);
             addEdge(scene_, na.pos + QPointF(0, kNodeH), nb.pos, side, QString());
         }
     }
@@ -207,8 +217,9 @@ private:
     {
         const auto it = cardLayouts_.find(ri);
         if (isExpanded && it == cardLayouts_.end()) layoutsToRequest.emplace(ri, dotInputOf(rep));
-        return isExpanded && it != cardLayouts_.end() && it->second.ok && it->second.centers.size() == rep.nodes.size() ? &it->second
-                                                                                                                        : nullptr;
+        return isExpanded && it != cardLayouts_.end() && it->second.ok && it->second.centers.size() == rep.nodes.size()
+                   ? &it->second
+                   : nullptr;
     }
 
     /// One run: its card (the first instance's ops when expanded), or, unfolded, one card per
@@ -228,7 +239,8 @@ private:
         // The card shows the run's first instance (every instance has the same ops).
         InstanceNodes rep = instanceNodes(run.classId, run.firstInstance);
         const InstanceSummary repSummary = instanceSummary(bc.instances[static_cast<size_t>(run.firstInstance)]);
-        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + QString::fromStdString(formatSeconds(repSummary.seconds)) +
+        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") +
+                             QString::fromStdString(formatSeconds(repSummary.seconds)) +
                              (run.count > 1 ? tr(" each") : QString());
         const CardLayout* dot = dotLayoutOf(ri, rep, isExpanded);
         // The size of one instance's card (every instance of the run has the same shape).
@@ -242,16 +254,18 @@ private:
         const double outerHeight =
             unfolded ? kCardHeader + kInstancePad + run.count * (height + kInstanceGap) - kInstanceGap + kInstancePad : height;
         const QRectF cardRect(-outerWidth / 2, y_, outerWidth, outerHeight);
-        auto* card = new CardItem(cardRect, title, unfolded ? countOf(run.count, "instance", "instances") + QStringLiteral(" · ") + info : info,
-                                  classColor(run.classId), isExpanded, true, unfolded ? std::vector<QColor>() : repSummary.strip,
-                                  unfolded ? std::vector<Pill>() : pillsFor(repSummary.kinds), run.count > 1 ? run.count : 0, unfolded);
+        auto* card = new CardItem(
+            cardRect, title, unfolded ? countOf(run.count, "instance", "instances") + QStringLiteral(" · ") + info : info,
+            classColor(run.classId), isExpanded, true, unfolded ? std::vector<QColor>() : repSummary.strip,
+            unfolded ? std::vector<Pill>() : pillsFor(repSummary.kinds), run.count > 1 ? run.count : 0, unfolded);
         card->setData(KindKey, CardKindItem);
         card->setData(ValueKey, static_cast<int>(index_.cards.size()));
-        card->setToolTip(run.count > 1 ? tr("%1: double-click to %2 its ops; click %3 to %4 its %5 instances")
-                                             .arg(title, isExpanded ? tr("hide") : tr("show"), unfolded ? QStringLiteral("−") : QStringLiteral("+"),
-                                                  unfolded ? tr("fold") : tr("show"))
-                                             .arg(run.count)
-                                       : tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand")));
+        card->setToolTip(run.count > 1
+                             ? tr("%1: double-click to %2 its ops; click %3 to %4 its %5 instances")
+                                   .arg(title, isExpanded ? tr("hide") : tr("show"),
+                                        unfolded ? QStringLiteral("−") : QStringLiteral("+"), unfolded ? tr("fold") : tr("show"))
+                                   .arg(run.count)
+                             : tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand")));
         scene_.addItem(card);
         const int cardIndex = static_cast<int>(index_.cards.size());
         index_.cards.push_back(card);
@@ -262,8 +276,10 @@ private:
         cardRects_.push_back(cardRect);
 
         if (!unfolded) {
-            if (isExpanded) drawOps(rep, y_ + kCardHeader + kCardPad, dot);
-            else index_.badges += static_cast<int>(repSummary.kinds.size());
+            if (isExpanded)
+                drawOps(rep, y_ + kCardHeader + kCardPad, dot);
+            else
+                index_.badges += static_cast<int>(repSummary.kinds.size());
         } else {
             addInstanceCards(ri, cardIndex, QSizeF(width, height), isExpanded, rep, repSummary, dot);
         }
@@ -285,7 +301,8 @@ private:
             const QRectF rect(-size.width() / 2, top, size.width(), size.height());
             const QString name = instanceLabel(g, ik);
             auto* sub = new CardItem(rect, name.isEmpty() ? tr("instance %1").arg(instance) : name,
-                                     countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") + QString::fromStdString(formatSeconds(sum.seconds)),
+                                     countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") +
+                                         QString::fromStdString(formatSeconds(sum.seconds)),
                                      classColor(run.classId), isExpanded, true, sum.strip, pillsFor(sum.kinds), 0, false);
             sub->setData(KindKey, InstanceCardKindItem);
             sub->setData(ValueKey, cardIndex);

@@ -18,9 +18,10 @@ namespace tp {
 
 using namespace graphview;
 
-GraphView::GraphView(QWidget* parent)
-    : QGraphicsView(parent), minimap_(new Minimap(this)),
-      layoutJobs_([this](quint64 job, LaidOutCards cards) { applyLayout(job, std::move(cards)); })
+GraphView::GraphView(QWidget* parent) :
+    QGraphicsView(parent),
+    minimap_(new Minimap(this)),
+    layoutJobs_([this](quint64 job, LaidOutCards cards) { applyLayout(job, std::move(cards)); })
 {
     connect(&layoutJobs_, &JobTracker::dropped, this, &GraphView::layoutDropped);
     setScene(&scene_);
@@ -121,27 +122,34 @@ void GraphView::showSelection()
     // An op of another instance is shown at its position in the displayed representative.
     const FoldedGraph& f = plan->workspace->folded;
     const int cls = f.classOfOp[static_cast<size_t>(op)];
-    const auto& instOps = f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(op)])].ops;
+    const auto& instOps =
+        f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(op)])].ops;
     const size_t position = static_cast<size_t>(std::find(instOps.begin(), instOps.end(), op) - instOps.begin());
     QGraphicsItem* target = nullptr;
     // The op itself when it is drawn (an unfolded run draws every instance), else its instance's card.
-    if (const auto it = index_.opItems.find(op); it != index_.opItems.end()) target = it->second;
-    else if (const auto card = index_.instanceCardOf.find({cls, f.instanceOfOp[static_cast<size_t>(op)]}); card != index_.instanceCardOf.end())
+    if (const auto it = index_.opItems.find(op); it != index_.opItems.end())
+        target = it->second;
+    else if (const auto card = index_.instanceCardOf.find({cls, f.instanceOfOp[static_cast<size_t>(op)]});
+             card != index_.instanceCardOf.end())
         target = card->second;
     for (size_t c = 0; c < index_.cards.size() && !target; ++c) {
         if (index_.cardClass[c] != cls) continue;
         const Run& run = f.runs[static_cast<size_t>(index_.cardRun[c])];
-        if (f.instanceOfOp[static_cast<size_t>(op)] < run.firstInstance || f.instanceOfOp[static_cast<size_t>(op)] >= run.firstInstance + run.count) continue;
+        if (f.instanceOfOp[static_cast<size_t>(op)] < run.firstInstance ||
+            f.instanceOfOp[static_cast<size_t>(op)] >= run.firstInstance + run.count)
+            continue;
         const OpId shown = f.classes[static_cast<size_t>(cls)].instances[static_cast<size_t>(run.firstInstance)].ops[position];
         const auto it = index_.opItems.find(shown);
         target = it != index_.opItems.end() ? it->second : index_.cards[c];
     }
     if (!target) return;
-    auto* marker = scene_.addPath([&] {
-        QPainterPath p;
-        p.addRoundedRect(target->boundingRect().adjusted(-3, -3, 3, 3), 8, 8);
-        return p;
-    }(), QPen(QColor(0x10, 0x50, 0xd0), 3), Qt::NoBrush);
+    auto* marker = scene_.addPath(
+        [&] {
+            QPainterPath p;
+            p.addRoundedRect(target->boundingRect().adjusted(-3, -3, 3, 3), 8, 8);
+            return p;
+        }(),
+        QPen(QColor(0x10, 0x50, 0xd0), 3), Qt::NoBrush);
     marker->setZValue(5);
     selectionMarker_ = marker;
     ensureVisible(target, 60, 60);
@@ -153,7 +161,8 @@ bool GraphView::instancesShown(int card) const
 {
     const auto plan = document_ ? document_->plan() : nullptr;
     if (!plan || card < 0 || card >= static_cast<int>(index_.cards.size())) return false;
-    const QString label = QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label);
+    const QString label = QString::fromStdString(
+        plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label);
     return document_->expandedClasses().contains(instancesKey(label));
 }
 
@@ -161,10 +170,13 @@ void GraphView::setInstancesShown(int card, bool shown)
 {
     const auto plan = document_ ? document_->plan() : nullptr;
     if (!plan || card < 0 || card >= static_cast<int>(index_.cards.size()) || shown == instancesShown(card)) return;
-    const QString key = instancesKey(QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label));
+    const QString key = instancesKey(QString::fromStdString(
+        plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label));
     QStringList expanded = document_->expandedClasses();
-    if (shown) expanded << key;
-    else expanded.removeAll(key);
+    if (shown)
+        expanded << key;
+    else
+        expanded.removeAll(key);
     document_->setExpandedClasses(expanded);
 }
 
@@ -172,10 +184,13 @@ void GraphView::toggleCard(int card)
 {
     if (!document_ || card < 0 || card >= static_cast<int>(index_.cards.size())) return;
     const auto plan = document_->plan();
-    const QString label = QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label);
+    const QString label = QString::fromStdString(
+        plan->workspace->folded.classes[static_cast<size_t>(index_.cardClass[static_cast<size_t>(card)])].label);
     QStringList expanded = document_->expandedClasses();
-    if (expanded.contains(label)) expanded.removeAll(label);
-    else expanded << label;
+    if (expanded.contains(label))
+        expanded.removeAll(label);
+    else
+        expanded << label;
     document_->setExpandedClasses(expanded);
 }
 
@@ -190,7 +205,9 @@ bool GraphView::findNext(const QString& text)
         const OpId op = (start + k + n) % n;
         if (!QString::fromStdString(g.op(op).name).contains(text, Qt::CaseInsensitive)) continue;
         // Open the card that holds it, so the op itself can be shown.
-        const QString label = QString::fromStdString(plan->workspace->folded.classes[static_cast<size_t>(plan->workspace->folded.classOfOp[static_cast<size_t>(op)])].label);
+        const QString label = QString::fromStdString(
+            plan->workspace->folded.classes[static_cast<size_t>(plan->workspace->folded.classOfOp[static_cast<size_t>(op)])]
+                .label);
         if (!document_->expandedClasses().contains(label)) document_->setExpandedClasses(document_->expandedClasses() << label);
         document_->setSelectedOp(op);
         return true;
@@ -269,7 +286,8 @@ void GraphView::mouseDoubleClickEvent(QMouseEvent* event)
         if (item->data(KindKey).toInt() == CardKindItem || item->data(KindKey).toInt() == InstanceCardKindItem) {
             // Only the header toggles, so double-clicking an op inside does not fold its card.
             const QPointF scenePos = mapToScene(event->pos());
-            if (scenePos.y() - item->boundingRect().top() <= kCardHeader + 8 || item->boundingRect().height() <= kCollapsedH + 20) {
+            if (scenePos.y() - item->boundingRect().top() <= kCardHeader + 8 ||
+                item->boundingRect().height() <= kCollapsedH + 20) {
                 toggleCard(item->data(ValueKey).toInt());
                 return;
             }

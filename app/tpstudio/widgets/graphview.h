@@ -38,23 +38,24 @@ struct LayoutInput;
 
 /// Where things are in the scene (for tests and for selection).
 struct SceneIndex {
-    std::map<OpId, QGraphicsItem*> opItems; ///< displayed ops (the first instance of each expanded run, every instance of an unfolded one)
-    std::vector<QGraphicsItem*> cards;      ///< per run
-    std::vector<QString> cardLabels;        ///< per run: "layers.*  ×96"
-    std::vector<int> cardClass;             ///< per run: block class id
-    std::vector<int> cardRun;               ///< per card: index into folded.runs (-1 for a sibling group)
-    std::vector<QRectF> cardToggles;        ///< per card: its "+/- ×N" toggle in the scene (empty: not a run)
+    std::map<OpId, QGraphicsItem*>
+        opItems; ///< displayed ops (the first instance of each expanded run, every instance of an unfolded one)
+    std::vector<QGraphicsItem*> cards;         ///< per run
+    std::vector<QString> cardLabels;           ///< per run: "layers.*  ×96"
+    std::vector<int> cardClass;                ///< per run: block class id
+    std::vector<int> cardRun;                  ///< per card: index into folded.runs (-1 for a sibling group)
+    std::vector<QRectF> cardToggles;           ///< per card: its "+/- ×N" toggle in the scene (empty: not a run)
     std::vector<QGraphicsItem*> instanceCards; ///< per instance card of the unfolded runs, in order
-    std::vector<QString> instanceLabels;    ///< per instance card: "layers.17"
-    std::vector<int> instanceCardRun;       ///< per instance card: index into folded.runs
+    std::vector<QString> instanceLabels;       ///< per instance card: "layers.17"
+    std::vector<int> instanceCardRun;          ///< per instance card: index into folded.runs
     std::map<std::pair<int, int>, QGraphicsItem*> instanceCardOf; ///< (class, instance) -> its card
-    int badges = 0;                         ///< collective badges drawn
-    std::set<OpId> dotPlacedOps;            ///< displayed ops whose position came from Graphviz
+    int badges = 0;                                               ///< collective badges drawn
+    std::set<OpId> dotPlacedOps;                                  ///< displayed ops whose position came from Graphviz
 };
 
 /// Dot's layout of one expanded card: node centres and edge splines in the card's own frame.
 struct CardLayout {
-    bool ok = false;                                   ///< false: dot failed, the layered layout stays
+    bool ok = false; ///< false: dot failed, the layered layout stays
     double width = 0, height = 0;
     std::vector<QPointF> centers;                      ///< per card node
     std::map<std::pair<int, int>, QPainterPath> edges; ///< per (from node, to node)
@@ -128,10 +129,10 @@ private:
     Minimap* minimap_;
     QGraphicsItem* selectionMarker_ = nullptr;
     bool fitPending_ = true;
-    std::map<int, CardLayout> cardLayouts_;    ///< per run index, for layoutWorkspace_
-    const void* layoutWorkspace_ = nullptr;    ///< the workspace cardLayouts_ belong to
-    std::set<int> layoutInFlight_;             ///< runs the newest job lays out
-    LatestJob<LaidOutCards> layoutJobs_;       ///< the newest layout request wins
+    std::map<int, CardLayout> cardLayouts_; ///< per run index, for layoutWorkspace_
+    const void* layoutWorkspace_ = nullptr; ///< the workspace cardLayouts_ belong to
+    std::set<int> layoutInFlight_;          ///< runs the newest job lays out
+    LatestJob<LaidOutCards> layoutJobs_;    ///< the newest layout request wins
 };
 
 } // namespace tp

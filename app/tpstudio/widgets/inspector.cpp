@@ -23,16 +23,17 @@ QString shapeText(const std::vector<std::int64_t>& shape)
 
 } // namespace
 
-Inspector::Inspector(QWidget* parent)
-    : QWidget(parent), costing_([this](quint64, Costed costed) {
-          // Only for the plan and op still shown (a newer plan restarts the costing anyway).
-          if (!document_ || document_->plan() != costed.plan || candidates_.op() != costed.snapshot.op) return;
-          candidates_.setSnapshot(std::move(costed.snapshot));
-          table_->resizeColumnsToContents();
-          table_->horizontalHeader()->setStretchLastSection(true);
-          emit candidatesCosted(candidates_.op());
-      }),
-      proxy_(new QSortFilterProxyModel(this))
+Inspector::Inspector(QWidget* parent) :
+    QWidget(parent),
+    costing_([this](quint64, Costed costed) {
+        // Only for the plan and op still shown (a newer plan restarts the costing anyway).
+        if (!document_ || document_->plan() != costed.plan || candidates_.op() != costed.snapshot.op) return;
+        candidates_.setSnapshot(std::move(costed.snapshot));
+        table_->resizeColumnsToContents();
+        table_->horizontalHeader()->setStretchLastSection(true);
+        emit candidatesCosted(candidates_.op());
+    }),
+    proxy_(new QSortFilterProxyModel(this))
 {
     auto* layout = new QVBoxLayout(this);
     title_ = new QLabel(tr("Select an op in the graph or the outline."), this);
@@ -119,8 +120,10 @@ void Inspector::lockSelected()
 {
     if (!document_ || candidates_.op() < 0) return;
     const auto rows = table_->selectionModel()->selectedRows();
-    if (!rows.isEmpty()) lockRow(rows.first().row());
-    else document_->lockOp(candidates_.op(), candidates_.chosenStrategy(), scope());
+    if (!rows.isEmpty())
+        lockRow(rows.first().row());
+    else
+        document_->lockOp(candidates_.op(), candidates_.chosenStrategy(), scope());
 }
 
 void Inspector::refresh()
@@ -129,7 +132,9 @@ void Inspector::refresh()
     const OpId op = document_ ? document_->selectedOp() : -1;
     candidates_.setSnapshot(plan ? candidateHeader(*plan->workspace, plan->result, op) : CandidateSnapshot{});
     if (candidates_.op() >= 0)
-        costing_.start([plan, op](const std::atomic<bool>&) { return Costed{plan, costCandidates(*plan->workspace, plan->result, op)}; });
+        costing_.start([plan, op](const std::atomic<bool>&) {
+            return Costed{plan, costCandidates(*plan->workspace, plan->result, op)};
+        });
     else
         costing_.cancel();
     const bool has = candidates_.op() >= 0;
@@ -148,24 +153,29 @@ void Inspector::refresh()
     const Op& o = g.op(op);
     const Signature& sig = model.signature(op);
     const int chosen = plan->result.strategyOfOp[static_cast<size_t>(op)];
-    const QString strategy = QString::fromStdString(strategyToString(model.strategies(op)[static_cast<size_t>(chosen)], sig, model.mesh()));
+    const QString strategy =
+        QString::fromStdString(strategyToString(model.strategies(op)[static_cast<size_t>(chosen)], sig, model.mesh()));
     title_->setText(QStringLiteral("<b style='font-size:large'>%1</b>").arg(QString::fromStdString(o.name).toHtmlEscaped()));
     allInstances_->setText(tr("All instances (%1)").arg(QString::fromStdString(document_->classPattern(op))));
 
     QString html;
     html += tr("<b>%1</b> &nbsp; <code>%2</code> &nbsp; strategy <b>%3</b> (%4)%5<br>")
-                .arg(QLatin1String(opKindName(o.kind).data()), QString::fromStdString(sig.equation).toHtmlEscaped(), strategy.toHtmlEscaped(),
-                     shardingClassName(classifyOp(model, op, chosen).kind),
+                .arg(QLatin1String(opKindName(o.kind).data()), QString::fromStdString(sig.equation).toHtmlEscaped(),
+                     strategy.toHtmlEscaped(), shardingClassName(classifyOp(model, op, chosen).kind),
                      document_->isLocked(op) ? tr(" <b>locked</b>") : QString());
     QStringList loops;
     for (const auto& loop : sig.loops)
-        loops << QStringLiteral("%1=%2 <i>%3</i>").arg(QChar(loop.label)).arg(loop.size).arg(QLatin1String(dimRoleName(loop.role).data()));
+        loops << QStringLiteral("%1=%2 <i>%3</i>")
+                     .arg(QChar(loop.label))
+                     .arg(loop.size)
+                     .arg(QLatin1String(dimRoleName(loop.role).data()));
     html += tr("Loops: %1<br>").arg(loops.join(QStringLiteral(", ")));
     auto tensorRows = [&](const std::vector<TensorId>& ids, bool outputs) {
         QString rows;
         for (size_t k = 0; k < ids.size(); ++k) {
             const Tensor& t = g.tensor(ids[k]);
-            const TensorSpec& spec = outputs ? model.outputSpec(op, chosen, static_cast<int>(k)) : model.inputSpec(op, chosen, static_cast<int>(k));
+            const TensorSpec& spec =
+                outputs ? model.outputSpec(op, chosen, static_cast<int>(k)) : model.inputSpec(op, chosen, static_cast<int>(k));
             rows += QStringLiteral("%1 %2 <code>%3</code> %4 %5<br>")
                         .arg(outputs ? QStringLiteral("→") : QStringLiteral("←"), QString::fromStdString(t.name).toHtmlEscaped(),
                              shapeText(t.shape), QLatin1String(dtypeName(t.dtype).data()),

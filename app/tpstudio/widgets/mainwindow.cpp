@@ -288,8 +288,8 @@ void MainWindow::createActions()
     bar->addWidget(new QLabel(tr("  mesh: "), bar));
     meshCombo_ = new QComboBox(bar);
     meshCombo_->setEditable(true);
-    meshCombo_->addItems({QStringLiteral("8"), QStringLiteral("2x8"), QStringLiteral("4x8"), QStringLiteral("8x8"), QStringLiteral("16x8"),
-                          QStringLiteral("4x4x8")});
+    meshCombo_->addItems({QStringLiteral("8"), QStringLiteral("2x8"), QStringLiteral("4x8"), QStringLiteral("8x8"),
+                          QStringLiteral("16x8"), QStringLiteral("4x4x8")});
     meshCombo_->setValidator(new MeshShapeValidator(meshCombo_));
     meshCombo_->setMinimumContentsLength(6);
     bar->addWidget(meshCombo_);
@@ -360,15 +360,18 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     connect(doc->undoStack(), &EditHistory::cleanChanged, this, &MainWindow::updateTitle);
     connect(doc->undoStack(), &EditHistory::canUndoChanged, undo_, &QAction::setEnabled);
     connect(doc->undoStack(), &EditHistory::canRedoChanged, redo_, &QAction::setEnabled);
-    connect(doc->undoStack(), &EditHistory::undoTextChanged, this, [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
-    connect(doc->undoStack(), &EditHistory::redoTextChanged, this, [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
+    connect(doc->undoStack(), &EditHistory::undoTextChanged, this,
+            [this](const QString& t) { undo_->setText(tr("&Undo %1").arg(t)); });
+    connect(doc->undoStack(), &EditHistory::redoTextChanged, this,
+            [this](const QString& t) { redo_->setText(tr("&Redo %1").arg(t)); });
     connect(doc, &Document::selectionChanged, this, [this](OpId op) {
         // Selecting anywhere selects everywhere: mirror into the outline.
         selecting_ = true;
         const QModelIndex index = outline_->indexOfOp(op);
         if (index.isValid()) {
             outlineView_->scrollTo(index);
-            outlineView_->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+            outlineView_->selectionModel()->setCurrentIndex(index,
+                                                            QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
         } else {
             outlineView_->selectionModel()->clearSelection();
         }
@@ -416,8 +419,10 @@ bool MainWindow::saveProject(const QString& path) { return document_->saveProjec
 
 void MainWindow::showStartPage()
 {
-    if (persistent_) start_->setRecentFiles(QSettings().value(QStringLiteral("recentFiles")).toStringList());
-    else start_->setRecentFiles({});
+    if (persistent_)
+        start_->setRecentFiles(QSettings().value(QStringLiteral("recentFiles")).toStringList());
+    else
+        start_->setRecentFiles({});
     stack_->setCurrentWidget(start_);
 }
 
@@ -457,8 +462,13 @@ void MainWindow::updateStatus()
             QStringList axes;
             const Mesh& mesh = plan->workspace->costModel->mesh();
             for (int a : axesNoOpCanSplit(*plan->workspace->costModel))
-                axes << QStringLiteral("%1 (%2)").arg(QString::fromStdString(mesh.axes[static_cast<size_t>(a)].name)).arg(mesh.axes[static_cast<size_t>(a)].size);
-            axesNote_ = axes.isEmpty() ? QString() : tr("nothing divides over axis %1: its devices repeat the work").arg(axes.join(QStringLiteral(", ")));
+                axes << QStringLiteral("%1 (%2)")
+                            .arg(QString::fromStdString(mesh.axes[static_cast<size_t>(a)].name))
+                            .arg(mesh.axes[static_cast<size_t>(a)].size);
+            axesNote_ =
+                axes.isEmpty()
+                    ? QString()
+                    : tr("nothing divides over axis %1: its devices repeat the work").arg(axes.join(QStringLiteral(", ")));
         }
         if (!axesNote_.isEmpty()) parts << axesNote_;
     }
@@ -525,8 +535,10 @@ void MainWindow::openDialog()
 
 void MainWindow::save()
 {
-    if (document_->filePath().isEmpty()) saveAs();
-    else saveProject(document_->filePath());
+    if (document_->filePath().isEmpty())
+        saveAs();
+    else
+        saveProject(document_->filePath());
 }
 
 void MainWindow::saveAs()
@@ -557,16 +569,15 @@ void MainWindow::exportFormat(const QString& format)
 {
     const auto plan = document_->plan();
     if (!plan) return;
-    static const std::map<QString, QString> suffixes = {{QStringLiteral("csv"), QStringLiteral(".csv")},
-                                                        {QStringLiteral("dot"), QStringLiteral(".dot")},
-                                                        {QStringLiteral("svg"), QStringLiteral(".svg")},
-                                                        {QStringLiteral("png"), QStringLiteral(".png")},
-                                                        {QStringLiteral("pytorch"), QStringLiteral(".py")},
-                                                        {QStringLiteral("megatron"), QStringLiteral(".sh")},
-                                                        {QStringLiteral("hf-tp-plan"), QStringLiteral(".json")}};
+    static const std::map<QString, QString> suffixes = {
+        {QStringLiteral("csv"), QStringLiteral(".csv")},        {QStringLiteral("dot"), QStringLiteral(".dot")},
+        {QStringLiteral("svg"), QStringLiteral(".svg")},        {QStringLiteral("png"), QStringLiteral(".png")},
+        {QStringLiteral("pytorch"), QStringLiteral(".py")},     {QStringLiteral("megatron"), QStringLiteral(".sh")},
+        {QStringLiteral("hf-tp-plan"), QStringLiteral(".json")}};
     const auto it = suffixes.find(format);
     const QString suffix = it == suffixes.end() ? QStringLiteral(".") + format : it->second;
-    QString path = QFileDialog::getSaveFileName(this, tr("Export %1").arg(format), QString(), tr("%1 (*%2)").arg(format.toUpper(), suffix));
+    QString path =
+        QFileDialog::getSaveFileName(this, tr("Export %1").arg(format), QString(), tr("%1 (*%2)").arg(format.toUpper(), suffix));
     if (path.isEmpty()) return;
     if (!path.endsWith(suffix)) path += suffix;
     try {
@@ -641,8 +652,8 @@ bool MainWindow::offerRecovery()
             showError(tr("Recovery file not restored: %1").arg(QString::fromUtf8(e.what())));
             continue;
         }
-        const QString name = recovered.originalPath.isEmpty() ? QString::fromStdString(recovered.project.settings.model)
-                                                              : recovered.originalPath;
+        const QString name =
+            recovered.originalPath.isEmpty() ? QString::fromStdString(recovered.project.settings.model) : recovered.originalPath;
         const QString text = tr("TP Studio did not exit cleanly. Unsaved edits to %1 (%2 locks, mesh %3) were autosaved %4.\n\n"
                                 "Restore them?")
                                  .arg(name)
@@ -650,7 +661,8 @@ bool MainWindow::offerRecovery()
                                  .arg(QString::fromStdString(recovered.project.settings.mesh),
                                       QLocale().toString(recovered.savedAt.toLocalTime(), QLocale::ShortFormat));
         // QMessageBox has no Restore button: Open, labelled "Restore".
-        const auto answer = ask(tr("Recover unsaved edits"), text, QMessageBox::Open | QMessageBox::Discard, QMessageBox::Open, tr("&Restore"));
+        const auto answer =
+            ask(tr("Recover unsaved edits"), text, QMessageBox::Open | QMessageBox::Discard, QMessageBox::Open, tr("&Restore"));
         if (answer == QMessageBox::Open) {
             if (!maybeSave()) return false; // the orphan stays for the next start
             auto doc = std::make_unique<Document>();
@@ -693,7 +705,8 @@ void MainWindow::showEvent(QShowEvent* event)
     const auto docks = findChildren<QDockWidget*>();
     QList<QDockWidget*> sides;
     for (QDockWidget* dock : docks)
-        if (dock->objectName() == QLatin1String("BlocksDock") || dock->objectName() == QLatin1String("InspectorDock")) sides << dock;
+        if (dock->objectName() == QLatin1String("BlocksDock") || dock->objectName() == QLatin1String("InspectorDock"))
+            sides << dock;
     resizeDocks(sides, {width() * 22 / 100, width() * 30 / 100}, Qt::Horizontal);
     resizeDocks({breakdownDock_}, {height() * 30 / 100}, Qt::Vertical);
 }

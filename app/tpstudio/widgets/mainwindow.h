@@ -72,7 +72,8 @@ public:
 
     /// Answers the window's questions instead of a modal QMessageBox (tests): gets the title,
     /// the text and the buttons offered, returns the button chosen. Null: ask the user.
-    using QuestionHook = std::function<QMessageBox::StandardButton(const QString& title, const QString& text, QMessageBox::StandardButtons buttons)>;
+    using QuestionHook = std::function<QMessageBox::StandardButton(const QString& title, const QString& text,
+                                                                   QMessageBox::StandardButtons buttons)>;
     static void setQuestionHook(QuestionHook hook);
 
 protected:

@@ -123,20 +123,23 @@ bool MeshPanel::checkValue(const QString& kind, const QString& text, QString* re
         return true;
     }
     if (kind == QLatin1String("bool")) {
-        if (text != QLatin1String("true") && text != QLatin1String("false")) return refuse(tr("must be true or false, not '%1'").arg(text));
+        if (text != QLatin1String("true") && text != QLatin1String("false"))
+            return refuse(tr("must be true or false, not '%1'").arg(text));
         return true;
     }
     if (kind == QLatin1String("list")) {
         static const QRegularExpression list(QStringLiteral("^[1-9][0-9]*(,[1-9][0-9]*)*$"));
-        if (!list.match(text).hasMatch()) return refuse(tr("must be positive integers separated by commas, such as 3,4,6,3, not '%1'").arg(text));
+        if (!list.match(text).hasMatch())
+            return refuse(tr("must be positive integers separated by commas, such as 3,4,6,3, not '%1'").arg(text));
         return true;
     }
     if (text.isEmpty() || text.contains(QLatin1Char('='))) return refuse(tr("must be a non-empty text without '='"));
     return true;
 }
 
-MeshPanel::MeshPanel(QWidget* parent)
-    : QWidget(parent), overrideCheck_([this](quint64, OverrideCheck check) { finishOverrideCheck(check); })
+MeshPanel::MeshPanel(QWidget* parent) :
+    QWidget(parent),
+    overrideCheck_([this](quint64, OverrideCheck check) { finishOverrideCheck(check); })
 {
     auto* form = new QFormLayout(this);
     hardware_ = new QComboBox(this);
@@ -189,8 +192,9 @@ MeshPanel::MeshPanel(QWidget* parent)
     overlap_->setRange(1, kMaxOverlapChunks);
     overlap_->setSpecialValueText(tr("off"));
     overlap_->setSuffix(tr(" chunks"));
-    overlap_->setToolTip(tr("Chunked overlap (ATP): matmuls run in this many chunks so that each chunk's collective hides under the "
-                            "next chunk's compute; off (1) exposes every collective"));
+    overlap_->setToolTip(
+        tr("Chunked overlap (ATP): matmuls run in this many chunks so that each chunk's collective hides under the "
+           "next chunk's compute; off (1) exposes every collective"));
     form->addRow(tr("O&verlap"), overlap_);
 
     overrides_ = new QTableWidget(0, 2, this);
@@ -200,10 +204,12 @@ MeshPanel::MeshPanel(QWidget* parent)
     overrides_->horizontalHeader()->setStretchLastSection(true);
     overrides_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
     overrides_->setSelectionMode(QAbstractItemView::SingleSelection);
-    overrides_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed | QAbstractItemView::AnyKeyPressed);
+    overrides_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed |
+                                QAbstractItemView::AnyKeyPressed);
     overrides_->setItemDelegateForColumn(1, new OverrideDelegate(overrides_));
     overrides_->setMinimumHeight(140);
-    overrides_->setToolTip(tr("The model's config (tpplan --set key=value): edit a value to override it; clear it for the model's own"));
+    overrides_->setToolTip(
+        tr("The model's config (tpplan --set key=value): edit a value to override it; clear it for the model's own"));
     form->addRow(tr("Model &overrides"), overrides_);
     overrideMessage_ = new QLabel(this);
     overrideMessage_->setWordWrap(true);
@@ -352,7 +358,8 @@ void MeshPanel::showOverrides()
     if (config.is_object()) {
         for (const auto& [key, value] : config.items()) {
             if (hiddenConfigKey(key) || value.is_object() || value.is_null()) continue;
-            if (value.is_array() && !std::all_of(value.begin(), value.end(), [](const auto& x) { return x.is_number_integer(); })) continue;
+            if (value.is_array() && !std::all_of(value.begin(), value.end(), [](const auto& x) { return x.is_number_integer(); }))
+                continue;
             const QString qkey = QString::fromStdString(key);
             const std::string overridden = s ? overrideValue(s->overrides, key) : std::string();
             const nlohmann::json& base = own.is_object() && own.contains(key) ? own[key] : value;
@@ -377,8 +384,10 @@ void MeshPanel::showOverrides()
             overrides_->setItem(row, 1, v);
         }
     }
-    overrides_->setToolTip(config.is_object() ? tr("The model's config (tpplan --set key=value): edit a value to override it; clear it for the model's own")
-                                              : tr("Overrides apply to built-in models and config.json files, not to graph or ONNX files"));
+    overrides_->setToolTip(
+        config.is_object()
+            ? tr("The model's config (tpplan --set key=value): edit a value to override it; clear it for the model's own")
+            : tr("Overrides apply to built-in models and config.json files, not to graph or ONNX files"));
     updating_ = wasUpdating;
 }
 
@@ -436,9 +445,11 @@ void MeshPanel::showMesh()
     const Breakdown& b = document_->plan()->result.breakdown;
     lines << (ws->costModel->settings().overlapChunks > 1
                   ? tr("communication %1 exposed, %2 hidden by %3-chunk overlap")
-                        .arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds)), QString::fromStdString(formatSeconds(b.hiddenCommSeconds)))
+                        .arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds)),
+                             QString::fromStdString(formatSeconds(b.hiddenCommSeconds)))
                         .arg(ws->costModel->settings().overlapChunks)
-                  : tr("communication %1, all exposed (no overlap)").arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds))));
+                  : tr("communication %1, all exposed (no overlap)")
+                        .arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds))));
     axes_->setText(lines.join(QLatin1Char('\n')));
 }
 

@@ -87,7 +87,7 @@ private:
     QSpinBox* overlap_;
     QTableWidget* overrides_;
     QLabel* overrideMessage_;
-    QString overridesShown_;   ///< what the table shows (model, config, overrides): rebuilt when it changes
+    QString overridesShown_; ///< what the table shows (model, config, overrides): rebuilt when it changes
     /// A model override checked by building the model on a worker: the value and the settings
     /// it was typed against travel with the job.
     struct OverrideCheck {

@@ -22,8 +22,13 @@ struct Family {
 const std::vector<Family>& families()
 {
     static const std::vector<Family> list = {
-        {"GPT", {"gpt"}},        {"LLaMA", {"llama"}}, {"BERT", {"bert"}},    {"T5", {"t5"}},
-        {"ViT", {"vit"}},        {"ResNet", {"resnet", "wide-resnet"}},        {"Mixture of experts", {"switch"}},
+        {"GPT", {"gpt"}},
+        {"LLaMA", {"llama"}},
+        {"BERT", {"bert"}},
+        {"T5", {"t5"}},
+        {"ViT", {"vit"}},
+        {"ResNet", {"resnet", "wide-resnet"}},
+        {"Mixture of experts", {"switch"}},
     };
     return list;
 }
