@@ -7,6 +7,7 @@
 #include "import/graph_json.h"
 #include "layout/layout.h"
 #include "import/catalog.h"
+#include "plan/plan.h"
 #include "plan/plan_file.h"
 #include "search/evaluate.h"
 #include "util/error.h"
@@ -275,6 +276,45 @@ private slots:
         const PlanRequest request = planRequestOf(back);
         QCOMPARE(request.mesh, std::string("2x8"));
         QCOMPARE(request.modelOptions.overrides, p.overrides);
+    }
+
+    // Opening a plan restores the request it was made with: the plan of a request through
+    // projectOfPlan and planRequestOf gives the same settings back (a built-in with an override,
+    // a link override, a memory limit, a lock), and a field of the wrong type is named.
+    void projectOfPlanRestoresTheRequest()
+    {
+        PlanRequest request;
+        request.model = "gpt2";
+        request.modelOptions.overrides = {"layers=2"};
+        request.modelOptions.batch = 8;
+        request.mesh = "2x2";
+        request.memoryLimit = "3000000000";
+        request.intraNodeGBps = 100;
+        request.locks = {"layers.*/mlp/fc1=f=y"};
+        auto ws = preparePlan(request);
+        const SearchResult r = runPlan(*ws, request);
+        nlohmann::json doc = planToJson(ws->context, *ws->costModel, ws->folded, r);
+        const ProjectFile p = projectOfPlan(doc, "p.tpplan.json");
+        QCOMPARE(p.model, std::string("gpt2"));
+        QCOMPARE(p.overrides, request.modelOptions.overrides);
+        QCOMPARE(p.mesh, std::string("2x2"));
+        QCOMPARE(p.batch, std::int64_t(8));
+        QCOMPARE(p.memoryLimit, std::string("3000000000"));
+        QCOMPARE(p.intraNodeGBps, 100.0);
+        QCOMPARE(p.locks.size(), std::size_t(2)); // fc1 of both layers
+        QCOMPARE(p.locks[0], std::string("layers.0/mlp/fc1=f=y"));
+        const PlanRequest again = planRequestOf(p);
+        auto ws2 = preparePlan(again);
+        const SearchResult r2 = runPlan(*ws2, again);
+        QCOMPARE(r2.breakdown.stepSeconds, r.breakdown.stepSeconds);
+        QCOMPARE(r2.breakdown.perDeviceBytes, r.breakdown.perDeviceBytes);
+        doc["hardware"]["intra_node_GBps"] = "fast";
+        try {
+            (void)projectOfPlan(doc, "p.tpplan.json");
+            QFAIL("expected InputError");
+        } catch (const InputError& e) {
+            QVERIFY2(QString(e.what()).contains("p.tpplan.json: /hardware/intra_node_GBps"), e.what());
+        }
     }
 
     void brokenProjects_data()

@@ -521,4 +521,81 @@ PlanRequest planRequestOf(const ProjectFile& p)
     return request;
 }
 
+std::vector<std::string> overridesFromConfig(const std::string& name, const nlohmann::json& config)
+{
+    std::vector<std::string> out;
+    if (!isBuiltinModel(name) || !config.is_object()) return out;
+    const ModelConfig base = builtinModelConfig(name);
+    for (const auto& [key, value] : config.items()) {
+        if (key == "name" || key == "batch" || key == "seq") continue;
+        if (base.contains(key) && base[key] == value) continue;
+        if (value.is_string())
+            out.push_back(key + "=" + value.get<std::string>());
+        else if (value.is_array()) {
+            std::string text; // "3,4,23,3", the form --set takes for lists
+            for (const auto& v : value) text += (text.empty() ? "" : ",") + v.dump();
+            out.push_back(key + "=" + text);
+        } else
+            out.push_back(key + "=" + value.dump());
+    }
+    return out;
+}
+
+ProjectFile projectOfPlan(const json& doc, const std::string& origin)
+{
+    const JsonReader r(origin);
+    r.envelope(doc, "plan", "tpstudio.plan", kPlanFormatVersion);
+    ProjectFile p;
+    // Optional fields keep the project's defaults; present ones must have the right type.
+    auto text = [&](const json& object, const std::string& path, const char* key, std::string& out) {
+        if (const json* v = r.optional(object, key)) {
+            if (!v->is_string()) r.fail(path + "/" + key, "must be a string, not " + v->dump());
+            out = v->get<std::string>();
+        }
+    };
+    auto whole = [&](const json& object, const std::string& path, const char* key, std::int64_t min, std::int64_t& out) {
+        if (const json* v = r.optional(object, key)) out = r.integer(*v, path + "/" + key, min);
+    };
+    auto real = [&](const json& object, const std::string& path, const char* key, double& out) {
+        if (const json* v = r.optional(object, key)) out = r.number(*v, path + "/" + key);
+    };
+    const json& model = r.object(doc, "", "model");
+    p.model = r.string(model, "/model", "source");
+    if (const json* config = r.optional(model, "config")) p.overrides = overridesFromConfig(p.model, *config);
+    text(r.object(doc, "", "mesh"), "/mesh", "shape", p.mesh);
+    const json& hardware = r.object(doc, "", "hardware");
+    text(hardware, "/hardware", "name", p.hardware);
+    real(hardware, "/hardware", "intra_node_GBps", p.intraNodeGBps);
+    real(hardware, "/hardware", "inter_node_GBps", p.interNodeGBps);
+    whole(doc, "", "batch", 0, p.batch);
+    whole(doc, "", "seq", 0, p.seq);
+    whole(doc, "", "micro_batch", 0, p.microBatch);
+    text(doc, "", "mode", p.mode);
+    std::int64_t chunks = 1;
+    whole(doc, "", "overlap_chunks", 1, chunks);
+    if (chunks > kMaxOverlapChunks)
+        r.fail("/overlap_chunks", "is " + std::to_string(chunks) + ", expected 1 to " + std::to_string(kMaxOverlapChunks));
+    p.overlapChunks = static_cast<int>(chunks);
+    // The limit the plan was searched under: none (0), the capacity, or a number of bytes.
+    if (const json* memory = r.optional(doc, "memory"); memory && memory->is_object()) {
+        double limit = -1, capacity = 0;
+        real(*memory, "/memory", "limit_bytes", limit);
+        real(*memory, "/memory", "capacity_bytes", capacity);
+        if (limit == 0)
+            p.memoryLimit = "none";
+        else if (limit > 0 && limit != capacity)
+            p.memoryLimit = std::to_string(static_cast<long long>(limit));
+    }
+    // The plan's own choices come back as locks only where the user had locked them.
+    if (const json* ops = r.optional(doc, "ops"); ops && ops->is_array())
+        for (size_t i = 0; i < ops->size(); ++i) {
+            const json& op = (*ops)[i];
+            const std::string path = "/ops/" + std::to_string(i);
+            const json* locked = r.optional(op, "locked");
+            if (!locked || !r.boolean(*locked, path + "/locked")) continue;
+            p.locks.push_back(r.string(op, path, "name") + "=" + r.string(op, path, "strategy"));
+        }
+    return p;
+}
+
 } // namespace tp

@@ -89,4 +89,15 @@ ProjectFile readProjectJson(const std::string& text, const std::string& origin);
 /// The plan request a project describes (for preparePlan / runPlan).
 PlanRequest planRequestOf(const ProjectFile& project);
 
+/// The settings a plan document was made with, as a project (what opening a plan in tpstudio
+/// restores): model source and overrides (`overridesFromConfig`), mesh, hardware and link
+/// overrides, batch, seq, mode, micro-batch, overlap, the memory limit it was searched under,
+/// and its locked ops as locks. The rest of the plan is searched again (the search is exact).
+/// Throws InputError naming `origin` and the JSON path of a field of the wrong type.
+ProjectFile projectOfPlan(const nlohmann::json& document, const std::string& origin);
+
+/// The `--set` overrides that turn built-in model `name`'s config into `config` (empty for a
+/// model that is not built in).
+std::vector<std::string> overridesFromConfig(const std::string& name, const nlohmann::json& config);
+
 } // namespace tp

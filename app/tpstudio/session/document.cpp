@@ -9,6 +9,7 @@
 #include <QSaveFile>
 
 #include "util/error.h"
+#include "util/json_reader.h"
 
 namespace tp {
 
@@ -74,13 +75,7 @@ bool Document::openSource(const QString& source, const PlanSettings& base)
             if (project_file) {
                 project = readProject(text, source.toStdString());
             } else {
-                nlohmann::json json;
-                try {
-                    json = nlohmann::json::parse(text);
-                } catch (const nlohmann::json::exception& e) {
-                    throw InputError(source.toStdString() + ": not valid JSON: " + e.what());
-                }
-                project = projectFromPlanJson(json, source.toStdString());
+                project = projectFromPlanJson(parseJsonText(text, source.toStdString()), source.toStdString());
             }
             // A model file named relative to the project is found next to it.
             const QFileInfo modelInfo(QString::fromStdString(project.settings.model));

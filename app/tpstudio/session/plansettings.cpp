@@ -55,40 +55,9 @@ std::vector<std::string> withOverride(const std::vector<std::string>& overrides,
     return out;
 }
 
-std::vector<std::string> overridesFromConfig(const std::string& name, const nlohmann::json& config)
-{
-    std::vector<std::string> out;
-    if (!isBuiltinModel(name) || !config.is_object()) return out;
-    const ModelConfig base = builtinModelConfig(name);
-    for (const auto& [key, value] : config.items()) {
-        if (key == "name" || key == "batch" || key == "seq") continue;
-        if (base.contains(key) && base[key] == value) continue;
-        if (value.is_string())
-            out.push_back(key + "=" + value.get<std::string>());
-        else if (value.is_array()) {
-            std::string text; // "3,4,23,3", the form --set takes for lists
-            for (const auto& v : value) text += (text.empty() ? "" : ",") + v.dump();
-            out.push_back(key + "=" + text);
-        } else
-            out.push_back(key + "=" + value.dump());
-    }
-    return out;
-}
-
 namespace {
 
 using nlohmann::json;
-
-template <typename T>
-T field(const json& object, const char* key, const T& fallback, const std::string& origin)
-{
-    if (!object.is_object() || !object.contains(key)) return fallback;
-    try {
-        return object.at(key).get<T>();
-    } catch (const json::exception&) {
-        throw InputError(origin + ": field '" + key + "' has the wrong type");
-    }
-}
 
 } // namespace
 
@@ -115,7 +84,11 @@ std::string writeProject(const ProjectData& project)
 
 ProjectData readProject(const std::string& text, const std::string& origin)
 {
-    const ProjectFile file = readProjectJson(text, origin);
+    return projectDataOf(readProjectJson(text, origin));
+}
+
+ProjectData projectDataOf(const ProjectFile& file)
+{
     ProjectData p;
     PlanSettings& s = p.settings;
     s.model = file.model;
@@ -142,45 +115,6 @@ ProjectData readProject(const std::string& text, const std::string& origin)
     return p;
 }
 
-ProjectData projectFromPlanJson(const json& doc, const std::string& origin)
-{
-    if (!doc.is_object() || doc.value("format", std::string()) != "tpstudio.plan")
-        throw InputError(origin + ": not a TP Studio plan (expected \"format\": \"tpstudio.plan\")");
-    ProjectData p;
-    PlanSettings& s = p.settings;
-    const json model = doc.value("model", json::object());
-    s.model = field<std::string>(model, "source", "", origin);
-    if (s.model.empty()) throw InputError(origin + ": field 'model.source' is missing");
-    s.mesh = field<std::string>(doc.value("mesh", json::object()), "shape", s.mesh, origin);
-    const json hardware = doc.value("hardware", json::object());
-    s.hardware = field<std::string>(hardware, "name", s.hardware, origin);
-    s.intraNodeGBps = field<double>(hardware, "intra_node_GBps", 0.0, origin);
-    s.interNodeGBps = field<double>(hardware, "inter_node_GBps", 0.0, origin);
-    s.batch = field<std::int64_t>(doc, "batch", 0, origin);
-    s.seq = field<std::int64_t>(doc, "seq", 0, origin);
-    s.microBatch = field<std::int64_t>(doc, "micro_batch", 0, origin);
-    s.mode = field<std::string>(doc, "mode", s.mode, origin);
-    const std::int64_t chunks = field<std::int64_t>(doc, "overlap_chunks", 1, origin);
-    if (chunks < 1 || chunks > kMaxOverlapChunks)
-        throw InputError(origin + ": field 'overlap_chunks' is " + std::to_string(chunks) + ", expected 1 to " +
-                         std::to_string(kMaxOverlapChunks));
-    s.overlapChunks = static_cast<int>(chunks);
-    // A built-in model with a changed config was planned with overrides: recover them.
-    if (model.contains("config")) s.overrides = overridesFromConfig(s.model, model["config"]);
-    // The limit the plan was searched under: none (0), the capacity, or a number of bytes.
-    const json memory = doc.value("memory", json::object());
-    const double limit = field<double>(memory, "limit_bytes", -1.0, origin);
-    const double capacity = field<double>(memory, "capacity_bytes", 0.0, origin);
-    if (limit == 0)
-        s.memoryLimit = "none";
-    else if (limit > 0 && limit != capacity)
-        s.memoryLimit = std::to_string(static_cast<long long>(limit));
-    // The plan's own choices come back as per-op locks only where the user had locked them;
-    // the rest is searched again (the same inputs give the same plan: the search is exact).
-    if (doc.contains("ops") && doc["ops"].is_array())
-        for (const auto& op : doc["ops"])
-            if (op.value("locked", false)) p.locks.push_back({op.value("name", ""), op.value("strategy", "-")});
-    return p;
-}
+ProjectData projectFromPlanJson(const json& doc, const std::string& origin) { return projectDataOf(projectOfPlan(doc, origin)); }
 
 } // namespace tp

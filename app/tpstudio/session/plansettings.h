@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/plan_file.h"
 #include "plan/planner.h"
 #include "search/search.h"
 
@@ -43,11 +44,6 @@ std::string overrideValue(const std::vector<std::string>& overrides, const std::
 /// `value` is empty.
 std::vector<std::string> withOverride(const std::vector<std::string>& overrides, const std::string& key,
                                       const std::string& value);
-/// The overrides that turn the built-in model `name`'s config into `config` (a plan file's
-/// effective config): the keys whose values differ, except name, batch and seq. Empty for
-/// models that are not built in.
-std::vector<std::string> overridesFromConfig(const std::string& name, const nlohmann::json& config);
-
 /// A project (.tpproj.json) as the GUI holds it; read and written by core/plan/plan_file
 /// (ProjectFile), with the GUI's view state in its opaque "view" object.
 struct ProjectData {
@@ -59,7 +55,10 @@ struct ProjectData {
 std::string writeProject(const ProjectData& project);
 /// Throws InputError naming the file and field at fault; refuses newer versions.
 ProjectData readProject(const std::string& text, const std::string& origin);
-/// Reads the settings and locked ops of a saved plan (.tpplan.json). Throws InputError.
+/// Reads the settings and locked ops of a saved plan (.tpplan.json): core/plan/plan_file's
+/// projectOfPlan. Throws InputError.
 ProjectData projectFromPlanJson(const nlohmann::json& json, const std::string& origin);
+/// A project file as the GUI holds it (its view state read leniently).
+ProjectData projectDataOf(const ProjectFile& file);
 
 } // namespace tp
