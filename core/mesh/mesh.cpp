@@ -1,5 +1,6 @@
 #include "mesh.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -121,18 +122,98 @@ double number(const nlohmann::json& doc, const std::string& origin, const std::s
 }
 } // namespace
 
+namespace {
+
+// Optional fields read with the same messages as `number`; absent keeps the fallback.
+double optionalNumber(const nlohmann::json& doc, const std::string& origin, const std::string& path, double fallback)
+{
+    const nlohmann::json* v = &doc;
+    std::stringstream in(path);
+    std::string key;
+    while (std::getline(in, key, '/')) {
+        if (!v->is_object() || !v->contains(key)) return fallback;
+        v = &(*v)[key];
+    }
+    return number(doc, origin, path);
+}
+
+constexpr const char* kCollectiveNames[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
+
+BandwidthCurve curveFromJson(const nlohmann::json& v, const std::string& origin, const std::string& field)
+{
+    if (!v.is_array() || v.empty())
+        throw InputError(origin + ": field '" + field + "' must be a list of [bytes, GB/s] pairs, not " + v.dump());
+    BandwidthCurve curve;
+    for (size_t i = 0; i < v.size(); ++i) {
+        const auto& p = v[i];
+        const std::string at = field + "/" + std::to_string(i);
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+            throw InputError(origin + ": field '" + at + "' must be a [bytes, GB/s] pair, not " + p.dump());
+        const double bytes = p[0].get<double>(), gbps = p[1].get<double>();
+        if (!(bytes >= 1 && bytes <= 1e15) || !(gbps > 0 && gbps <= 1e6))
+            throw InputError(origin + ": field '" + at + "' needs 1 <= bytes <= 1e15 and 0 < GB/s <= 1e6, not " + p.dump());
+        if (!curve.points.empty() && bytes <= curve.points.back().first)
+            throw InputError(origin + ": field '" + at + "': sizes must increase");
+        curve.points.emplace_back(bytes, gbps * 1e9);
+    }
+    return curve;
+}
+
+LinkSpec linkFromJson(const nlohmann::json& doc, const std::string& origin, const std::string& name)
+{
+    LinkSpec link{number(doc, origin, name + "/bandwidth_gbps") * 1e9, number(doc, origin, name + "/latency_us") * 1e-6, {}};
+    if (link.bandwidth <= 0) throw InputError(origin + ": field '" + name + "/bandwidth_gbps' must be positive");
+    const auto& node = doc[name];
+    if (!node.contains("busbw_gbps")) return link;
+    const auto& curves = node["busbw_gbps"];
+    if (!curves.is_object())
+        throw InputError(origin + ": field '" + name + "/busbw_gbps' must be an object of collective -> [[bytes, GB/s], ...]");
+    for (auto it = curves.begin(); it != curves.end(); ++it) {
+        if (std::find(std::begin(kCollectiveNames), std::end(kCollectiveNames), it.key()) == std::end(kCollectiveNames))
+            throw InputError(origin + ": field '" + name + "/busbw_gbps/" + it.key() +
+                             "' is not a collective (all-reduce, all-gather, reduce-scatter, all-to-all)");
+        link.busbw[it.key()] = curveFromJson(it.value(), origin, name + "/busbw_gbps/" + it.key());
+    }
+    return link;
+}
+
+GemmModel gemmFromJson(const nlohmann::json& doc, const std::string& origin, double& efficiency)
+{
+    GemmModel gemm;
+    const auto& m = doc["matmul"];
+    if (!m.is_object()) throw InputError(origin + ": field 'matmul' must be an object");
+    efficiency = number(doc, origin, "matmul/efficiency");
+    const double sms = optionalNumber(doc, origin, "matmul/sm_count", 0);
+    if (sms > 100000 || sms != std::floor(sms))
+        throw InputError(origin + ": field 'matmul/sm_count' must be a whole number up to 100000");
+    gemm.smCount = static_cast<int>(sms);
+    if (m.contains("tile")) {
+        const auto& t = m["tile"];
+        if (!t.is_array() || t.size() != 2 || !t[0].is_number_integer() || !t[1].is_number_integer() || t[0].get<long>() < 1 ||
+            t[1].get<long>() < 1 || t[0].get<long>() > 4096 || t[1].get<long>() > 4096)
+            throw InputError(origin + ": field 'matmul/tile' must be [rows, columns] from 1 to 4096, not " + t.dump());
+        gemm.tileM = t[0].get<int>();
+        gemm.tileN = t[1].get<int>();
+    }
+    gemm.halfEfficiencyK = optionalNumber(doc, origin, "matmul/half_efficiency_k", 0);
+    return gemm;
+}
+
+} // namespace
+
 Hardware hardwareFromJson(const std::string& text, const std::string& origin)
 {
     checkJsonLimits(text, origin);
     const auto doc = nlohmann::json::parse(text, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) throw InputError(origin + ": not a JSON object");
     // json::value() throws the library's type_error for a non-string; say which field instead.
-    for (const char* key : {"name", "description"})
+    for (const char* key : {"name", "description", "sources"})
         if (doc.contains(key) && !doc[key].is_string())
             throw InputError(origin + ": field '" + key + "' must be a string, not " + doc[key].dump());
     Hardware hw;
     hw.name = doc.value("name", origin);
     hw.description = doc.value("description", "");
+    hw.sources = doc.value("sources", "");
     if (!doc.contains("peak_tflops") || !doc["peak_tflops"].is_object())
         throw InputError(origin + ": field 'peak_tflops' must be an object of dtype -> TFLOP/s");
     for (auto it = doc["peak_tflops"].begin(); it != doc["peak_tflops"].end(); ++it) {
@@ -140,11 +221,20 @@ Hardware hardwareFromJson(const std::string& text, const std::string& origin)
         if (!dt) throw InputError(origin + ": field 'peak_tflops/" + it.key() + "' is not a dtype");
         hw.peakFlops[*dt] = number(doc, origin, "peak_tflops/" + it.key()) * 1e12;
     }
-    hw.matmulEfficiency = number(doc, origin, "matmul_efficiency");
-    if (hw.matmulEfficiency <= 0 || hw.matmulEfficiency > 1)
-        throw InputError(origin + ": field 'matmul_efficiency' must be in (0, 1]");
+    // The shape model ("matmul": {...}) or, in older files, one flat efficiency.
+    if (doc.contains("matmul")) {
+        hw.gemm = gemmFromJson(doc, origin, hw.matmulEfficiency);
+        if (hw.matmulEfficiency <= 0 || hw.matmulEfficiency > 1)
+            throw InputError(origin + ": field 'matmul/efficiency' must be in (0, 1]");
+    } else {
+        hw.matmulEfficiency = number(doc, origin, "matmul_efficiency");
+        if (hw.matmulEfficiency <= 0 || hw.matmulEfficiency > 1)
+            throw InputError(origin + ": field 'matmul_efficiency' must be in (0, 1]");
+    }
     hw.hbmBytes = number(doc, origin, "hbm_gib") * 1024.0 * 1024.0 * 1024.0;
     hw.hbmBandwidth = number(doc, origin, "hbm_bandwidth_gbps") * 1e9;
+    hw.hbmEfficiency = optionalNumber(doc, origin, "hbm_efficiency", 1);
+    if (hw.hbmEfficiency <= 0 || hw.hbmEfficiency > 1) throw InputError(origin + ": field 'hbm_efficiency' must be in (0, 1]");
     hw.minKernelSeconds = number(doc, origin, "min_kernel_us") * 1e-6;
     // Checked before the conversion to int, which is undefined for values beyond int.
     const double gpusPerNode = number(doc, origin, "gpus_per_node");
@@ -152,11 +242,67 @@ Hardware hardwareFromJson(const std::string& text, const std::string& origin)
         throw InputError(origin + ": field 'gpus_per_node' must be a whole number from 1 to 65536, not " +
                          doc["gpus_per_node"].dump());
     hw.gpusPerNode = static_cast<int>(gpusPerNode);
-    hw.intraNode = {number(doc, origin, "intra_node/bandwidth_gbps") * 1e9, number(doc, origin, "intra_node/latency_us") * 1e-6};
-    hw.interNode = {number(doc, origin, "inter_node/bandwidth_gbps") * 1e9, number(doc, origin, "inter_node/latency_us") * 1e-6};
-    if (hw.intraNode.bandwidth <= 0 || hw.interNode.bandwidth <= 0)
-        throw InputError(origin + ": link bandwidths must be positive");
+    hw.intraNode = linkFromJson(doc, origin, "intra_node");
+    hw.interNode = linkFromJson(doc, origin, "inter_node");
+    if (doc.contains("calibrated")) {
+        const auto& c = doc["calibrated"];
+        if (!c.is_array()) throw InputError(origin + ": field 'calibrated' must be a list of field names");
+        for (const auto& f : c) {
+            if (!f.is_string()) throw InputError(origin + ": field 'calibrated' must hold strings, not " + f.dump());
+            hw.calibrated.push_back(f.get<std::string>());
+        }
+    }
     return hw;
+}
+
+std::string hardwareToJsonText(const Hardware& hw)
+{
+    using nlohmann::ordered_json;
+    ordered_json peak = ordered_json::object();
+    for (const auto& [dtype, flops] : hw.peakFlops) peak[std::string(dtypeName(dtype))] = flops / 1e12;
+    auto link = [](const LinkSpec& l) {
+        ordered_json j = {{"bandwidth_gbps", l.bandwidth / 1e9}, {"latency_us", l.latency * 1e6}};
+        for (const auto& [kind, curve] : l.busbw) {
+            ordered_json points = ordered_json::array();
+            for (const auto& [bytes, bw] : curve.points) points.push_back({bytes, bw / 1e9});
+            j["busbw_gbps"][kind] = points;
+        }
+        return j;
+    };
+    ordered_json doc;
+    doc["name"] = hw.name;
+    if (!hw.description.empty()) doc["description"] = hw.description;
+    doc["peak_tflops"] = peak;
+    if (hw.gemm.smCount > 0 || hw.gemm.halfEfficiencyK > 0)
+        doc["matmul"] = {{"efficiency", hw.matmulEfficiency},
+                         {"sm_count", hw.gemm.smCount},
+                         {"tile", {hw.gemm.tileM, hw.gemm.tileN}},
+                         {"half_efficiency_k", hw.gemm.halfEfficiencyK}};
+    else
+        doc["matmul_efficiency"] = hw.matmulEfficiency;
+    doc["hbm_gib"] = hw.hbmBytes / (1024.0 * 1024.0 * 1024.0);
+    doc["hbm_bandwidth_gbps"] = hw.hbmBandwidth / 1e9;
+    doc["hbm_efficiency"] = hw.hbmEfficiency;
+    doc["min_kernel_us"] = hw.minKernelSeconds * 1e6;
+    doc["gpus_per_node"] = hw.gpusPerNode;
+    doc["intra_node"] = link(hw.intraNode);
+    doc["inter_node"] = link(hw.interNode);
+    if (!hw.calibrated.empty()) doc["calibrated"] = hw.calibrated;
+    if (!hw.sources.empty()) doc["sources"] = hw.sources;
+    return doc.dump(2) + "\n";
+}
+
+double BandwidthCurve::at(double bytes) const
+{
+    if (points.empty()) return 0;
+    if (bytes <= points.front().first) return points.front().second * bytes / points.front().first;
+    if (bytes >= points.back().first) return points.back().second;
+    size_t i = 1;
+    while (points[i].first < bytes) ++i;
+    const auto& [x0, y0] = points[i - 1];
+    const auto& [x1, y1] = points[i];
+    const double f = std::log(bytes / x0) / std::log(x1 / x0);
+    return y0 + f * (y1 - y0);
 }
 
 std::vector<std::string> hardwarePresetNames()

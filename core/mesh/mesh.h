@@ -12,9 +12,33 @@
 
 namespace tp {
 
+/// Measured bus bandwidth (nccl-tests "busbw") against message size, as (bytes, bytes/s) points
+/// sorted by size. Between points it is interpolated in log(size); below the first point the
+/// time stays that of the first point (latency-bound); above the last the bandwidth holds.
+struct BandwidthCurve {
+    std::vector<std::pair<double, double>> points;
+    bool empty() const { return points.empty(); }
+    double at(double bytes) const; ///< bus bandwidth in bytes/s for a message of this size
+    bool operator==(const BandwidthCurve&) const = default;
+};
+
 struct LinkSpec {
     double bandwidth = 0; ///< bytes/s per GPU per direction (bus bandwidth in ring-collective terms)
     double latency = 0;   ///< seconds per collective step
+    /// Bus bandwidth by message size per collective ("all-reduce", "all-gather",
+    /// "reduce-scatter", "all-to-all"); a kind without a curve uses the all-reduce one, and with
+    /// none at all `bandwidth` holds for every size.
+    std::map<std::string, BandwidthCurve> busbw;
+    bool operator==(const LinkSpec&) const = default;
+};
+
+/// How a matmul's achieved rate follows from its shape (core/cost/kernels.h). smCount 0: every
+/// matmul runs at Hardware::matmulEfficiency of peak whatever its shape.
+struct GemmModel {
+    int smCount = 0;              ///< streaming multiprocessors: one output tile per SM per wave
+    int tileM = 128, tileN = 256; ///< the output tile of the large-matmul kernels (either orientation)
+    double halfEfficiencyK = 0;   ///< a contraction of this length runs at half the large-K rate
+    bool operator==(const GemmModel&) const = default;
 };
 
 struct Hardware {
@@ -22,14 +46,21 @@ struct Hardware {
     std::string description;
     std::map<DType, double> peakFlops; ///< dense FLOP/s per dtype
     double matmulEfficiency = 0.8;     ///< achievable fraction of peak for large matmuls
-    double hbmBytes = 0;               ///< device memory capacity
-    double hbmBandwidth = 0;           ///< bytes/s
-    double minKernelSeconds = 0;       ///< floor for tiny kernels (launch overhead)
+    GemmModel gemm;
+    double hbmBytes = 0;         ///< device memory capacity
+    double hbmBandwidth = 0;     ///< bytes/s
+    double hbmEfficiency = 1;    ///< achieved fraction of hbmBandwidth for streaming kernels
+    double minKernelSeconds = 0; ///< floor for tiny kernels (launch overhead)
     int gpusPerNode = 8;
     LinkSpec intraNode; ///< NVLink / NVSwitch
     LinkSpec interNode; ///< per-GPU share of the inter-node network
+    /// The fields a calibration measured ("matmul", "hbm", "min_kernel_us",
+    /// "intra_node/all-reduce", ...); the rest come from the preset the file was made from.
+    std::vector<std::string> calibrated;
+    std::string sources; ///< where the figures come from
 
     double peak(DType dtype) const; ///< peak for the dtype, falling back to bf16
+    bool operator==(const Hardware&) const = default;
 };
 
 struct MeshAxis {
@@ -58,5 +89,8 @@ std::vector<std::string> hardwarePresetNames();
 /// A preset by name, or a hardware JSON file by path. Throws InputError naming the field.
 Hardware loadHardware(const std::string& nameOrPath);
 Hardware hardwareFromJson(const std::string& text, const std::string& origin);
+/// The hardware as JSON text in the format hardwareFromJson reads (docs/formats.md), pretty
+/// printed; reading it back gives h (to the rounding of the unit conversions).
+std::string hardwareToJsonText(const Hardware& hardware);
 
 } // namespace tp

@@ -21,33 +21,13 @@ using nlohmann::json;
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-json hardwareToJson(const Hardware& hw)
-{
-    json peak = json::object();
-    for (const auto& [dtype, flops] : hw.peakFlops) peak[std::string(dtypeName(dtype))] = flops / 1e12;
-    json doc = {{"name", hw.name},
-                {"peak_tflops", peak},
-                {"matmul_efficiency", hw.matmulEfficiency},
-                {"hbm_gib", hw.hbmBytes / (1024.0 * 1024.0 * 1024.0)},
-                {"hbm_bandwidth_gbps", hw.hbmBandwidth / 1e9},
-                {"min_kernel_us", hw.minKernelSeconds * 1e6},
-                {"gpus_per_node", hw.gpusPerNode},
-                {"intra_node", {{"bandwidth_gbps", hw.intraNode.bandwidth / 1e9}, {"latency_us", hw.intraNode.latency * 1e6}}},
-                {"inter_node", {{"bandwidth_gbps", hw.interNode.bandwidth / 1e9}, {"latency_us", hw.interNode.latency * 1e6}}}};
-    if (!hw.description.empty()) doc["description"] = hw.description;
-    return doc;
-}
+json hardwareToJson(const Hardware& hw) { return json::parse(hardwareToJsonText(hw)); }
 
 bool isUnchangedPreset(const Hardware& hw)
 {
     const auto names = hardwarePresetNames();
     if (std::find(names.begin(), names.end(), hw.name) == names.end()) return false;
-    const Hardware preset = loadHardware(hw.name);
-    return preset.peakFlops == hw.peakFlops && preset.matmulEfficiency == hw.matmulEfficiency && preset.hbmBytes == hw.hbmBytes &&
-           preset.hbmBandwidth == hw.hbmBandwidth && preset.minKernelSeconds == hw.minKernelSeconds &&
-           preset.gpusPerNode == hw.gpusPerNode && preset.intraNode.bandwidth == hw.intraNode.bandwidth &&
-           preset.intraNode.latency == hw.intraNode.latency && preset.interNode.bandwidth == hw.interNode.bandwidth &&
-           preset.interNode.latency == hw.interNode.latency;
+    return loadHardware(hw.name) == hw;
 }
 
 void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& model)

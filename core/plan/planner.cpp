@@ -92,7 +92,11 @@ void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNo
     auto apply = [](LinkSpec& link, double gbps, const char* what) {
         if (!std::isfinite(gbps) || gbps < 0)
             throw InputError(std::string(what) + " bandwidth " + std::to_string(gbps) + " GB/s: must be a positive number");
-        if (gbps > 0) link.bandwidth = gbps * 1e9;
+        if (gbps > 0) {
+            // A measured curve no longer describes the link the user asked for.
+            link.bandwidth = gbps * 1e9;
+            link.busbw.clear();
+        }
     };
     apply(hardware.intraNode, intraNodeGBps, "intra-node");
     apply(hardware.interNode, interNodeGBps, "inter-node");
