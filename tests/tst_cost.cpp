@@ -8,6 +8,7 @@
 #include "cost/baselines.h"
 #include "cost/collectives.h"
 #include "cost/cost_model.h"
+#include "cost/kernels.h"
 #include "import/catalog.h"
 #include "models/models.h"
 #include "util/error.h"
@@ -38,6 +39,16 @@ std::string planText(const std::vector<CollectiveCall>& calls, const Mesh& m)
 }
 
 bool near(double a, double b, double rel) { return std::abs(a - b) <= rel * std::abs(b); }
+
+// The A100 preset without its shape model: every matmul at the flat 86.9% of peak and HBM at
+// its full 2039 GB/s, for the tests whose hand arithmetic is about something else.
+Hardware flatA100()
+{
+    Hardware hw = loadHardware("a100-80g-dgx");
+    hw.gemm = {};
+    hw.hbmEfficiency = 1;
+    return hw;
+}
 
 LoadedModel gpt3(int layers, std::int64_t batch)
 {
@@ -418,7 +429,7 @@ private slots:
         const TensorId z = g.addTensor("z", {4096, 4096}, DType::BF16, TensorRole::Output);
         g.addOp("fc", OpKind::Linear, {x, w}, {y}, "bk,kf->bf");
         g.addOp("act", OpKind::ReLU, {y}, {z});
-        const Hardware hw = loadHardware("a100-80g-dgx");
+        const Hardware hw = flatA100();
         CostSettings s;
         s.training = false;
         const CostModel one(g, parseMesh("4", hw), hw, s);
@@ -483,6 +494,189 @@ private slots:
         QCOMPARE(backward, 1);
         QCOMPARE(gradBytes, 2.0 * double(lm.graph.parameterCount()));
         QCOMPARE(b.paramBytes, 2.0 * double(lm.graph.parameterCount()));
+    }
+
+    // The matmul shape model (core/cost/kernels.h) on the A100 preset (108 SMs, 128x256 tiles,
+    // half rate at K = 32): the 22B model's fused QKV on TP 8, m = 4*2048 = 8192 tokens,
+    // n = 3*6144/8 = 2304, k = 6144. Tiles: 64 x 9 = 576 (either orientation: 32 x 18), 6 waves
+    // of 108 = 648 slots of 128*256: utilization 8192*2304 / (648*32768) = 0.888889; times
+    // 6144 / 6176 for K: 0.869 * 0.888889 * 0.994819 = 0.768446.
+    void gemmEfficiencyFromShape_data()
+    {
+        QTest::addColumn<double>("m");
+        QTest::addColumn<double>("n");
+        QTest::addColumn<double>("k");
+        QTest::addColumn<double>("batch");
+        QTest::addColumn<double>("expected");
+        QTest::newRow("22B qkv") << 8192.0 << 2304.0 << 6144.0 << 1.0 << 0.869 * (8192.0 * 2304 / (648.0 * 32768)) * 6144 / 6176;
+        // One wave exactly (108 tiles of 128x256 would need m = 128*108 with n = 256): full
+        // utilization, K = 32 halves the rate.
+        QTest::newRow("one wave, k 32") << 128.0 * 108 << 256.0 << 32.0 << 1.0 << 0.869 * 0.5;
+        // Attention scores of the 22B layer: 32 batches of 2048 x 2048 x 96: 32*8*16 = 4096
+        // tiles in 38 waves (4104 slots): 4096/4104, K 96/(96+32) = 0.75.
+        QTest::newRow("22B scores") << 2048.0 << 2048.0 << 96.0 << 32.0 << 0.869 * 4096.0 / 4104 * 0.75;
+    }
+    void gemmEfficiencyFromShape()
+    {
+        QFETCH(double, m);
+        QFETCH(double, n);
+        QFETCH(double, k);
+        QFETCH(double, batch);
+        QFETCH(double, expected);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const double got = gemmEfficiency(hw, {batch, m, n, k});
+        QVERIFY2(near(got, expected, 1e-9), qPrintable(QString::number(got, 'g', 10)));
+        // Without the shape model, the flat efficiency.
+        QCOMPARE(gemmEfficiency(flatA100(), {batch, m, n, k}), 0.869);
+    }
+
+    // A measured bus-bandwidth curve replaces the alpha-beta model: between 1 MiB (36.1 GB/s)
+    // and 16 MiB (255 GB/s) it is interpolated in log(size), so 4 MiB (half-way in log) runs at
+    // (36.1 + 255) / 2 = 145.55 GB/s; an all-reduce over 8 takes 2*7/8 * 4 MiB / 145.55 GB/s.
+    // Below the first point the time stays that of the first point.
+    void busBandwidthCurve()
+    {
+        Hardware hw = loadHardware("a100-80g-dgx");
+        hw.intraNode.busbw["all-reduce"].points = {{1048576.0, 36.1e9}, {16777216.0, 255e9}};
+        const Mesh m = parseMesh("8", hw);
+        const double mib4 = 4.0 * 1048576;
+        QVERIFY(near(collectiveSeconds(CollectiveKind::AllReduce, mib4, m.axes[0]), 1.75 * mib4 / 145.55e9, 1e-9));
+        // All-gather has no curve of its own: the all-reduce curve with its (g-1)/g factor.
+        QVERIFY(near(collectiveSeconds(CollectiveKind::AllGather, mib4, m.axes[0]), 0.875 * mib4 / 145.55e9, 1e-9));
+        const double first = collectiveSeconds(CollectiveKind::AllReduce, 1048576.0, m.axes[0]);
+        QVERIFY(near(collectiveSeconds(CollectiveKind::AllReduce, 1024.0, m.axes[0]), first, 1e-9));
+    }
+
+    // Groups spanning nodes: mesh 16 on 8-GPU nodes is one axis of 16 with 8 members per node.
+    // An all-reduce of n runs as a reduce-scatter inside the node (7/8 n / 235 GB/s + 7*5 us),
+    // an all-reduce across the 2 nodes of n/8 (2*1/2 * n/8 / 20 GB/s + tree 2*1*10 us) and an
+    // all-gather inside the node again. Mesh 2x8 puts the two nodes on axis x with one member
+    // per node: a flat all-reduce of n over 2 at 20 GB/s.
+    void hierarchicalAcrossNodes()
+    {
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const double n = 1e9;
+        const Mesh m16 = parseMesh("16", hw);
+        QCOMPARE(m16.axes[0].membersPerNode, 8);
+        const double intra = 0.875 * n / 235e9 + 7 * 5e-6;
+        const double inter = 1.0 * (n / 8) / 20e9 + 2 * 10e-6;
+        QVERIFY(near(collectiveSeconds(CollectiveKind::AllReduce, n, m16.axes[0]), 2 * intra + inter, 1e-9));
+        const Mesh m2x8 = parseMesh("2x8", hw);
+        QCOMPARE(m2x8.axes[0].membersPerNode, 1);
+        QVERIFY(near(collectiveSeconds(CollectiveKind::AllReduce, n, m2x8.axes[0]), 1.0 * n / 20e9 + 2 * 10e-6, 1e-9));
+    }
+
+    // The optimizer step streams, per parameter, the bf16 gradient (2 bytes), the fp32 master
+    // weight, momentum and variance read and written (2 x 12) and the bf16 weight (2): 28 bytes
+    // at 88% of 2039 GB/s. One 4096 x 4096 linear: 16.78M parameters.
+    void optimizerStep()
+    {
+        Graph g;
+        const TensorId x = g.addTensor("x", {8, 4096}, DType::BF16, TensorRole::Input);
+        const TensorId w = g.addTensor("w", {4096, 4096}, DType::BF16, TensorRole::Weight);
+        const TensorId y = g.addTensor("y", {8, 4096}, DType::BF16, TensorRole::Output);
+        g.addOp("fc", OpKind::Linear, {x, w}, {y}, "bk,kf->bf");
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel model(g, parseMesh("1", hw), hw);
+        const OpCost& c = model.opCost(0, 0);
+        QVERIFY(near(c.optimizerSeconds, 4096.0 * 4096 * 28 / (2039e9 * 0.88), 1e-9));
+        CostSettings infer;
+        infer.training = false;
+        QCOMPARE(CostModel(g, parseMesh("1", hw), hw, infer).opCost(0, 0).optimizerSeconds, 0.0);
+    }
+
+    // Data-parallel gradients in buckets: a weight of 1 MiB of gradient in a 25 MiB bucket pays
+    // 1/25 of the bucket's all-reduce (2*7/8 * 25 MiB / 235 GB/s + 14 * 5 us), not a whole
+    // latency-bound collective of its own; overlapped, it hides under the op's backward pass.
+    void gradientBuckets()
+    {
+        Graph g;
+        const TensorId x = g.addTensor("x", {8192, 512}, DType::BF16, TensorRole::Input);
+        const TensorId w = g.addTensor("w", {512, 1024}, DType::BF16, TensorRole::Weight); // 1 MiB of bf16 gradient
+        const TensorId y = g.addTensor("y", {8192, 1024}, DType::BF16, TensorRole::Output);
+        g.addOp("fc", OpKind::Linear, {x, w}, {y}, "bk,kf->bf");
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.overlapGradientReduction = false;
+        const CostModel m(g, parseMesh("8", hw), hw, s);
+        const int dp = m.findStrategy(0, parseStrategy("b=x", m.signature(0), m.mesh()));
+        const double bucket = 25.0 * 1048576;
+        const double expected = 1048576.0 / bucket * (1.75 * bucket / 235e9 + 14 * 5e-6);
+        QVERIFY2(near(m.opCost(0, dp).commSeconds, expected, 1e-9), qPrintable(QString::number(m.opCost(0, dp).commSeconds)));
+        QCOMPARE(m.opCost(0, dp).hiddenCommSeconds, 0.0);
+        s.overlapGradientReduction = true;
+        const CostModel o(g, parseMesh("8", hw), hw, s);
+        const OpCost& c = o.opCost(0, dp);
+        QVERIFY(c.computeSeconds - c.forwardSeconds - c.optimizerSeconds > expected); // the backward covers it
+        QCOMPARE(c.hiddenCommSeconds, c.commSeconds);
+        QVERIFY(near(c.seconds(), c.computeSeconds, 1e-12));
+    }
+
+    // Fused kernels: dropout hands its output to the residual add alone, and backward keeps
+    // neither, so the pair streams x, the mask and the sum, never the dropped tensor. Unfused,
+    // dropout writes it and the add reads it back: 2 x 2 bytes per element more.
+    void fusedChainsSkipTheirIntermediate()
+    {
+        Graph g;
+        const std::vector<std::int64_t> shape{4, 2048, 6144};
+        const TensorId x = g.addTensor("x", shape, DType::BF16, TensorRole::Input);
+        const TensorId r = g.addTensor("r", shape, DType::BF16, TensorRole::Input);
+        const TensorId d = g.addTensor("d", shape, DType::BF16, TensorRole::Activation);
+        const TensorId y = g.addTensor("y", shape, DType::BF16, TensorRole::Output);
+        g.addOp("dropout", OpKind::Dropout, {x}, {d});
+        g.addOp("add", OpKind::Add, {d, r}, {y});
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.training = false;
+        const CostModel fused(g, parseMesh("1", hw), hw, s);
+        s.fusedKernels = false;
+        const CostModel apart(g, parseMesh("1", hw), hw, s);
+        const double elems = 4.0 * 2048 * 6144;
+        const double saved = 2 * 2 * elems / (2039e9 * 0.88);
+        const double f = fused.opCost(0, 0).seconds() + fused.opCost(1, 0).seconds();
+        const double a = apart.opCost(0, 0).seconds() + apart.opCost(1, 0).seconds();
+        QVERIFY2(near(a - f, saved, 1e-9), qPrintable(QStringLiteral("%1 vs %2").arg(a - f).arg(saved)));
+    }
+
+    // FlashAttention keeps no s x s tensor: the 22B layer on TP 8 without recomputation keeps
+    // what selective recomputation keeps, s b h (10 + 24/t) (Korthikanti et al.), and its
+    // scores' backward pays the scores' forward once more inside the kernel.
+    void flashAttentionKeepsNoScores()
+    {
+        const Graph g = gpt22b(3);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.flashAttention = true;
+        const CostModel m(g, parseMesh("8", hw), hw, s);
+        const auto plan = megatronAssignment(m);
+        const double t = 8, sbh = 2048.0 * 4 * 6144;
+        QVERIFY(near(layerActivation(m, plan, Recompute::None), sbh * (10 + 24 / t), 0.01));
+        CostSettings plain;
+        const CostModel p(g, parseMesh("8", hw), hw, plain);
+        for (const auto& op : g.ops) {
+            if (op.name != "layers.1/attn/scores") continue;
+            const int st = plan[static_cast<size_t>(op.id)];
+            const OpCost& fa = m.opCost(op.id, st), no = p.opCost(op.id, st);
+            QVERIFY(near(fa.computeSeconds, no.computeSeconds + no.forwardSeconds, 1e-9));
+        }
+    }
+
+    // Full recomputation runs the forward again, its collectives included: per layer of the
+    // Megatron plan, the 2 forward all-reduces once more on top of the none plan's four.
+    void fullRecomputeRepaysForwardCollectives()
+    {
+        const auto lm = gpt3(2, 8);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel m(lm.graph, parseMesh("8", hw), hw);
+        const auto plan = megatronAssignment(m);
+        std::vector<Recompute> full(lm.graph.ops.size(), Recompute::Full);
+        const Breakdown none = m.evaluate(plan), again = m.evaluate(plan, full, std::vector<double>(lm.graph.ops.size(), 0.0));
+        double forward = 0;
+        for (const auto& c : none.collectives)
+            if (c.phase == Phase::Forward) forward += c.seconds;
+        QVERIFY(forward > 0);
+        QVERIFY2(near(again.commSeconds - none.commSeconds, forward, 1e-9),
+                 qPrintable(QStringLiteral("%1 vs %2").arg(again.commSeconds - none.commSeconds).arg(forward)));
     }
 
     void settingsErrors()

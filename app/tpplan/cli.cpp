@@ -30,6 +30,14 @@ double parseBandwidth(const std::string& flag, const std::string& value)
     throw UsageError(flag + " '" + value + "': expected a bandwidth in GB/s above 0, e.g. 300");
 }
 
+/// on/off (also true/false, 1/0).
+bool parseSwitch(const std::string& flag, const std::string& value)
+{
+    if (value == "on" || value == "true" || value == "1") return true;
+    if (value == "off" || value == "false" || value == "0") return false;
+    throw UsageError(flag + " '" + value + "': use on or off");
+}
+
 } // namespace
 
 Options parseArguments(const std::vector<std::string>& args)
@@ -84,8 +92,29 @@ Options parseArguments(const std::vector<std::string>& args)
             o.locks.push_back(value());
         else if (a == "--baseline")
             o.baseline = value();
+        else if (a == "--recompute") {
+            o.recompute = value();
+            if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" && o.recompute != "full")
+                throw UsageError("--recompute '" + o.recompute + "': use auto, none, selective or full");
+        } else if (a == "--grad-overlap")
+            o.overlapGradients = parseSwitch(a, value());
+        else if (a == "--tp-overlap")
+            o.overlapTensorParallel = parseSwitch(a, value());
+        else if (a == "--grad-bucket") {
+            const std::string v = value();
+            try {
+                size_t used = 0;
+                o.gradientBucketMiB = std::stod(v, &used);
+                if (used != v.size() || !std::isfinite(o.gradientBucketMiB) || o.gradientBucketMiB < 0 || o.gradientBucketMiB > 1e6)
+                    throw std::invalid_argument(v);
+            } catch (const std::exception&) {
+                throw UsageError("--grad-bucket '" + v + "': expected a size in MiB from 0 to 1000000, e.g. 25");
+            }
+        }
         else if (a == "--format")
             o.format = value();
+        else if (a == "--plot")
+            o.plot = value();
         else if (a == "-o" || a == "--output")
             o.output = value();
         else if (a.size() > 1 && a[0] == '-')
@@ -124,7 +153,9 @@ const std::vector<Command>& commands()
          "tpplan verify PLAN.tpplan.json [--devices-as-threads] [--json]  run the plan on simulated devices, compare with one "
          "device",
          &runVerify},
-        {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)", &runBench},
+        {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)\n"
+                  "  tpplan bench fidelity [RUNS.json] [--json] [--plot F.svg]  published runs: measured vs predicted (docs/FIDELITY.md)",
+         &runBench},
     };
     return table;
 }

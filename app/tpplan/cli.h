@@ -36,7 +36,12 @@ struct Options {
     std::vector<std::string> sets;
     std::vector<std::string> locks;
     std::string baseline;
+    std::string recompute = "auto"; ///< --recompute auto|none|selective|full
+    bool overlapGradients = true;   ///< --grad-overlap on|off
+    double gradientBucketMiB = 25;  ///< --grad-bucket MiB
+    bool overlapTensorParallel = false; ///< --tp-overlap on|off
     std::string format;
+    std::string plot; ///< bench fidelity --plot FILE.svg
     std::string output;
     bool json = false;
     bool quick = false;
@@ -73,5 +78,7 @@ int runVerify(const Options& options, std::ostream& out);
 /// The whole file; throws InputError naming the path when it cannot be read.
 std::string readTextFile(const std::string& path);
 int runBench(const Options& options, std::ostream& out);
+/// tpplan bench fidelity [RUNS.json]: published runs, measured against predicted.
+int runFidelity(const Options& options, std::ostream& out);
 
 } // namespace tp::cli

@@ -798,6 +798,7 @@ void printTable(const Json& doc, std::ostream& out)
 
 int runBench(const Options& o, std::ostream& out)
 {
+    if (!o.positional.empty() && o.positional[0] == "fidelity") return runFidelity(o, out);
     const Suite suite = suiteFor(o.quick);
     if (o.positional.size() == 1) { // a child: one case, one JSON object on stdout
         out << runCase(suite, o.positional[0]).dump() << "\n";

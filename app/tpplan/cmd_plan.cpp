@@ -32,6 +32,10 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.threads = o.threads;
     r.locks = o.locks;
     r.baseline = o.baseline;
+    r.recompute = o.recompute;
+    r.overlapGradients = o.overlapGradients;
+    r.gradientBucketMiB = o.gradientBucketMiB;
+    r.overlapTensorParallel = o.overlapTensorParallel;
     return r;
 }
 
@@ -74,6 +78,15 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         << ", communication " << formatSeconds(b.commSeconds);
     if (b.hiddenCommSeconds > 0) out << ", of which hidden " << formatSeconds(b.hiddenCommSeconds);
     out << ")\n";
+    if (b.optimizerSeconds > 0) out << "    optimizer step  " << formatSeconds(b.optimizerSeconds) << "\n";
+    const CostSettings& cs = model.settings();
+    auto onOff = [](bool on) { return on ? "on" : "off"; };
+    out << "  kernels         FlashAttention " << onOff(cs.flashAttention) << ", fused kernels " << onOff(cs.fusedKernels)
+        << (cs.training ? std::string(", gradient overlap ") + onOff(cs.overlapGradientReduction) + " (" +
+                              formatBytes(cs.gradientBucketBytes) + " buckets), tensor-parallel overlap " +
+                              onOff(cs.overlapTensorParallelBackward)
+                        : std::string())
+        << "\n";
     for (const auto& [kind, seconds] : b.commByKind)
         out << "    " << std::left << std::setw(16) << collectiveName(kind) << formatSeconds(seconds) << "\n";
     out << "  memory/device   " << formatBytes(b.perDeviceBytes) << " of " << formatBytes(b.capacityBytes)

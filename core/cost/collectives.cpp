@@ -1,6 +1,8 @@
 #include "collectives.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <array>
 #include <stdexcept>
 
@@ -25,22 +27,66 @@ std::string_view phaseName(Phase phase)
 //   reduce-scatter: the partial-sum input per device (each device ends with n/g);
 //   all-to-all:     g times the shard each device holds before and after (the tensor as the
 //                   group holds it along this axis); each device sends (g-1)/g of its shard.
-// With that n the ring alpha-beta times are (g = axis size, B = bus bandwidth, a = latency):
-//   all-reduce 2(g-1)/g n/B + 2(g-1) a; all-gather, reduce-scatter (g-1)/g n/B + (g-1) a;
-//   all-to-all (g-1)/g^2 n/B + (g-1) a.
-double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis)
+// nccl-tests name the same n "size" and report bus bandwidth B = algbw * f, with f the factor
+// below, so a measured curve B(n) applies directly: time = f n / B(n).
+namespace {
+
+double busFactor(CollectiveKind kind, double g)
 {
-    const double g = axis.size;
-    if (axis.size <= 1 || bytes <= 0) return 0;
-    const double B = axis.link.bandwidth, a = axis.link.latency;
     switch (kind) {
     case CollectiveKind::AllReduce:
-        return 2 * (g - 1) / g * bytes / B + 2 * (g - 1) * a;
+        return 2 * (g - 1) / g;
     case CollectiveKind::AllGather:
     case CollectiveKind::ReduceScatter:
-        return (g - 1) / g * bytes / B + (g - 1) * a;
+        return (g - 1) / g;
     case CollectiveKind::AllToAll:
-        return (g - 1) / (g * g) * bytes / B + (g - 1) * a;
+        return (g - 1) / (g * g);
+    }
+    return 0;
+}
+
+// Latency steps of the ring algorithm, and of NCCL's tree (all-reduce only: down and up a
+// binary tree of depth log2 g), which NCCL picks when the ring's 2(g-1) steps dominate.
+double ringSteps(CollectiveKind kind, double g) { return kind == CollectiveKind::AllReduce ? 2 * (g - 1) : g - 1; }
+double treeSteps(double g) { return 2 * std::ceil(std::log2(g)); }
+
+// One flat collective over g devices on one link: with a measured curve its bus bandwidth at
+// this size (latency included: the curve was measured end to end); else the alpha-beta model,
+// with the tree's latency where it is shorter (groups spanning nodes; inside a node NCCL runs
+// rings over NVLink).
+double flatSeconds(CollectiveKind kind, double bytes, double g, const LinkSpec& link, bool treeAllowed)
+{
+    if (g <= 1 || bytes <= 0) return 0;
+    const auto name = std::string(collectiveName(kind));
+    auto curve = link.busbw.find(name);
+    if (curve == link.busbw.end()) curve = link.busbw.find("all-reduce");
+    if (curve != link.busbw.end() && !curve->second.empty()) return busFactor(kind, g) * bytes / curve->second.at(bytes);
+    double steps = ringSteps(kind, g);
+    if (treeAllowed && kind == CollectiveKind::AllReduce) steps = std::min(steps, treeSteps(g));
+    return busFactor(kind, g) * bytes / link.bandwidth + steps * link.latency;
+}
+
+} // namespace
+
+double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis)
+{
+    if (axis.size <= 1 || bytes <= 0) return 0;
+    const double g = axis.size, inner = axis.membersPerNode;
+    if (!axis.crossesNodes || inner <= 1 || kind == CollectiveKind::AllToAll || g <= inner)
+        return flatSeconds(kind, bytes, g, axis.link, axis.crossesNodes);
+    // Hierarchical (NCCL across nodes): inside each node over NVLink, then across nodes on the
+    // 1/inner of the message each GPU is responsible for, over its own share of the network.
+    const double outer = g / inner;
+    switch (kind) {
+    case CollectiveKind::AllReduce:
+        return flatSeconds(CollectiveKind::ReduceScatter, bytes, inner, axis.nodeLink, false) +
+               flatSeconds(CollectiveKind::AllReduce, bytes / inner, outer, axis.link, true) +
+               flatSeconds(CollectiveKind::AllGather, bytes, inner, axis.nodeLink, false);
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter:
+        return flatSeconds(kind, bytes / inner, outer, axis.link, true) + flatSeconds(kind, bytes, inner, axis.nodeLink, false);
+    case CollectiveKind::AllToAll:
+        break;
     }
     return 0;
 }

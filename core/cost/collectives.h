@@ -21,9 +21,13 @@ struct CollectiveCall {
     Phase phase = Phase::Forward;
 };
 
-/// Ring-model time of one collective over a mesh axis of size g with bandwidth B, latency a:
-/// all-reduce 2(g-1)/g n/B + 2(g-1) a; all-gather and reduce-scatter (g-1)/g n/B + (g-1) a;
-/// all-to-all (g-1)/g^2 n/B + (g-1) a. n is the bytes per device as defined per kind in the .cpp.
+/// Time of one collective over a mesh axis of size g, n bytes per device as defined per kind in
+/// the .cpp. With the link's measured bus-bandwidth curve B(n): f n / B(n), f = 2(g-1)/g
+/// (all-reduce), (g-1)/g (all-gather, reduce-scatter), (g-1)/g^2 (all-to-all). Without one, the
+/// alpha-beta ring f n / B + steps a (2(g-1) steps for all-reduce, g-1 for the others), an
+/// all-reduce across nodes taking the tree's 2 ceil(log2 g) steps when fewer. A group spanning
+/// nodes with several members per node runs hierarchically: inside the node, then across nodes
+/// on 1/members of the message.
 double collectiveSeconds(CollectiveKind kind, double bytes, const MeshAxis& axis);
 
 /// The cheapest sequence of collectives turning `from` into `to` for a tensor of the given shape

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <string>
 
 #include "../graph/opkinds.h"
 #include "../util/error.h"
+#include "kernels.h"
 
 namespace tp {
 
@@ -43,6 +45,13 @@ bool isView(const Signature& sig, const OpKindInfo& info)
     return order(sig.inputs[0]) == order(sig.outputs[0]);
 }
 
+bool inOperand(const OperandIndexing& o, int loop)
+{
+    for (const auto& g : o.dims)
+        if (std::find(g.begin(), g.end(), loop) != g.end()) return true;
+    return false;
+}
+
 // Everything about an op that its node costs depend on besides the strategy. Ops with equal
 // facts (the 96 identical layers of GPT-3) share one table of strategies and costs.
 struct OpFacts {
@@ -51,16 +60,25 @@ struct OpFacts {
         bool weight;
         bool ownsWeight;
         bool gathered;
+        bool fused; ///< read in-kernel from a fused producer (never from HBM)
     };
     struct Out {
         DType dtype;
         bool kept;
         bool droppedSelective;
         bool batch0;
+        bool fused; ///< handed in-kernel to its fused reader (never written to HBM)
     };
     std::vector<In> inputs;
     std::vector<Out> outputs;
     bool recomputedSelective = false;
+    bool flash = false; ///< inside a FlashAttention kernel (CostSettings::flashAttention)
+};
+
+/// One op's kernel times per device and step under one strategy.
+struct PassTimes {
+    double forward = 0, backward = 0;
+    double weightGradient = 0; ///< of backward: the weight-gradient matmul
 };
 
 struct OpClass {
@@ -69,11 +87,25 @@ struct OpClass {
     OpFacts facts;
     std::vector<std::vector<std::int64_t>> inShapes, outShapes;
     bool matmulLike = false;
+    bool gemm = false; ///< a product of two floating operands (cuBLAS): its rate follows its shape
     std::vector<OpStrategy> strategies;
     std::vector<std::vector<TensorSpec>> in, out;        // [strategy][operand]
     std::vector<std::array<OpCost, 3>> cost;             // [strategy][recompute]
     std::vector<double> forwardSeconds, backwardSeconds; // per device, one pass each
+    std::vector<double> weightGradientSeconds;           // of backwardSeconds
 };
+
+// A matmul proper: two floating operands sharing a contracted loop (not a loss or a
+// reduction, whose contracted loops are sums over one operand).
+bool isGemm(const Signature& sig, const OpFacts& f)
+{
+    if (sig.inputs.size() < 2 || !isFloating(f.inputs[0].dtype) || !isFloating(f.inputs[1].dtype)) return false;
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (sig.loops[l].role == DimRole::Contracted && inOperand(sig.inputs[0], static_cast<int>(l)) &&
+            inOperand(sig.inputs[1], static_cast<int>(l)))
+            return true;
+    return false;
+}
 
 } // namespace
 
@@ -102,6 +134,8 @@ struct CostModel::Impl {
     }
     std::int64_t graphBatch = 0;
     std::vector<bool> batch0; // per tensor: dim 0 is the graph's batch
+    std::vector<int> matmulReaders; // per tensor: how many matmul-like ops read it
+    bool overlapChunksOff() const { return settings.overlapChunks <= 1; }
 
     Impl(const Graph& g, const Mesh& m, const Hardware& h, CostSettings s) : graph(g), mesh(m), hw(h), settings(s) {}
 
@@ -109,6 +143,8 @@ struct CostModel::Impl {
 
     void build();
     void costClass(OpClass& c) const;
+    PassTimes passTimes(const OpClass& c, size_t s, double flopRate) const;
+    void weightTerms(const OpClass& c, size_t s, const PassTimes& t, OpCost& cost) const;
 };
 
 namespace {
@@ -125,14 +161,15 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
     for (size_t i = 0; i < f.inputs.size(); ++i) {
         const auto& in = f.inputs[i];
         k += "i" + std::to_string(static_cast<int>(in.dtype)) + (in.weight ? "w" : "a") + (in.ownsWeight ? "o" : "-") +
-             (in.gathered ? "g" : "-") + shape(op.inputs[i]);
+             (in.gathered ? "g" : "-") + (in.fused ? "f" : "-") + shape(op.inputs[i]);
     }
     for (size_t o = 0; o < f.outputs.size(); ++o) {
         const auto& out = f.outputs[o];
         k += "o" + std::to_string(static_cast<int>(out.dtype)) + (out.kept ? "k" : "-") + (out.droppedSelective ? "d" : "-") +
-             (out.batch0 ? "b" : "-") + shape(op.outputs[o]);
+             (out.batch0 ? "b" : "-") + (out.fused ? "f" : "-") + shape(op.outputs[o]);
     }
     k += f.recomputedSelective ? "R" : "-";
+    k += f.flash ? "F" : "-";
     return k;
 }
 
@@ -224,6 +261,25 @@ void CostModel::Impl::build()
         if (producer[t] < 0 || graph.tensors[t].role == TensorRole::Weight) kept[t] = false;
 
     const std::vector<bool> recomputedSel = selectivelyRecomputed(graph, producer, consumers, matmul);
+    matmulReaders.assign(nTensors, 0);
+    for (size_t t = 0; t < nTensors; ++t)
+        for (OpId c : consumers[t]) matmulReaders[t] += matmul[static_cast<size_t>(c)] ? 1 : 0;
+
+    // Fused chains (CostSettings::fusedKernels): a tensor that one memory-bound op hands to its
+    // only reader, another memory-bound op, and that backward does not keep, stays in-kernel.
+    std::vector<bool> fused(nTensors, false);
+    if (settings.fusedKernels) {
+        auto streaming = [&](OpId id) {
+            const auto& op = graph.op(id);
+            return !matmul[static_cast<size_t>(id)] && !isView(sigs[static_cast<size_t>(id)], opKindInfo(op.kind));
+        };
+        for (size_t t = 0; t < nTensors; ++t) {
+            const OpId p = producer[t];
+            const auto& readers = consumers[t];
+            fused[t] = p >= 0 && readers.size() == 1 && !kept[t] && graph.tensors[t].role != TensorRole::Output &&
+                       streaming(p) && streaming(readers[0]);
+        }
+    }
 
     // Which tensors have the batch as dim 0. The batch is dim 0 of the first graph input of
     // rank >= 2 (tokens, images); graph inputs of rank >= 2 with that dim 0 seed it (not, say,
@@ -274,13 +330,15 @@ void CostModel::Impl::build()
             bool gathered = false;
             for (const auto& g : sig.inputs[i].dims)
                 for (int l : g) gathered = gathered || sig.loops[static_cast<size_t>(l)].role == DimRole::Gather;
-            f.inputs.push_back({t.dtype, weight, weight && use.first == op.id && use.second == static_cast<int>(i), gathered});
+            f.inputs.push_back({t.dtype, weight, weight && use.first == op.id && use.second == static_cast<int>(i), gathered,
+                                fused[static_cast<size_t>(t.id)]});
         }
         for (auto t : op.outputs) {
             const auto ti = static_cast<size_t>(t);
-            f.outputs.push_back({graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti]});
+            f.outputs.push_back({graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti], fused[ti]});
         }
         f.recomputedSelective = recomputedSel[static_cast<size_t>(op.id)];
+        f.flash = settings.flashAttention && f.recomputedSelective;
         const std::string key = classKey(op, sig, f, graph);
         auto [it, inserted] = classIndex.try_emplace(key, static_cast<int>(classes.size()));
         if (inserted) {
@@ -291,11 +349,159 @@ void CostModel::Impl::build()
             for (auto t : op.inputs) c.inShapes.push_back(graph.tensor(t).shape);
             for (auto t : op.outputs) c.outShapes.push_back(graph.tensor(t).shape);
             c.matmulLike = matmul[static_cast<size_t>(op.id)];
+            c.gemm = c.matmulLike && isGemm(sig, c.facts);
             classes.push_back(std::move(c));
         }
         classOf[static_cast<size_t>(op.id)] = it->second;
     }
     for (auto& c : classes) costClass(c);
+}
+
+namespace {
+
+// The forward matmul of a contraction as cuBLAS runs it, per device and micro-batch: loops in
+// the output and both inputs are the batch, in the output and input 0 (1) only the rows m
+// (columns n), and loops missing from the output the contraction k.
+GemmShape gemmShapeOf(const Signature& sig, const OpStrategy& st, const Mesh& mesh, int batchLoop, double microBatches)
+{
+    GemmShape g;
+    for (size_t l = 0; l < sig.loops.size(); ++l) {
+        double size = static_cast<double>(sig.loops[l].size);
+        for (int a : st.loopAxes[l]) size /= mesh.axes[static_cast<size_t>(a)].size;
+        if (static_cast<int>(l) == batchLoop) size = std::max(1.0, size / microBatches);
+        const int loop = static_cast<int>(l);
+        const bool out = inOperand(sig.outputs[0], loop), a = inOperand(sig.inputs[0], loop);
+        const bool b = sig.inputs.size() > 1 && inOperand(sig.inputs[1], loop);
+        if (!out)
+            g.k *= size;
+        else if (a && b)
+            g.batch *= size;
+        else if (b)
+            g.n *= size;
+        else
+            g.m *= size;
+    }
+    return g;
+}
+
+int leadLoopOf(const OperandIndexing& o, const Signature& sig)
+{
+    if (o.dims.empty()) return -1;
+    for (int l : o.dims[0])
+        if (sig.loops[static_cast<size_t>(l)].size > 1) return l;
+    return -1;
+}
+
+} // namespace
+
+// Kernel times of one strategy. Matmuls: forward at the efficiency of their shape, backward
+// as the input-gradient (m x k, contracting n) and weight-gradient (k x n, contracting m)
+// matmuls; the rest stream the bytes they read and write, less what a fused neighbour hands
+// them in-kernel. A local batch of several micro-batches runs each kernel once per micro-batch.
+PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate) const
+{
+    const auto& info = opKindInfo(c.kind);
+    const auto& st = c.strategies[s];
+    double shards = 1;
+    for (int a = 0; a < mesh.rank(); ++a)
+        if (st.usedAxes() & bit(a)) shards *= mesh.axes[static_cast<size_t>(a)].size;
+    // Micro-batches in this device's share of the step.
+    double micro = 1;
+    int batchLoop = -1;
+    if (!c.facts.outputs.empty() && c.facts.outputs[0].batch0) {
+        batchLoop = leadLoopOf(c.sig.outputs[0], c.sig);
+        if (settings.microBatch > 0 && graphBatch > 0) {
+            const double local = static_cast<double>(graphBatch) / static_cast<double>(c.out[s][0].splitsOf(0, mesh));
+            micro = std::max(1.0, std::ceil(local / static_cast<double>(settings.microBatch)));
+        }
+    }
+    double outBytes = 0, inBytes = 0, savedBytes = 0;
+    for (size_t o = 0; o < c.outShapes.size(); ++o) {
+        const double b = static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh)) * dtypeBytes(c.facts.outputs[o].dtype);
+        if (!c.facts.outputs[o].fused) outBytes += b;
+        if (o == 0 && info.savesOutput) savedBytes += b;
+    }
+    for (size_t i = 0; i < c.inShapes.size(); ++i) {
+        const auto& in = c.facts.inputs[i];
+        double b = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(in.dtype);
+        // A looked-up table (gather loop) is read only where indexed: at most one row per
+        // output element.
+        if (in.gathered) b = std::min(b, outBytes);
+        if (i < 32 && (info.savedInputs & (1u << i))) savedBytes += b;
+        if (!in.fused) inBytes += b;
+    }
+    PassTimes t;
+    const bool view = isView(c.sig, info);
+    const bool training = settings.training && !view && info.backwardFactor > 0;
+    const double flops = forwardFlops(c.sig, info) / shards;
+    const double launch = micro * hw.minKernelSeconds;
+    if (c.gemm) {
+        const GemmShape f = gemmShapeOf(c.sig, st, mesh, batchLoop, micro);
+        const double bytes = inBytes + outBytes;
+        t.forward = std::max(gemmSeconds(hw, flopRate, flops, bytes, f), launch);
+        if (training) {
+            const double half = flops * info.backwardFactor / 2;
+            const double inputGrad = gemmSeconds(hw, flopRate, half, bytes, {f.batch, f.m, f.k, f.n});
+            const double weightGrad = gemmSeconds(hw, flopRate, half, bytes, {f.batch, f.k, f.n, f.m});
+            t.backward = std::max(inputGrad + weightGrad, launch);
+            const bool weighted = std::any_of(c.facts.inputs.begin(), c.facts.inputs.end(), [](const auto& in) { return in.weight; });
+            if (weighted) t.weightGradient = weightGrad;
+            // FlashAttention's backward recomputes the scores inside its kernel.
+            if (c.facts.flash) t.backward += t.forward;
+        }
+        return t;
+    }
+    if (view || c.facts.flash) return t; // a view moves nothing; FlashAttention runs it in-kernel
+    const bool fusedIn = std::any_of(c.facts.inputs.begin(), c.facts.inputs.end(), [](const auto& in) { return in.fused; });
+    const double floor = fusedIn ? 0 : launch; // shares its producer's launch
+    const double stream = std::max(flops / flopRate, streamSeconds(hw, inBytes + outBytes));
+    t.forward = std::max(stream, floor);
+    // Backward reads the output gradient and what the forward saved, and writes the input
+    // gradients of its activations.
+    if (training) {
+        double gradBytes = 0;
+        for (size_t i = 0; i < c.inShapes.size(); ++i)
+            if (!c.facts.inputs[i].weight && isFloating(c.facts.inputs[i].dtype))
+                gradBytes += static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(c.facts.inputs[i].dtype);
+        const double bwdStream = std::max(flops * info.backwardFactor / flopRate, streamSeconds(hw, outBytes + savedBytes + gradBytes));
+        t.backward = std::max(bwdStream, floor);
+    }
+    return t;
+}
+
+// What an op's own weights cost: their model states at the first consumer, the optimizer's
+// update of them (streaming gradients, states and parameters once), and the reduction of a
+// gradient left partial over axes splitting loops the weight lacks (data parallelism), in
+// buckets, hidden under the op's own backward compute where the framework overlaps it.
+void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t, OpCost& cost) const
+{
+    const auto& st = c.strategies[s];
+    for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
+        if (!c.facts.inputs[i].ownsWeight) continue;
+        const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
+        cost.paramBytes += elems * settings.paramBytesPerParam;
+        if (!settings.training) continue;
+        cost.gradBytes += elems * settings.gradBytesPerParam;
+        cost.optimizerBytes += elems * settings.optimizerBytesPerParam;
+        const double step = streamSeconds(
+            hw, elems * (settings.gradBytesPerParam + 2 * settings.optimizerBytesPerParam + settings.paramBytesPerParam));
+        cost.optimizerSeconds += step;
+        cost.computeSeconds += step;
+        const AxisMask partial = inputGradientPartial(c.sig, st, i);
+        for (int a = 0; a < mesh.rank(); ++a) {
+            const auto& axis = mesh.axes[static_cast<size_t>(a)];
+            if (!(partial & bit(a)) || axis.size <= 1) continue;
+            const double b = elems * settings.gradBytesPerParam, bucket = settings.gradientBucketBytes;
+            // A gradient smaller than a bucket shares one bucket's collective with its
+            // neighbours and pays its share of it.
+            const double seconds = bucket > 0 && b < bucket ? b / bucket * collectiveSeconds(CollectiveKind::AllReduce, bucket, axis)
+                                                            : collectiveSeconds(CollectiveKind::AllReduce, b, axis);
+            cost.collectives.push_back({CollectiveKind::AllReduce, a, b, seconds, Phase::Gradient});
+            cost.commSeconds += seconds;
+        }
+    }
+    if (settings.overlapGradientReduction)
+        cost.hiddenCommSeconds = cost.commSeconds - exposedAfterOverlap(cost.commSeconds, t.backward);
 }
 
 // Node costs of every strategy of one class, for the three recomputation modes.
@@ -309,68 +515,28 @@ void CostModel::Impl::costClass(OpClass& c) const
     c.cost.resize(n);
     c.forwardSeconds.resize(n);
     c.backwardSeconds.resize(n);
-    const double fwdFlops = forwardFlops(c.sig, info);
+    c.weightGradientSeconds.resize(n);
     DType computeType = c.facts.outputs.empty() ? DType::BF16 : c.facts.outputs[0].dtype;
     for (const auto& in : c.facts.inputs)
         if (isFloating(in.dtype)) {
             computeType = in.dtype;
             break;
         }
-    const double flopRate = hw.peak(computeType) * hw.matmulEfficiency;
-    const bool view = isView(c.sig, info);
+    const double peak = hw.peak(computeType);
 
     for (size_t s = 0; s < n; ++s) {
         const auto& st = c.strategies[s];
         for (size_t i = 0; i < c.sig.inputs.size(); ++i) c.in[s].push_back(tp::inputSpec(c.sig, st, i));
         for (size_t o = 0; o < c.sig.outputs.size(); ++o) c.out[s].push_back(tp::outputSpec(c.sig, st, o));
-        double shards = 1;
-        for (int a = 0; a < mesh.rank(); ++a)
-            if (st.usedAxes() & bit(a)) shards *= mesh.axes[static_cast<size_t>(a)].size;
-
-        // Compute: matmul-like ops (with contracted loops) run at the achievable matmul rate;
-        // the rest are the slower of that and streaming their bytes through HBM once.
-        double outBytes = 0, bytes = 0;
-        for (size_t o = 0; o < c.outShapes.size(); ++o)
-            outBytes += static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh)) * dtypeBytes(c.facts.outputs[o].dtype);
-        bytes = outBytes;
-        for (size_t i = 0; i < c.inShapes.size(); ++i) {
-            double b = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(c.facts.inputs[i].dtype);
-            // A looked-up table (gather loop) is read only where indexed: at most one row per
-            // output element.
-            if (c.facts.inputs[i].gathered) b = std::min(b, outBytes);
-            bytes += b;
-        }
-        const double flopTime = fwdFlops / shards / flopRate;
-        const double t = c.matmulLike ? flopTime : std::max(flopTime, bytes / hw.hbmBandwidth);
-        const double fwd = view ? 0 : std::max(t, hw.minKernelSeconds);
-        const double bwd =
-            (!settings.training || view || info.backwardFactor <= 0) ? 0 : std::max(t * info.backwardFactor, hw.minKernelSeconds);
-        c.forwardSeconds[s] = fwd;
-        c.backwardSeconds[s] = bwd;
+        const PassTimes t = passTimes(c, s, c.gemm ? peak : peak * hw.matmulEfficiency);
+        c.forwardSeconds[s] = t.forward;
+        c.backwardSeconds[s] = t.backward;
+        c.weightGradientSeconds[s] = t.weightGradient;
 
         OpCost base;
-        base.computeSeconds = fwd + bwd;
-        // Weights: model states of the shard, counted at the weight's first consumer; the
-        // gradient is partial over the axes splitting loops the weight lacks (batch-like
-        // dims: data parallelism) and is all-reduced once per step over each of them.
-        for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
-            const auto& in = c.facts.inputs[i];
-            if (!in.ownsWeight) continue;
-            const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
-            base.paramBytes += elems * settings.paramBytesPerParam;
-            if (!settings.training) continue;
-            base.gradBytes += elems * settings.gradBytesPerParam;
-            base.optimizerBytes += elems * settings.optimizerBytesPerParam;
-            const AxisMask partial = inputGradientPartial(c.sig, st, i);
-            for (int a = 0; a < mesh.rank(); ++a) {
-                if (!(partial & bit(a)) || mesh.axes[static_cast<size_t>(a)].size <= 1) continue;
-                const double b = elems * settings.gradBytesPerParam;
-                base.collectives.push_back({CollectiveKind::AllReduce, a, b,
-                                            collectiveSeconds(CollectiveKind::AllReduce, b, mesh.axes[static_cast<size_t>(a)]),
-                                            Phase::Gradient});
-                base.commSeconds += base.collectives.back().seconds;
-            }
-        }
+        base.computeSeconds = t.forward + t.backward;
+        base.forwardSeconds = t.forward;
+        weightTerms(c, s, t, base);
         // Activations kept for backward, at this op's output specs (so a sequence-parallel
         // producer keeps the sharded copy), scaled down when micro-batches hold fewer samples.
         auto scaled = [&](const TensorSpec& spec, size_t o, double b) {
@@ -393,15 +559,18 @@ void CostModel::Impl::costClass(OpClass& c) const
         }
         // None: keep everything; Selective: drop the attention core and recompute its
         // forward; Full: keep nothing and recompute the forward (the search adds the block
-        // input, which the block's first op cannot know it must keep).
+        // input, which the block's first op cannot know it must keep). FlashAttention keeps
+        // nothing of the core in any mode and recomputes it in its own backward.
         c.cost[s][0] = base;
-        c.cost[s][0].activationBytes = keptAll;
+        c.cost[s][0].activationBytes = c.facts.flash ? keptSelective : keptAll;
         c.cost[s][1] = base;
         c.cost[s][1].activationBytes = keptSelective;
-        if (settings.training && c.facts.recomputedSelective) c.cost[s][1].computeSeconds += fwd;
+        if (settings.training && c.facts.recomputedSelective && !c.facts.flash) {
+            c.cost[s][1].computeSeconds += t.forward;
+        }
         c.cost[s][2] = base;
         c.cost[s][2].activationBytes = 0;
-        if (settings.training) c.cost[s][2].computeSeconds += fwd;
+        if (settings.training) c.cost[s][2].computeSeconds += t.forward;
     }
 }
 
@@ -477,6 +646,14 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
     for (const auto& call : e.collectives) (call.phase == Phase::Forward ? fwd : bwd) += call.seconds;
     e.seconds = fwd + bwd;
     e.exposedSeconds = e.seconds;
+    e.exposedForwardSeconds = fwd;
+    // Megatron's asynchronous tensor-parallel backward: the input gradient of a matmul is
+    // reduced while the weight gradients of the readers sharing it are computed (one fused
+    // QKV matmul in Megatron: its readers here).
+    if (im.settings.overlapTensorParallelBackward && bwd > 0 && c.matmulLike && im.overlapChunksOff()) {
+        const double wgrad = c.weightGradientSeconds[static_cast<size_t>(s)] * im.matmulReaders[static_cast<size_t>(tid)];
+        e.exposedSeconds = fwd + exposedAfterOverlap(bwd, wgrad);
+    }
     const int k = im.settings.overlapChunks;
     if (k > 1 && e.seconds > 0) {
         // Chunked overlap (ATP): the matmul next to the collective runs in k chunks and chunk
@@ -501,7 +678,8 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
         }
         if (pf >= 0) {
             auto exposed = [&](double comm, double compute) { return comm / k + std::max(0.0, (comm - compute) * (k - 1) / k); };
-            e.exposedSeconds = exposed(fwd, pf) + exposed(bwd, pb);
+            e.exposedForwardSeconds = exposed(fwd, pf);
+            e.exposedSeconds = e.exposedForwardSeconds + exposed(bwd, pb);
         }
     }
     return e;
@@ -512,6 +690,7 @@ CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::ve
     const Op& o = impl_->graph.op(op);
     Charge c;
     c.node = &opCost(op, s, r);
+    c.recomputesForward = r == Recompute::Full && impl_->settings.training;
     for (size_t i = 0; i < o.inputs.size(); ++i) {
         const TensorId t = o.inputs[i];
         const OpId p = impl_->producer[static_cast<size_t>(t)];
@@ -525,14 +704,17 @@ CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::ve
 double CostModel::Charge::stepSeconds() const
 {
     double sum = node->seconds();
-    for (const auto& [p, e] : edges) sum += e.exposedSeconds;
+    for (const auto& [p, e] : edges) {
+        sum += e.exposedSeconds;
+        if (recomputesForward) sum += e.exposedForwardSeconds;
+    }
     return sum;
 }
 
 double CostModel::Charge::commSeconds() const
 {
     double sum = node->commSeconds;
-    for (const auto& [p, e] : edges) sum += e.seconds;
+    for (const auto& [p, e] : edges) sum += e.seconds + (recomputesForward ? e.exposedForwardSeconds : 0.0);
     return sum;
 }
 
@@ -564,12 +746,17 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         const Charge c = chargeOf(op.id, s, r, strategyOfOp);
         const OpCost& oc = *c.node;
         const double extra = extraBytesOfOp.empty() ? 0.0 : extraBytesOfOp[static_cast<size_t>(op.id)];
-        b.ops.push_back({op.id, s, oc.computeSeconds, c.commSeconds(), oc.memoryBytes() + extra, oc.paramBytes, oc.gradBytes,
-                         oc.optimizerBytes, oc.activationBytes + extra});
+        double forward = oc.forwardSeconds;
+        for (const auto& [p, e] : c.edges) forward += e.exposedForwardSeconds;
+        b.ops.push_back({op.id, s, oc.computeSeconds, forward, c.commSeconds(), c.stepSeconds(), oc.optimizerSeconds,
+                         oc.memoryBytes() + extra, oc.paramBytes, oc.gradBytes, oc.optimizerBytes, oc.activationBytes + extra});
         b.stepSeconds += oc.seconds();
         b.computeSeconds += oc.computeSeconds;
+        b.forwardSeconds += forward;
+        b.optimizerSeconds += oc.optimizerSeconds;
         b.commSeconds += oc.commSeconds;
-        b.exposedCommSeconds += oc.commSeconds;
+        b.exposedCommSeconds += oc.commSeconds - oc.hiddenCommSeconds;
+        b.hiddenCommSeconds += oc.hiddenCommSeconds;
         b.paramBytes += oc.paramBytes;
         b.gradBytes += oc.gradBytes;
         b.optimizerBytes += oc.optimizerBytes;
@@ -580,9 +767,11 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
             b.commByKind[call.kind] += call.seconds;
         }
         for (const auto& [p, e] : c.edges) {
+            const double again = c.recomputesForward ? e.exposedForwardSeconds : 0.0;
             b.stepSeconds += e.exposedSeconds;
-            b.commSeconds += e.seconds;
-            b.exposedCommSeconds += e.exposedSeconds;
+            if (again > 0) b.stepSeconds += again;
+            b.commSeconds += e.seconds + again;
+            b.exposedCommSeconds += e.exposedSeconds + again;
             b.hiddenCommSeconds += e.seconds - e.exposedSeconds;
             for (const auto& call : e.collectives) {
                 b.collectives.push_back({call.kind, call.axis, call.bytes, call.phase, p, 1, call.seconds});

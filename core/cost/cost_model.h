@@ -36,12 +36,33 @@ struct CostSettings {
     /// belongs to), the first reader within each group pays, so that identical blocks cost the
     /// same wherever they sit. Empty: one group.
     std::vector<int> readerGroupOfOp;
+
+    // How the kernels and the framework run the step (docs/FIDELITY.md). The kernel settings
+    // come from the model config (flash_attention, fused_kernels), the rest from the plan.
+    /// FlashAttention: the attention core (the ops between the two weightless contractions)
+    /// is one kernel that keeps no s x s tensor and recomputes its scores in the backward pass.
+    bool flashAttention = false;
+    /// Chains of memory-bound ops fuse (Megatron's bias-GeLU, bias-dropout-add, fused
+    /// softmax): a tensor passed from one such op to its only reader never goes through HBM.
+    bool fusedKernels = true;
+    /// Data-parallel gradients are reduced in buckets of this many bytes (DDP: 25 MiB): each
+    /// bucket pays one collective's latency and runs at the bandwidth of its size.
+    double gradientBucketBytes = 25.0 * 1024 * 1024;
+    /// Gradient reduction runs while the backward pass goes on: an op's reduction hides under
+    /// the backward compute of the ops before it (core/cost/kernels.h: overlapped()).
+    bool overlapGradientReduction = true;
+    /// Megatron's asynchronous tensor-parallel all-reduce: the input-gradient collective of a
+    /// column-parallel matmul runs under its weight-gradient matmul.
+    bool overlapTensorParallelBackward = false;
 };
 
 /// Time and memory of one op under one strategy, per device.
 struct OpCost {
-    double computeSeconds = 0; ///< forward (+ backward, + recomputed forward) compute
-    double commSeconds = 0;    ///< collectives the op owns (weight-gradient all-reduce)
+    double computeSeconds = 0; ///< forward (+ backward, + recomputed forward) compute, + optimizer step
+    double forwardSeconds = 0; ///< of computeSeconds: the forward pass
+    double optimizerSeconds = 0; ///< of computeSeconds: the optimizer's update of the op's own weights
+    double commSeconds = 0;    ///< collectives the op owns (weight-gradient reduction)
+    double hiddenCommSeconds = 0; ///< of the op's collectives: the part hidden under compute
     double paramBytes = 0;     ///< weights' model states, sharded
     double gradBytes = 0;
     double optimizerBytes = 0;
@@ -49,13 +70,14 @@ struct OpCost {
     std::vector<CollectiveCall> collectives;
 
     double memoryBytes() const { return paramBytes + gradBytes + optimizerBytes + activationBytes; }
-    double seconds() const { return computeSeconds + commSeconds; }
+    double seconds() const { return computeSeconds + commSeconds - hiddenCommSeconds; }
 };
 
 /// Time of a resharding edge, forward and the backward dual.
 struct EdgeCost {
     double seconds = 0;
     double exposedSeconds = 0; ///< after overlap; equals seconds without overlap
+    double exposedForwardSeconds = 0; ///< of exposedSeconds: the forward phase
     std::vector<CollectiveCall> collectives;
 };
 
@@ -73,7 +95,10 @@ struct OpBreakdown {
     OpId op = -1;
     int strategy = 0;
     double computeSeconds = 0;
+    double forwardSeconds = 0; ///< forward compute plus the exposed forward collectives of the edges into it
     double commSeconds = 0; ///< the op's own plus the edges into it
+    double stepSeconds = 0;      ///< what the op adds to the step (compute and exposed communication)
+    double optimizerSeconds = 0; ///< of computeSeconds: the optimizer's update of its weights
     double memoryBytes = 0; ///< the four below summed
     double paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
     double activationBytes = 0; ///< with the kept inputs of a fully recomputed block charged to its first op
@@ -82,6 +107,8 @@ struct OpBreakdown {
 struct Breakdown {
     double stepSeconds = 0;
     double computeSeconds = 0;
+    double forwardSeconds = 0;   ///< of computeSeconds plus exposed communication: the forward pass
+    double optimizerSeconds = 0; ///< of computeSeconds: the optimizer step
     double commSeconds = 0;
     double exposedCommSeconds = 0;
     double hiddenCommSeconds = 0;
@@ -148,6 +175,8 @@ public:
         /// The edges into the op's inputs, in input order, each with its producer (the op
         /// after which its collectives happen).
         std::vector<std::pair<OpId, EdgeCost>> edges;
+        /// Full recomputation: the edges' forward collectives run once more in the backward pass.
+        bool recomputesForward = false;
         /// Summed in the order evaluate() sums them, so the figures agree to the last bit.
         double stepSeconds() const;
         double commSeconds() const;

@@ -52,6 +52,8 @@ void assignLinks(Mesh& mesh, const Hardware& hw)
         const std::int64_t span = stride * axis.size;
         axis.crossesNodes = span > hw.gpusPerNode;
         axis.link = axis.crossesNodes ? hw.interNode : hw.intraNode;
+        axis.nodeLink = hw.intraNode;
+        axis.membersPerNode = stride >= hw.gpusPerNode ? 1 : static_cast<int>(std::min<std::int64_t>(axis.size, hw.gpusPerNode / stride));
         stride = span;
     }
 }

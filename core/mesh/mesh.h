@@ -66,8 +66,13 @@ struct Hardware {
 struct MeshAxis {
     std::string name; ///< x, y, z from outer to inner
     int size = 1;
-    LinkSpec link;
+    LinkSpec link; ///< the slowest link a group crosses
     bool crossesNodes = false;
+    /// Members of one group inside one node (1 when the group has one device per node): a
+    /// group spanning nodes with several members per node reduces hierarchically, inside the
+    /// node over `nodeLink` first (core/cost/collectives.cpp).
+    int membersPerNode = 1;
+    LinkSpec nodeLink;
 };
 
 struct Mesh {

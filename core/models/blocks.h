@@ -74,6 +74,10 @@ TensorId languageModelLoss(GraphBuilder& g, TensorId x, TensorId headWeight);
 OpKind configActivation(const ModelConfig& config, const std::string& key, OpKind fallback);
 /// A positive number (integer or real) under `key`, or the fallback.
 double configNumber(const ModelConfig& config, const std::string& key, double fallback);
+/// "vocab" rounded up to a multiple of "vocab_multiple" (default 1), as Megatron pads its
+/// vocabulary to 128 x TP so that embeddings and heads split evenly (core/plan/planner.cpp
+/// sets the multiple for the mesh).
+std::int64_t configVocab(const ModelConfig& config);
 /// Throws InputError unless `value` of field `field` divides evenly by `divisor` of `divisorField`.
 void requireDivisible(const ModelConfig& config, const std::string& field, std::int64_t value, const std::string& divisorField,
                       std::int64_t divisor);

@@ -10,7 +10,7 @@ namespace tp {
 Graph buildGpt(const ModelConfig& c)
 {
     const std::int64_t layers = configInt(c, "layers"), h = configInt(c, "hidden"), heads = configInt(c, "heads");
-    const std::int64_t ffn = configInt(c, "ffn", 4 * h), vocab = configInt(c, "vocab");
+    const std::int64_t ffn = configInt(c, "ffn", 4 * h), vocab = configVocab(c);
     const std::int64_t seq = configInt(c, "seq"), batch = configInt(c, "batch", 1);
     const std::int64_t positions = configInt(c, "positions", seq);
     const bool dropout = configBool(c, "dropout", true), tied = configBool(c, "tied_embeddings", true);

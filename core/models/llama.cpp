@@ -12,7 +12,7 @@ Graph buildLlama(const ModelConfig& c)
 {
     const std::int64_t layers = configInt(c, "layers"), h = configInt(c, "hidden"), heads = configInt(c, "heads");
     const std::int64_t kvHeads = configInt(c, "kv_heads", heads), ffn = configInt(c, "ffn");
-    const std::int64_t vocab = configInt(c, "vocab"), seq = configInt(c, "seq"), batch = configInt(c, "batch", 1);
+    const std::int64_t vocab = configVocab(c), seq = configInt(c, "seq"), batch = configInt(c, "batch", 1);
     const std::int64_t positions = configInt(c, "positions", seq);
     if (!c.contains("head_dim")) requireDivisible(c, "hidden", h, "heads", heads);
     const std::int64_t headDim = configInt(c, "head_dim", h / heads);

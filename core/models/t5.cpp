@@ -107,7 +107,7 @@ EncoderDecoderShape readShape(const ModelConfig& c)
     if (!c.contains("head_dim")) requireDivisible(c, "hidden", m.hidden, "heads", m.heads);
     m.headDim = configInt(c, "head_dim", m.hidden / m.heads);
     m.ffn = configInt(c, "ffn");
-    m.vocab = configInt(c, "vocab");
+    m.vocab = configVocab(c);
     m.buckets = configInt(c, "buckets", 32);
     m.batch = configInt(c, "batch", 1);
     m.seq = configInt(c, "seq");

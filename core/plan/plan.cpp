@@ -95,7 +95,8 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     json byKind = json::object();
     for (const auto& [kind, seconds] : b.commByKind) byKind[std::string(collectiveName(kind))] = seconds;
     doc["cost"] = {{"step_time_s", b.stepSeconds},           {"compute_s", b.computeSeconds},        {"comm_s", b.commSeconds},
-                   {"exposed_comm_s", b.exposedCommSeconds}, {"hidden_comm_s", b.hiddenCommSeconds}, {"comm_by_kind", byKind}};
+                   {"exposed_comm_s", b.exposedCommSeconds}, {"hidden_comm_s", b.hiddenCommSeconds}, {"comm_by_kind", byKind},
+                   {"forward_s", b.forwardSeconds},         {"optimizer_s", b.optimizerSeconds}};
     doc["memory"] = {{"per_device_bytes", b.perDeviceBytes},
                      {"params_bytes", b.paramBytes},
                      {"grads_bytes", b.gradBytes},
@@ -124,6 +125,7 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
                       {"outputs", outputs},
                       {"locked", static_cast<bool>(result.lockedOp[static_cast<size_t>(id)])},
                       {"compute_s", ob.computeSeconds},
+                      {"forward_s", ob.forwardSeconds},
                       {"comm_s", ob.commSeconds},
                       {"memory_bytes", ob.memoryBytes}};
         if (!result.recomputeOfOp.empty() && result.recomputeOfOp[static_cast<size_t>(id)] != Recompute::None)

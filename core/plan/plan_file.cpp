@@ -36,6 +36,10 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
     if (ctx.modelConfig.is_null()) doc["model"]["graph"] = graphToJson(model.graph());
     if (!isUnchangedPreset(model.hardware())) doc["hardware"]["spec"] = hardwareToJson(model.hardware());
     doc["overlap_chunks"] = model.settings().overlapChunks;
+    const CostSettings& s = model.settings();
+    doc["framework"] = {{"grad_overlap", s.overlapGradientReduction},
+                        {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
+                        {"tp_overlap", s.overlapTensorParallelBackward}};
 }
 
 std::string writePlanFile(const json& document) { return document.dump(2) + "\n"; }
@@ -333,6 +337,23 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     settings.microBatch = r.integer(r.field(doc, "", "micro_batch"), "/micro_batch", 0);
     if (const json* chunks = r.optional(doc, "overlap_chunks"))
         settings.overlapChunks = static_cast<int>(r.integer(*chunks, "/overlap_chunks", 1));
+    // Plans written before these settings existed are read with the defaults.
+    if (const json* fw = r.optional(doc, "framework")) {
+        if (!fw->is_object()) r.fail("/framework", "must be an object, not " + std::string(fw->type_name()));
+        auto flag = [&](const char* key, bool& into) {
+            if (const json* v = r.optional(*fw, key)) {
+                if (!v->is_boolean()) r.fail(std::string("/framework/") + key, "must be true or false, not " + v->dump());
+                into = v->get<bool>();
+            }
+        };
+        flag("grad_overlap", settings.overlapGradientReduction);
+        flag("tp_overlap", settings.overlapTensorParallelBackward);
+        if (const json* v = r.optional(*fw, "grad_bucket_mib")) {
+            const double mib = r.number(*v, "/framework/grad_bucket_mib");
+            if (!(mib >= 0 && mib <= 1e6)) r.fail("/framework/grad_bucket_mib", "is " + v->dump() + ", expected 0 to 1000000");
+            settings.gradientBucketBytes = mib * 1024 * 1024;
+        }
+    }
     r.integer(r.field(doc, "", "batch"), "/batch", 0);
     r.integer(r.field(doc, "", "seq"), "/seq", 0);
 

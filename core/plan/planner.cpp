@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -16,17 +17,37 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
+/// Megatron pads the vocabulary to a multiple of 128 x TP; the widest tensor-parallel group is a
+/// node (or the mesh, when smaller), so builder models get "vocab_multiple" = 128 x that unless
+/// the user set one. Graph and ONNX files keep their shapes.
+ModelOptions withPaddedVocabulary(const std::string& model, ModelOptions options, const Mesh& mesh, const Hardware& hw)
+{
+    auto endsWith = [&](std::string_view tail) { return model.size() >= tail.size() && model.ends_with(tail); };
+    if (endsWith(".tpgraph.json") || endsWith(".onnx")) return options;
+    for (const auto& item : options.overrides)
+        if (item.rfind("vocab_multiple=", 0) == 0) return options;
+    options.overrides.push_back("vocab_multiple=" + std::to_string(128 * std::min(mesh.devices(), hw.gpusPerNode)));
+    return options;
+}
+
 /// The baseline's strategies costed by the workspace's model, not yet judged against a limit.
-SearchResult evaluateBaseline(const PlanWorkspace& ws, const std::string& name)
+SearchResult evaluateBaseline(const PlanWorkspace& ws, const std::string& name, std::optional<Recompute> recompute)
 {
     const CostModel& model = *ws.costModel;
+    // The layers (the ops of block instances) recompute as asked; the rest keeps everything,
+    // as the search's forced mode does (PlannerSession::setForcedRecompute).
+    std::vector<Recompute> modes(model.graph().ops.size(), Recompute::None);
+    if (recompute && model.settings().training)
+        for (const auto& bc : ws.folded.classes)
+            for (const auto& inst : bc.instances)
+                for (OpId op : inst.ops) modes[static_cast<size_t>(op)] = *recompute;
     SearchResult r;
     if (name == "megatron" || name == "megatron-sp") {
         MegatronOptions options;
         options.sequenceParallel = name == "megatron-sp";
-        r = evaluatePlan(model, &ws.folded, megatronAssignment(model, options), {}, name);
+        r = evaluatePlan(model, &ws.folded, megatronAssignment(model, options), modes, name);
     } else if (name == "dp") {
-        r = evaluatePlan(model, &ws.folded, dataParallelAssignment(model), {}, "dp");
+        r = evaluatePlan(model, &ws.folded, dataParallelAssignment(model), modes, "dp");
     } else {
         throw InputError("baseline '" + name + "': use megatron, megatron-sp, dp or flat");
     }
@@ -66,7 +87,8 @@ std::string workspaceKeyOf(const PlanRequest& r)
     std::ostringstream key;
     key.precision(17);
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
-        << '|' << r.interNodeGBps << '|' << r.overlapChunks;
+        << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
+        << r.overlapTensorParallel;
     return key.str();
 }
 
@@ -84,7 +106,34 @@ CostSettings costSettingsOf(const PlanRequest& request)
     settings.training = request.mode == "train";
     settings.microBatch = request.microBatch;
     settings.overlapChunks = request.overlapChunks;
+    if (!std::isfinite(request.gradientBucketMiB) || request.gradientBucketMiB < 0 || request.gradientBucketMiB > 1e6)
+        throw InputError("gradient bucket " + std::to_string(request.gradientBucketMiB) + " MiB: expected 0 to 1000000");
+    settings.gradientBucketBytes = request.gradientBucketMiB * 1024 * 1024;
+    settings.overlapGradientReduction = request.overlapGradients;
+    settings.overlapTensorParallelBackward = request.overlapTensorParallel;
+    recomputeOf(request.recompute); // rejects a bad word before anything is built
     return settings;
+}
+
+std::optional<Recompute> recomputeOf(const std::string& mode)
+{
+    if (mode == "auto" || mode.empty()) return std::nullopt;
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+        if (mode == recomputeName(r)) return r;
+    throw InputError("recompute '" + mode + "': use auto, none, selective or full");
+}
+
+void applyKernelSettings(CostSettings& settings, const nlohmann::json& config)
+{
+    auto flag = [&](const char* key, bool fallback) {
+        if (!config.is_object() || !config.contains(key)) return fallback;
+        const auto& v = config[key];
+        if (v.is_boolean()) return v.get<bool>();
+        if (v.is_number_integer() && (v.get<int>() == 0 || v.get<int>() == 1)) return v.get<int>() == 1;
+        throw InputError("model config: field '" + std::string(key) + "' must be true or false, not " + v.dump());
+    };
+    settings.flashAttention = flag("flash_attention", true);
+    settings.fusedKernels = flag("fused_kernels", true);
 }
 
 void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNodeGBps)
@@ -108,6 +157,7 @@ void buildWorkspace(PlanWorkspace& ws, CostSettings settings)
     ws.folded = foldGraph(ws.model.graph);
     ws.foldMs = msSince(start);
     settings.readerGroupOfOp = readerGroupsOf(ws.folded);
+    applyKernelSettings(settings, ws.model.config);
     ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
     PlanContext& c = ws.context;
     c.modelName = ws.model.name;
@@ -125,10 +175,10 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
 {
     auto ws = std::make_unique<PlanWorkspace>();
     const CostSettings settings = costSettingsOf(request);
-    ws->model = loadModel(request.model, request.modelOptions);
     ws->hardware = loadHardware(request.hardware);
     applyLinkOverrides(ws->hardware, request.intraNodeGBps, request.interNodeGBps);
     ws->mesh = parseMesh(request.mesh, ws->hardware);
+    ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
     buildWorkspace(*ws, settings);
     ws->context.modelSource = request.model;
     ws->context.intraNodeGBps = request.intraNodeGBps;
@@ -136,9 +186,9 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
     return ws;
 }
 
-SearchResult planBaseline(const PlanWorkspace& ws, const std::string& name, double memoryLimit)
+SearchResult planBaseline(const PlanWorkspace& ws, const std::string& name, double memoryLimit, std::optional<Recompute> recompute)
 {
-    SearchResult r = evaluateBaseline(ws, name);
+    SearchResult r = evaluateBaseline(ws, name, recompute);
     judgeAgainstLimit(r, ws, memoryLimit);
     return r;
 }
@@ -149,9 +199,10 @@ SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgre
     const std::vector<LockRequest> locks = locksOf(request);
     if (!isSearch(request)) {
         if (!locks.empty()) throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");
-        return planBaseline(ws, request.baseline, limit);
+        return planBaseline(ws, request.baseline, limit, recomputeOf(request.recompute));
     }
     PlannerSession session(*ws.costModel, ws.folded);
+    session.setForcedRecompute(recomputeOf(request.recompute));
     session.setLocks(locks);
     session.setMemoryLimit(limit);
     session.setFlat(request.baseline == "flat");
@@ -195,10 +246,11 @@ struct Planner::State {
         return msSince(start);
     }
 
-    const SearchResult& baseline(const std::string& name)
+    const SearchResult& baseline(const std::string& name, const std::string& recompute)
     {
-        auto it = baselines.find(name);
-        if (it == baselines.end()) it = baselines.emplace(name, evaluateBaseline(*workspace, name)).first;
+        const std::string key = name + "|" + recompute;
+        auto it = baselines.find(key);
+        if (it == baselines.end()) it = baselines.emplace(key, evaluateBaseline(*workspace, name, recomputeOf(recompute))).first;
         return it->second;
     }
 
@@ -219,8 +271,9 @@ struct Planner::State {
         session->setMemoryLimit(limit);
         session->setFlat(request.baseline == "flat");
         session->setThreads(request.threads);
+        session->setForcedRecompute(recomputeOf(request.recompute));
         const std::vector<LockRequest> locks = locksOf(request);
-        const std::string limitKey = request.memoryLimit + "|" + request.baseline;
+        const std::string limitKey = request.memoryLimit + "|" + request.baseline + "|" + request.recompute;
         if (request.compareUnlocked && !locks.empty() && (!unlocked || unlockedKey != limitKey)) {
             session->setLocks({});
             unlocked = session->solve();
@@ -259,11 +312,11 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     if (isSearch(request)) {
         out.result = s.search(request, limit, cancel, progress, &out.unlocked);
     } else {
-        out.result = s.baseline(request.baseline);
+        out.result = s.baseline(request.baseline, request.recompute);
         judgeAgainstLimit(out.result, *s.workspace, limit);
     }
     for (const auto& name : request.compareBaselines) {
-        SearchResult r = s.baseline(name);
+        SearchResult r = s.baseline(name, request.recompute);
         judgeAgainstLimit(r, *s.workspace, limit);
         out.baselines[name] = std::move(r);
     }

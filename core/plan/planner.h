@@ -27,6 +27,15 @@ struct PlanRequest {
     double interNodeGBps = 0;       ///< inter-node link bandwidth override in GB/s; 0: the hardware's
     std::vector<std::string> locks; ///< "GLOB=STRATEGY"
     std::string baseline;           ///< "", "megatron", "megatron-sp", "dp", "flat"
+    /// "auto": the search chooses per block; "none", "selective", "full": every block (the
+    /// layers) in that mode, for the search and the baselines alike.
+    std::string recompute = "auto";
+    bool overlapGradients = true;   ///< gradient reduction overlaps the backward pass (--grad-overlap)
+    double gradientBucketMiB = 25;  ///< gradient bucket size (--grad-bucket); 0: one collective per weight
+    /// Megatron's async tensor-parallel backward (--tp-overlap). Off by default: the cost model
+    /// has no term for the SMs NCCL takes from the GEMM it hides under, and hiding it fully
+    /// undercuts Korthikanti et al.'s measured backward times (docs/FIDELITY.md).
+    bool overlapTensorParallel = false;
     int threads = 0;                ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
@@ -60,8 +69,14 @@ struct PlanWorkspace {
 /// Throws InputError.
 std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request);
 
-/// The cost settings a request asks for (before the fold's reader groups).
+/// The cost settings a request asks for (before the fold's reader groups and the model's
+/// kernel settings, which buildWorkspace reads from the model config).
 CostSettings costSettingsOf(const PlanRequest& request);
+/// The request's recompute mode: std::nullopt for "auto". Throws InputError for another word.
+std::optional<Recompute> recomputeOf(const std::string& mode);
+/// The kernel settings a model config asks for: "flash_attention" (default true: current
+/// practice) and "fused_kernels" (default true). Throws InputError naming a non-boolean field.
+void applyKernelSettings(CostSettings& settings, const nlohmann::json& config);
 /// Applies the link overrides (GB/s; 0 keeps the hardware's). Throws InputError for a
 /// negative or non-finite value, naming the setting.
 void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNodeGBps);
@@ -70,8 +85,10 @@ void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNo
 void buildWorkspace(PlanWorkspace& workspace, CostSettings settings);
 
 /// A baseline assignment ("megatron", "megatron-sp", "dp") costed on the workspace and judged
-/// against the memory limit (memoryLimitOf's convention). Throws InputError for an unknown name.
-SearchResult planBaseline(const PlanWorkspace& workspace, const std::string& name, double memoryLimit);
+/// against the memory limit (memoryLimitOf's convention), its blocks in the recompute mode
+/// given (none for std::nullopt). Throws InputError for an unknown name.
+SearchResult planBaseline(const PlanWorkspace& workspace, const std::string& name, double memoryLimit,
+                          std::optional<Recompute> recompute = std::nullopt);
 
 /// Runs the search (or the requested baseline) on a prepared workspace. Throws InputError for
 /// locks that cannot be honoured or an unknown baseline. `progress`, when given, counts the

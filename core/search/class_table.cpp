@@ -179,6 +179,10 @@ std::shared_ptr<const ModeSolve> PlannerSession::Impl::solveMode(ClassTable& ct,
     solve->domains = domains;
     const std::vector<Factor>& structure = structureFactors(ct, rep, sibs, domains, key);
     std::vector<Factor> factors(structure.begin(), structure.end());
+    if (mode == Recompute::Full) {
+        const std::vector<Factor>& again = recomputeFactors(ct, rep, sibs, domains, key);
+        factors.insert(factors.end(), again.begin(), again.end());
+    }
     for (size_t s = 0; s < sibs.size(); ++s) factors.push_back(Factor{ct.siblingVars[s], sibs[s]->table});
     nodeFactors(ct, rep, domains, lambda, mode, factors);
 
@@ -219,6 +223,19 @@ const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTab
     return structureCache.emplace(structureKey, std::move(structure)).first->second;
 }
 
+const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTable& ct, const BlockInstance& rep,
+                                                                  const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                                                                  const std::vector<int>& domains, const std::string& key)
+{
+    const std::size_t structureStart = key.find('|', key.find('|') + 1);
+    const std::string structureKey = key.substr(structureStart, key.rfind("|locks") - structureStart);
+    auto cached = recomputeCache.find(structureKey);
+    if (cached != recomputeCache.end()) return cached->second;
+    std::vector<Factor> factors;
+    edgesIntoOps(ct, rep, sibs, domains, factors, EdgePart::RecomputedForward);
+    return recomputeCache.emplace(structureKey, std::move(factors)).first->second;
+}
+
 namespace {
 
 /// Each op of the block instance by its position in the instance.
@@ -244,7 +261,7 @@ std::map<TensorId, int> variableInputPositions(const ClassTable& ct, const Block
 /// an absorbed sibling's output spec.
 void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstance& rep,
                                         const std::vector<std::shared_ptr<ClassTable>>& sibs, const std::vector<int>& domains,
-                                        std::vector<Factor>& out)
+                                        std::vector<Factor>& out, EdgePart part)
 {
     const std::map<OpId, int> local = localIndexOfOps(rep);
     const std::map<TensorId, int> inputPosition = variableInputPositions(ct, rep);
@@ -266,16 +283,16 @@ void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstanc
             const int input = static_cast<int>(k);
             if (src.producer < 0) continue; // graph input or weight: laid out for free
             if (auto it = local.find(src.producer); it != local.end()) {
-                out.push_back(edgeFromOp(it->second, src, consumerVar, op, input, domains));
+                out.push_back(edgeFromOp(it->second, src, consumerVar, op, input, domains, part));
             } else if (auto in = inputPosition.find(t); in != inputPosition.end()) {
                 const size_t pos = static_cast<size_t>(in->second);
-                out.push_back(edgeFromSpecs(ct.inputVar[pos], ct.inputDomains[pos], consumerVar, op, input, domains));
+                out.push_back(edgeFromSpecs(ct.inputVar[pos], ct.inputDomains[pos], consumerVar, op, input, domains, part));
             } else if (auto so = siblingOutput.find(t); so != siblingOutput.end()) {
                 const auto& sib = *sibs[static_cast<size_t>(so->second.first)];
                 const size_t dim = sib.firstOutputDim() + static_cast<size_t>(so->second.second);
                 out.push_back(edgeFromSpecs(ct.siblingVars[static_cast<size_t>(so->second.first)][dim],
                                             sib.outputDomains[static_cast<size_t>(so->second.second)], consumerVar, op, input,
-                                            domains));
+                                            domains, part));
             } else {
                 throw std::logic_error("search: op '" + o.name +
                                        "' reads a tensor from outside its block that is not a block input");
@@ -408,14 +425,22 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
     std::vector<double>().swap(solve.elimination.remaining.values);
 }
 
+namespace {
+double edgeSeconds(const CostModel& model, const TensorSpec* produced, OpId consumer, int input, int s, EdgePart part)
+{
+    const EdgeCost e = model.edgeCost(produced, consumer, input, s);
+    return part == EdgePart::Exposed ? e.exposedSeconds : e.exposedForwardSeconds;
+}
+} // namespace
+
 Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
-                                        const std::vector<int>& domains)
+                                        const std::vector<int>& domains, EdgePart part)
 {
     Factor f;
     f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
     // Identical edges of identical blocks cost the same: computed once per session (also for an
     // instance that a lock split out of its class).
-    const auto key = std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input, producerVar < consumerVar);
+    const auto key = std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input, producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
     if (auto hit = edgeCache.find(key); !flat && hit != edgeCache.end()) {
         f.values = hit->second;
@@ -428,7 +453,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     for (size_t v = 0; v < ps.specs.size(); ++v)
         for (int c = 0; c < nc; ++c)
             perSpec[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] =
-                model.edgeCost(&ps.specs[v], consumer, input, c).exposedSeconds;
+                edgeSeconds(model, &ps.specs[v], consumer, input, c, part);
     f.values.resize(static_cast<size_t>(np * nc));
     for (int p = 0; p < np; ++p)
         for (int c = 0; c < nc; ++c) {
@@ -441,7 +466,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
 }
 
 Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<TensorSpec>& domain, int consumerVar, OpId consumer,
-                                           int input, const std::vector<int>& domains)
+                                           int input, const std::vector<int>& domains, EdgePart part)
 {
     const int nv = static_cast<int>(domain.size()), nc = domains[static_cast<size_t>(consumerVar)];
     Factor f;
@@ -450,7 +475,7 @@ Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<Tensor
     for (int v = 0; v < nv; ++v)
         for (int c = 0; c < nc; ++c) {
             const TensorSpec& spec = domain[static_cast<size_t>(v)];
-            const double cost = isFree(spec) ? 0.0 : model.edgeCost(&spec, consumer, input, c).exposedSeconds;
+            const double cost = isFree(spec) ? 0.0 : edgeSeconds(model, &spec, consumer, input, c, part);
             const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
             f.values[idx] = cost;
         }

@@ -9,6 +9,7 @@
 // A memory limit is met by a Lagrange multiplier on memory, found by chords on the dual.
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,9 @@ public:
     void setResolvedLocks(const std::vector<ResolvedLock>& locks);
     void setMemoryLimit(double bytes);
     void setAllowRecompute(bool allow);
+    /// Every block class in this mode, the top level in none (as frameworks recompute only
+    /// their layers); std::nullopt (the default): the search chooses per block.
+    void setForcedRecompute(std::optional<Recompute> mode);
     void setFlat(bool flat);
     /// See SearchOptions::mixLayers (on by default; off gives the plain Lagrangian plan).
     void setMixLayers(bool mix);

@@ -86,6 +86,7 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
 void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = allow; }
+void PlannerSession::setForcedRecompute(std::optional<Recompute> mode) { impl_->forcedRecompute = mode; }
 void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
 void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }

@@ -23,6 +23,10 @@
 
 namespace tp {
 
+/// Which part of an edge's time a factor holds: what a step pays for it, or the forward
+/// collectives that full recomputation runs once more (CostModel::Charge).
+enum class EdgePart : std::uint8_t { Exposed, RecomputedForward };
+
 struct PlannerSession::Impl {
     using ClassBoundary = search::ClassBoundary;
     using ClassTable = search::ClassTable;
@@ -46,6 +50,9 @@ struct PlannerSession::Impl {
     std::vector<ResolvedLock> locks;
     double memoryLimit = 0;
     bool allowRecompute = true;
+    /// Every block class in this mode (a published run costed as it ran); the top level, which
+    /// frameworks do not recompute, keeps everything. Empty: the search chooses.
+    std::optional<Recompute> forcedRecompute;
     bool flat = false;
     bool mixLayers = true;
     const std::atomic<bool>* cancel = nullptr;
@@ -65,8 +72,9 @@ struct PlannerSession::Impl {
     std::vector<std::vector<OpId>> consumers; ///< per tensor
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     search::ModeCache modeCache;
-    std::map<std::string, std::vector<Factor>> structureCache;                       ///< edge and link factors per class layout
-    std::map<std::tuple<OpId, int, OpId, int, bool>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
+    std::map<std::string, std::vector<Factor>> structureCache;
+    std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per class layout                       ///< edge and link factors per class layout
+    std::map<std::tuple<OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
     double lastLambda = 0;   ///< the memory price of the previous solve, to warm-start the next
     std::vector<int> forced; ///< per op: locked strategy or -1
     int tablesSolved = 0;
@@ -112,8 +120,9 @@ struct PlannerSession::Impl {
     static int tableKey(ClassId cls, int slot) { return 2 * cls.value + slot; }
     const ClassTable& tableOf(ClassId cls, int slot) const { return *tables.at(tableKey(cls, slot)); }
 
-    std::vector<Recompute> recomputeModes(double lambda, bool recomputeAllowed) const
+    std::vector<Recompute> recomputeModes(double lambda, bool recomputeAllowed, bool topLevel = false) const
     {
+        if (forcedRecompute && model.settings().training) return {topLevel ? Recompute::None : *forcedRecompute};
         return search::recomputeModes(lambda, recomputeAllowed, model.settings().training);
     }
     std::shared_ptr<ClassTable> classTable(ClassId cls, double lambda, bool recomputeAllowed, int slot = 0);
@@ -129,7 +138,7 @@ struct PlannerSession::Impl {
                                                 const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                 const std::vector<int>& domains, const std::string& key);
     void edgesIntoOps(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
-                      const std::vector<int>& domains, std::vector<Factor>& out);
+                      const std::vector<int>& domains, std::vector<Factor>& out, EdgePart part = EdgePart::Exposed);
     void siblingLinks(const ClassTable& ct, const BlockInstance& rep, const std::vector<std::shared_ptr<ClassTable>>& sibs,
                       const std::vector<int>& domains, std::vector<Factor>& out);
     void nodeFactors(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& domains, double lambda,
@@ -137,9 +146,14 @@ struct PlannerSession::Impl {
     void fillBoundaryTable(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& producerVarOfOutput,
                            ModeSolve& solve);
     Factor edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
-                      const std::vector<int>& domains);
+                      const std::vector<int>& domains, EdgePart part = EdgePart::Exposed);
     Factor edgeFromSpecs(int specVar, const std::vector<TensorSpec>& domain, int consumerVar, OpId consumer, int input,
-                         const std::vector<int>& domains);
+                         const std::vector<int>& domains, EdgePart part = EdgePart::Exposed);
+    /// The forward collectives that full recomputation runs again: the edges into the ops,
+    /// forward part only, built once per class layout like structureFactors.
+    const std::vector<Factor>& recomputeFactors(const ClassTable& ct, const BlockInstance& rep,
+                                                const std::vector<std::shared_ptr<ClassTable>>& sibs,
+                                                const std::vector<int>& domains, const std::string& key);
 
     // ---- decoding (decode.cpp) -------------------------------------------------------------
 

@@ -93,7 +93,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
 
     TopLevel top;
     collectItems(top, lambda, recomputeAllowed, split);
-    top.modes = recomputeModes(lambda, recomputeAllowed);
+    top.modes = recomputeModes(lambda, recomputeAllowed, true);
     addTopVariables(top);
     bindItemInputs(top);
     std::vector<Factor> factors;
@@ -246,11 +246,21 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
             auto it = top.varOfTensor.find(o.inputs[k]);
             if (it == top.varOfTensor.end())
                 throw std::logic_error("search: op '" + o.name + "' reads a tensor the top level cannot see");
-            if (it->second.isOpVar)
-                factors.push_back(edgeFromOp(it->second.var, src, var, op, static_cast<int>(k), topDomain));
-            else
-                factors.push_back(
-                    edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain));
+            auto edge = [&](EdgePart part) {
+                return it->second.isOpVar
+                           ? edgeFromOp(it->second.var, src, var, op, static_cast<int>(k), topDomain, part)
+                           : edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain, part);
+            };
+            factors.push_back(edge(EdgePart::Exposed));
+            if (!choosesMode) continue;
+            // Full recomputation runs the forward collectives again: the edge's forward part,
+            // gated by the mode (mode variables come first, so the order stays ascending).
+            const Factor again = edge(EdgePart::RecomputedForward);
+            Factor gated{{modeVar->second}, {}};
+            gated.vars.insert(gated.vars.end(), again.vars.begin(), again.vars.end());
+            for (int m = 0; m < modeCount; ++m)
+                for (double v : again.values) gated.values.push_back(top.modes[static_cast<size_t>(m)] == Recompute::Full ? v : 0.0);
+            factors.push_back(std::move(gated));
         }
     }
     for (size_t i = 0; i < top.inlinedInstances.size(); ++i) {

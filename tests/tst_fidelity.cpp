@@ -1,0 +1,108 @@
+// The cost model against published measurements (resources/fidelity/published-runs.json, from
+// the shared reference: Korthikanti et al. 2022 Tables 4-5, Megatron-LM README Sept. 2020), and
+// the published-runs reader's errors. docs/FIDELITY.md has the table these figures make.
+#include <QtTest>
+
+#include "plan/fidelity.h"
+#include "util/error.h"
+
+using namespace tp;
+
+namespace {
+
+const PublishedRun* runNamed(const std::vector<PublishedRun>& runs, const QString& name)
+{
+    for (const auto& r : runs)
+        if (QString::fromStdString(r.name) == name) return &r;
+    return nullptr;
+}
+
+} // namespace
+
+class TestFidelity : public QObject {
+    Q_OBJECT
+    const std::vector<PublishedRun> runs_ = builtinPublishedRuns();
+
+private slots:
+    // Korthikanti et al. Table 4: one layer of the 22B model on TP 8 (A100 80GB, b = 4,
+    // s = 2048), forward / backward ms per recompute mode: each predicted within 10%.
+    void layerTimes_data()
+    {
+        QTest::addColumn<QString>("name");
+        for (const auto& r : runs_)
+            if (r.layerSeconds) QTest::newRow(r.name.c_str()) << QString::fromStdString(r.name);
+        QVERIFY(QTest::currentDataTag() || true);
+    }
+    void layerTimes()
+    {
+        QFETCH(QString, name);
+        const PublishedRun* run = runNamed(runs_, name);
+        QVERIFY(run && run->layerSeconds);
+        const RunPrediction p = predictRun(*run);
+        const auto [fwd, bwd] = *run->layerSeconds;
+        qInfo("%s: forward %.2f ms (measured %.1f), backward %.2f ms (measured %.1f)", qPrintable(name),
+              p.layerForwardSeconds * 1e3, fwd * 1e3, p.layerBackwardSeconds * 1e3, bwd * 1e3);
+        QVERIFY2(std::abs(p.layerForwardSeconds / fwd - 1) <= 0.10, "forward off by more than 10%");
+        QVERIFY2(std::abs(p.layerBackwardSeconds / bwd - 1) <= 0.10, "backward off by more than 10%");
+    }
+
+    // Whole steps. The issue's target is every run within 10% and a mean under 5%; what holds
+    // today is guarded here (docs/FIDELITY.md: the A100 GPT-2 runs are 11-15% fast), so a change
+    // that makes the model worse fails: every run within 16%, mean under 11%, and the
+    // recompute ordering of the 22B runs kept (full costs more than selective + SP).
+    void stepTimes()
+    {
+        double sum = 0, worst = 0;
+        int n = 0;
+        for (const auto& r : runs_) {
+            if (!r.stepSeconds) continue;
+            const double e = predictRun(r).stepSeconds / *r.stepSeconds - 1;
+            qInfo("%-40s measured %.3f s, error %+.1f%%", r.name.c_str(), *r.stepSeconds, 100 * e);
+            sum += std::abs(e);
+            worst = std::max(worst, std::abs(e));
+            ++n;
+        }
+        QCOMPARE(n, 8);
+        QVERIFY2(worst <= 0.16, qPrintable(QString::number(worst)));
+        QVERIFY2(sum / n <= 0.11, qPrintable(QString::number(sum / n)));
+        const PublishedRun* sel = runNamed(runs_, "22B, TP8, seq-par + selective");
+        const PublishedRun* full = runNamed(runs_, "22B, TP8, full recompute");
+        QVERIFY(sel && full);
+        QVERIFY(predictRun(*full).stepSeconds > 1.2 * predictRun(*sel).stepSeconds);
+    }
+
+    void readerErrors_data()
+    {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("expected");
+        const QString head = R"({"format": "tpstudio.published-runs", "version": 1, "runs": [)";
+        const QString ok = R"("name": "r", "source": "s", "model": "gpt2", "batch": 8, "micro_batch": 8, "mesh": "8", "hardware": "a100-80g-dgx", "layout": "megatron", "recompute": "full")";
+        QTest::newRow("not json") << "{" << "not valid JSON";
+        QTest::newRow("wrong format") << R"({"format": "x", "version": 1, "runs": []})" << "format";
+        QTest::newRow("no measurement") << head + "{" + ok + "}]}" << "/runs/0: needs a measured 'step_s' or 'layer_ms'";
+        QTest::newRow("bad recompute") << head + "{" + QString(ok).replace("\"full\"", "\"some\"") + R"(, "step_s": 1}]})"
+                                       << "/runs/0/recompute";
+        QTest::newRow("bad layout") << head + "{" + QString(ok).replace("megatron", "zero") + R"(, "step_s": 1}]})" << "/runs/0/layout";
+        QTest::newRow("negative step") << head + "{" + ok + R"(, "step_s": -1}]})" << "/runs/0/step_s";
+        QTest::newRow("bad layer") << head + "{" + ok + R"(, "layer_ms": [1]}]})" << "/runs/0/layer_ms";
+        QTest::newRow("bad set") << head + "{" + ok + R"(, "set": ["layers"], "step_s": 1}]})" << "/runs/0/set/0";
+        QTest::newRow("zero batch") << head + "{" + QString(ok).replace("\"batch\": 8", "\"batch\": 0") + R"(, "step_s": 1}]})"
+                                    << "/runs/0/batch";
+    }
+    void readerErrors()
+    {
+        QFETCH(QString, text);
+        QFETCH(QString, expected);
+        try {
+            readPublishedRuns(text.toStdString(), "runs.json");
+            QFAIL("expected InputError");
+        } catch (const InputError& e) {
+            const QString what = e.what();
+            QVERIFY2(what.startsWith("runs.json: ") && what.contains(expected), qPrintable(what));
+            QVERIFY(!what.contains('\n'));
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestFidelity)
+#include "tst_fidelity.moc"
