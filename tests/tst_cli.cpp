@@ -121,7 +121,8 @@ private slots:
         const QString text = QString::fromUtf8(r.out);
         QVERIFY2(text.contains(QRegularExpression("\\d+ of 32 instances use another layout \\(layers\\.\\d+")),
                  qPrintable(text.left(3000)));
-        QVERIFY(text.contains("memory/device   79.98 GiB of 80.00 GiB"));
+        // The mixed plan fills the budget to the last 0.1%.
+        QVERIFY2(text.contains(QRegularExpression("memory/device   79\\.9\\d GiB of 80\\.00 GiB")), qPrintable(text.left(600)));
     }
 
     // A mesh axis no dimension divides by is named, not silently wasted: BERT-base's sizes

@@ -355,8 +355,11 @@ private slots:
               (b.paramBytes + b.gradBytes + b.optimizerBytes) / 1073741824.0, b.activationBytes / 1073741824.0);
     }
 
-    // Tensor parallelism across nodes: on mesh 16 the one axis is InfiniBand (20 GB/s per GPU)
-    // instead of NVLink (235 GB/s); the same all-reduces cost far more (Narayanan et al. 2021).
+    // Tensor parallelism across nodes: on mesh 16 the one axis spans two nodes, so each
+    // all-reduce of n runs hierarchically (NCCL): a reduce-scatter and an all-gather over NVLink
+    // (2 * 7/8 n / 235 GB/s = n / 134 GB/s) plus an all-reduce of n/8 over InfiniBand (2 * 1/2 *
+    // n/8 / 20 GB/s = n / 160 GB/s), against n / 134 GB/s on mesh 8: 1 + 134/160 = 1.84 times,
+    // not the 12x a flat ring over InfiniBand would cost.
     void megatronAcrossNodesCostsMore()
     {
         const auto lm = gpt3(0, 64);
@@ -366,7 +369,8 @@ private slots:
         const Breakdown b8 = m8.evaluate(megatronAssignment(m8));
         const Breakdown b16 = m16.evaluate(megatronAssignment(m16));
         qInfo("Megatron GPT-3 175B b=64 comm: mesh 8 %.3f s, mesh 16 %.3f s", b8.commSeconds, b16.commSeconds);
-        QVERIFY(b16.commSeconds > 5 * b8.commSeconds);
+        QVERIFY2(near(b16.commSeconds / b8.commSeconds, 1 + (235.0 / 1.75) / 160, 0.03),
+                 qPrintable(QString::number(b16.commSeconds / b8.commSeconds)));
     }
 
     // The search's contract: evaluate() is the sum of the node and edge costs it exposes.

@@ -528,7 +528,8 @@ std::vector<std::string> overridesFromConfig(const std::string& name, const nloh
     if (!isBuiltinModel(name) || !config.is_object()) return out;
     const ModelConfig base = builtinModelConfig(name);
     for (const auto& [key, value] : config.items()) {
-        if (key == "name" || key == "batch" || key == "seq") continue;
+        // vocab_multiple: the planner pads for the mesh it plans on (planner.cpp).
+        if (key == "name" || key == "batch" || key == "seq" || key == "vocab_multiple") continue;
         if (base.contains(key) && base[key] == value) continue;
         if (value.is_string())
             out.push_back(key + "=" + value.get<std::string>());

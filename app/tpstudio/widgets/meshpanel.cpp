@@ -443,13 +443,18 @@ void MeshPanel::showMesh()
                  .arg(ws->context.batch)
                  .arg(ws->context.seq);
     const Breakdown& b = document_->plan()->result.breakdown;
-    lines << (ws->costModel->settings().overlapChunks > 1
-                  ? tr("communication %1 exposed, %2 hidden by %3-chunk overlap")
-                        .arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds)),
-                             QString::fromStdString(formatSeconds(b.hiddenCommSeconds)))
-                        .arg(ws->costModel->settings().overlapChunks)
-                  : tr("communication %1, all exposed (no overlap)")
-                        .arg(QString::fromStdString(formatSeconds(b.exposedCommSeconds))));
+    // Hidden: under chunked overlap (the setting here) and gradient reduction under backward.
+    const int chunks = ws->costModel->settings().overlapChunks;
+    const QString exposed = QString::fromStdString(formatSeconds(b.exposedCommSeconds));
+    const QString hidden = QString::fromStdString(formatSeconds(b.hiddenCommSeconds));
+    if (chunks > 1)
+        lines << tr("communication %1 exposed, %2 hidden under compute (%3-chunk overlap, gradients during backward)")
+                     .arg(exposed, hidden)
+                     .arg(chunks);
+    else if (b.hiddenCommSeconds > 0)
+        lines << tr("communication %1 exposed, %2 hidden under compute (gradients during backward)").arg(exposed, hidden);
+    else
+        lines << tr("communication %1, all exposed (no overlap)").arg(exposed);
     axes_->setText(lines.join(QLatin1Char('\n')));
 }
 
