@@ -17,12 +17,14 @@ constexpr const char* kLinks[] = {"intra_node", "inter_node"};
 constexpr const char* kCollectives[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
 constexpr const char* kGemmKinds[] = {"large", "small_k", "tp", "small_n"};
 
-// A number in (0, max]: the bounds the hardware reader holds its figures to (mesh.cpp).
+// A number in [1e-9, max]: within the bounds the hardware reader holds its figures to
+// (mesh.cpp), and never so small that an efficiency derived from it rounds to 0.
 double positive(const JsonReader& r, const json& object, const std::string& path, const char* key, double max)
 {
     const std::string at = path + "/" + key;
     const json& v = r.field(object, path, key);
     if (!v.is_number() || !(v.get<double>() > 0)) r.fail(at, "must be a positive number, not " + v.dump());
+    if (v.get<double>() < 1e-9) r.fail(at, "is " + v.dump() + ", below 1e-9: too small to be a measurement");
     if (v.get<double>() > max) r.fail(at, "is " + v.dump() + ", above the largest plausible value " + json(max).dump());
     return v.get<double>();
 }
