@@ -119,6 +119,18 @@ private slots:
         QCOMPARE(doc["dry_run"].get<bool>(), true);
         QCOMPARE(doc["world_size"].get<int>(), 2);
         QCOMPARE(doc["backend"].get<std::string>(), std::string("gloo"));
+        // nccl-tests' bus bandwidth for g = 2: algbw * 2(g-1)/g = algbw for all-reduce, algbw / 2
+        // for the others (algbw = bytes / seconds).
+        const json& link = doc["collectives"]["intra_node"];
+        QCOMPARE(link["group_size"].get<int>(), 2);
+        for (const char* kind : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"}) {
+            const double factor = std::string(kind) == "all-reduce" ? 1.0 : 0.5;
+            QVERIFY(!link[kind].empty());
+            for (const auto& p : link[kind]) {
+                const double algbw = p["bytes"].get<double>() / p["seconds"].get<double>() / 1e9;
+                QVERIFY2(std::abs(p["busbw_gbps"].get<double>() - algbw * factor) <= 1e-9 * algbw, kind);
+            }
+        }
 
         const Run imported = tpplan({"calibrate", "--import", results, "-o", hw});
         QVERIFY2(imported.code == 0, imported.err.constData());
@@ -248,6 +260,11 @@ private slots:
         const json doc = json::parse(js.out.toStdString());
         QCOMPARE(doc["hardware"]["calibrated"].size(), size_t(4));
         QCOMPARE(doc["hardware"]["from_preset"][3].get<std::string>(), std::string("inter_node"));
+        // A plan made with it is saved with the hardware embedded and re-checks unchanged.
+        const QString planFile = dir.filePath("p.tpplan.json");
+        QCOMPARE(tpplan(plan + QStringList{"-o", planFile}).code, 0);
+        const Run check = tpplan({"check", planFile});
+        QVERIFY2(check.code == 0 && check.out.contains("no differences"), check.out.constData());
         // --base overrides the preset the device name picks.
         const Run based = tpplan({"calibrate", "--import", results, "--base", "h100-dgx"});
         QCOMPARE(based.code, 0);
