@@ -10,6 +10,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   coinor-libcbc-dev
   python3
+  python3-torch
 )
 
 missing=()

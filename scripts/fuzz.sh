@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (if needed) and runs one libFuzzer target for SECONDS on one core (docs/RELIABILITY.md).
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer options...]
-#   TARGET: graph_json | hf_config | hardware | text | onnx | plan_file | project | published_runs
+#   TARGET: graph_json | hf_config | hardware | calibration | text | onnx | plan_file | project | published_runs
 # The working corpus grows in build/fuzz/corpus/TARGET; it starts from fuzz/seeds/TARGET and the
 # fixtures under tests/data. A finding is written to build/fuzz/artifacts/TARGET/ and the script
 # exits non-zero; reproduce it with build/fuzz/fuzz_TARGET FILE.
@@ -19,12 +19,13 @@ case "$target" in
   graph_json) fixtures=(tests/data/malformed/*.tpgraph.json); dict=fuzz/json.dict ;;
   hf_config)  fixtures=(tests/data/hf/*.json tests/data/hf/bad/*.json tests/data/malformed/*.hf.json); dict=fuzz/json.dict ;;
   hardware)   fixtures=(resources/hardware/*.json tests/data/malformed/*.hw.json); dict=fuzz/json.dict ;;
+  calibration) fixtures=(); dict=fuzz/json.dict ;;
   text)       fixtures=(); dict="" ;;
   onnx)       fixtures=(tests/data/onnx/*.onnx tests/data/malformed/*.onnx); dict="" ;;
   plan_file)  fixtures=(tests/data/malformed/*.tpplan.json tests/data/plan/*.tpplan.json); dict=fuzz/json.dict ;;
   project)    fixtures=(tests/data/malformed/*.tpproj.json tests/data/plan/*.tpproj.json); dict=fuzz/json.dict ;;
   published_runs) fixtures=(resources/fidelity/*.json); dict=fuzz/json.dict ;;
-  *) echo "fuzz.sh: unknown target '$target' (graph_json, hf_config, hardware, text, onnx, plan_file, project, published_runs)" >&2; exit 2 ;;
+  *) echo "fuzz.sh: unknown target '$target' (graph_json, hf_config, hardware, calibration, text, onnx, plan_file, project, published_runs)" >&2; exit 2 ;;
 esac
 
 if ! command -v clang++ >/dev/null; then

@@ -2,8 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <system_error>
+
+#include <unistd.h>
 
 namespace tp::cli {
 
@@ -111,6 +115,10 @@ Options parseArguments(const std::vector<std::string>& args)
                 throw UsageError("--grad-bucket '" + v + "': expected a size in MiB from 0 to 1000000, e.g. 25");
             }
         }
+        else if (a == "--import")
+            o.importPath = value();
+        else if (a == "--base")
+            o.base = value();
         else if (a == "--format")
             o.format = value();
         else if (a == "--plot")
@@ -129,10 +137,26 @@ void emitJson(const Options& options, const nlohmann::json& document, std::ostre
 {
     const std::string text = document.dump(2) + "\n";
     if (options.json) out << text;
-    if (!options.output.empty()) {
-        std::ofstream file(options.output, std::ios::binary | std::ios::trunc);
-        if (!file) throw UsageError(options.output + ": cannot write the file");
-        file << text;
+    if (!options.output.empty()) writeFileAtomically(options.output, text);
+}
+
+void writeFileAtomically(const std::string& path, const std::string& bytes)
+{
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    // Beside the target, so the rename stays on one file system; the pid keeps two runs apart.
+    fs::path temporary = target;
+    temporary += ".tmp-" + std::to_string(getpid());
+    bool written = false;
+    {
+        std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+        written = file && (file << bytes) && file.flush();
+    }
+    std::error_code error;
+    if (written) fs::rename(temporary, target, error);
+    if (!written || error) {
+        fs::remove(temporary, error);
+        throw UsageError(path + ": cannot write the file");
     }
 }
 
@@ -153,6 +177,10 @@ const std::vector<Command>& commands()
          "tpplan verify PLAN.tpplan.json [--devices-as-threads] [--json]  run the plan on simulated devices, compare with one "
          "device",
          &runVerify},
+        {"calibrate",
+         "tpplan calibrate [-o calibrate.py] | --import RESULTS.json [--base PRESET|FILE] -o HW.json  measure a cluster, "
+         "make a hardware file",
+         &runCalibrate},
         {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)\n"
                   "  tpplan bench fidelity [RUNS.json] [--json] [--plot F.svg]  published runs: measured vs predicted (docs/FIDELITY.md)",
          &runBench},

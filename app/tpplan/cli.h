@@ -47,6 +47,8 @@ struct Options {
     bool quick = false;
     std::string versus;            ///< explain: the plan to compare against (baseline name or file)
     bool devicesAsThreads = false; ///< verify: one thread per simulated device
+    std::string importPath;        ///< calibrate --import: a results file of calibrate.py
+    std::string base;              ///< calibrate --base: the preset or file the results refine
 };
 
 Options parseArguments(const std::vector<std::string>& args);
@@ -75,6 +77,10 @@ int runCheck(const Options& options, std::ostream& out);
 int runExport(const Options& options, std::ostream& out);
 int runExplain(const Options& options, std::ostream& out);
 int runVerify(const Options& options, std::ostream& out);
+int runCalibrate(const Options& options, std::ostream& out);
+/// Writes `bytes` to `path` through a temporary file beside it renamed over it, so a failure
+/// leaves an existing file as it was. Throws UsageError naming the path.
+void writeFileAtomically(const std::string& path, const std::string& bytes);
 /// The whole file; throws InputError naming the path when it cannot be read.
 std::string readTextFile(const std::string& path);
 int runBench(const Options& options, std::ostream& out);

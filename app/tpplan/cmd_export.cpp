@@ -30,8 +30,7 @@ int runExport(const Options& o, std::ostream& out)
         out << bytes;
         return 0;
     }
-    std::ofstream file(o.output, std::ios::binary | std::ios::trunc);
-    if (!file || !(file << bytes)) throw UsageError(o.output + ": cannot write the file");
+    writeFileAtomically(o.output, bytes);
     return 0;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -71,19 +70,6 @@ std::string plotSvg(const std::vector<Row>& rows)
     }
     svg << "</svg>\n";
     return svg.str();
-}
-
-void writeReplacing(const std::string& path, const std::string& text)
-{
-    // Written beside the target and renamed over it, so a failed write leaves the old file.
-    const std::string temp = path + ".tmp";
-    {
-        std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-        if (!file || !(file << text) || !file.flush()) throw UsageError(path + ": cannot write the file");
-    }
-    std::error_code ec;
-    std::filesystem::rename(temp, path, ec);
-    if (ec) throw UsageError(path + ": cannot write the file (" + ec.message() + ")");
 }
 
 } // namespace
@@ -154,7 +140,7 @@ int runFidelity(const Options& o, std::ostream& out)
         doc["layer_mean_abs_error"] = layerSum / layers;
         doc["layer_worst_abs_error"] = layerWorst;
     }
-    if (!o.plot.empty()) writeReplacing(o.plot, plotSvg(rows));
+    if (!o.plot.empty()) writeFileAtomically(o.plot, plotSvg(rows));
     if (!o.json) {
         out << table.str();
         if (steps)

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "graph/opkinds.h"
+#include "mesh/calibration.h"
 #include "plan/planner.h"
 
 namespace tp::cli {
@@ -66,6 +67,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         out << (i ? ", " : "") << mesh.axes[i].name << "=" << mesh.axes[i].size << " "
             << (mesh.axes[i].crossesNodes ? "inter-node" : "intra-node") << " " << formatBandwidth(mesh.axes[i].link.bandwidth);
     out << "), " << ws.hardware.name << ", " << ws.context.mode << ", batch " << ws.context.batch << "\n";
+    if (!ws.hardware.calibrated.empty()) out << "  hardware        " << calibrationSummary(ws.hardware) << "\n";
     out << "  method          " << r.method;
     if (r.method == "folded" || r.method == "flat")
         out << ": " << r.blockClasses << " block classes, " << r.opsSearched << " ops searched, "

@@ -6,6 +6,7 @@
 
 #include "../graph/opkinds.h"
 #include "../graph/stats.h"
+#include "../mesh/calibration.h"
 #include "plan_file.h"
 
 namespace tp {
@@ -79,6 +80,11 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     // Link overrides (docs/formats.md): written only when set, so plans without them keep their bytes.
     if (ctx.intraNodeGBps > 0) doc["hardware"]["intra_node_GBps"] = ctx.intraNodeGBps;
     if (ctx.interNodeGBps > 0) doc["hardware"]["inter_node_GBps"] = ctx.interNodeGBps;
+    // A calibrated hardware file (core/mesh/calibration.h): which figures were measured.
+    if (!model.hardware().calibrated.empty()) {
+        doc["hardware"]["calibrated"] = model.hardware().calibrated;
+        doc["hardware"]["from_preset"] = figuresFromPreset(model.hardware());
+    }
     doc["batch"] = ctx.batch;
     doc["seq"] = ctx.seq;
     doc["mode"] = ctx.mode;
