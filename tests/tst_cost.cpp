@@ -660,7 +660,7 @@ private slots:
         for (const auto& op : g.ops) {
             if (op.name != "layers.1/attn/scores") continue;
             const int st = plan[static_cast<size_t>(op.id)];
-            const OpCost& fa = m.opCost(op.id, st), no = p.opCost(op.id, st);
+            const OpCost &fa = m.opCost(op.id, st), no = p.opCost(op.id, st);
             QVERIFY(near(fa.computeSeconds, no.computeSeconds + no.forwardSeconds, 1e-9));
         }
     }

@@ -76,16 +76,24 @@ private slots:
         QTest::addColumn<QString>("text");
         QTest::addColumn<QString>("expected");
         const QString head = R"({"format": "tpstudio.published-runs", "version": 1, "runs": [)";
-        const QString ok = R"("name": "r", "source": "s", "model": "gpt2", "batch": 8, "micro_batch": 8, "mesh": "8", "hardware": "a100-80g-dgx", "layout": "megatron", "recompute": "full")";
-        QTest::newRow("not json") << "{" << "not valid JSON";
-        QTest::newRow("wrong format") << R"({"format": "x", "version": 1, "runs": []})" << "format";
-        QTest::newRow("no measurement") << head + "{" + ok + "}]}" << "/runs/0: needs a measured 'step_s' or 'layer_ms'";
+        const QString ok =
+            R"("name": "r", "source": "s", "model": "gpt2", "batch": 8, "micro_batch": 8, "mesh": "8", "hardware": "a100-80g-dgx", "layout": "megatron", "recompute": "full")";
+        QTest::newRow("not json") << "{"
+                                  << "not valid JSON";
+        QTest::newRow("wrong format") << R"({"format": "x", "version": 1, "runs": []})"
+                                      << "format";
+        QTest::newRow("no measurement") << head + "{" + ok + "}]}"
+                                        << "/runs/0: needs a measured 'step_s' or 'layer_ms'";
         QTest::newRow("bad recompute") << head + "{" + QString(ok).replace("\"full\"", "\"some\"") + R"(, "step_s": 1}]})"
                                        << "/runs/0/recompute";
-        QTest::newRow("bad layout") << head + "{" + QString(ok).replace("megatron", "zero") + R"(, "step_s": 1}]})" << "/runs/0/layout";
-        QTest::newRow("negative step") << head + "{" + ok + R"(, "step_s": -1}]})" << "/runs/0/step_s";
-        QTest::newRow("bad layer") << head + "{" + ok + R"(, "layer_ms": [1]}]})" << "/runs/0/layer_ms";
-        QTest::newRow("bad set") << head + "{" + ok + R"(, "set": ["layers"], "step_s": 1}]})" << "/runs/0/set/0";
+        QTest::newRow("bad layout") << head + "{" + QString(ok).replace("megatron", "zero") + R"(, "step_s": 1}]})"
+                                    << "/runs/0/layout";
+        QTest::newRow("negative step") << head + "{" + ok + R"(, "step_s": -1}]})"
+                                       << "/runs/0/step_s";
+        QTest::newRow("bad layer") << head + "{" + ok + R"(, "layer_ms": [1]}]})"
+                                   << "/runs/0/layer_ms";
+        QTest::newRow("bad set") << head + "{" + ok + R"(, "set": ["layers"], "step_s": 1}]})"
+                                 << "/runs/0/set/0";
         QTest::newRow("zero batch") << head + "{" + QString(ok).replace("\"batch\": 8", "\"batch\": 0") + R"(, "step_s": 1}]})"
                                     << "/runs/0/batch";
     }

@@ -109,13 +109,13 @@ Options parseArguments(const std::vector<std::string>& args)
             try {
                 size_t used = 0;
                 o.gradientBucketMiB = std::stod(v, &used);
-                if (used != v.size() || !std::isfinite(o.gradientBucketMiB) || o.gradientBucketMiB < 0 || o.gradientBucketMiB > 1e6)
+                if (used != v.size() || !std::isfinite(o.gradientBucketMiB) || o.gradientBucketMiB < 0 ||
+                    o.gradientBucketMiB > 1e6)
                     throw std::invalid_argument(v);
             } catch (const std::exception&) {
                 throw UsageError("--grad-bucket '" + v + "': expected a size in MiB from 0 to 1000000, e.g. 25");
             }
-        }
-        else if (a == "--import")
+        } else if (a == "--import")
             o.importPath = value();
         else if (a == "--base")
             o.base = value();
@@ -181,8 +181,9 @@ const std::vector<Command>& commands()
          "tpplan calibrate [-o calibrate.py] | --import RESULTS.json [--base PRESET|FILE] -o HW.json  measure a cluster, "
          "make a hardware file",
          &runCalibrate},
-        {"bench", "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)\n"
-                  "  tpplan bench fidelity [RUNS.json] [--json] [--plot F.svg]  published runs: measured vs predicted (docs/FIDELITY.md)",
+        {"bench",
+         "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)\n"
+         "  tpplan bench fidelity [RUNS.json] [--json] [--plot F.svg]  published runs: measured vs predicted (docs/FIDELITY.md)",
          &runBench},
     };
     return table;

@@ -36,9 +36,9 @@ struct Options {
     std::vector<std::string> sets;
     std::vector<std::string> locks;
     std::string baseline;
-    std::string recompute = "auto"; ///< --recompute auto|none|selective|full
-    bool overlapGradients = true;   ///< --grad-overlap on|off
-    double gradientBucketMiB = 25;  ///< --grad-bucket MiB
+    std::string recompute = "auto";     ///< --recompute auto|none|selective|full
+    bool overlapGradients = true;       ///< --grad-overlap on|off
+    double gradientBucketMiB = 25;      ///< --grad-bucket MiB
     bool overlapTensorParallel = false; ///< --tp-overlap on|off
     std::string format;
     std::string plot; ///< bench fidelity --plot FILE.svg

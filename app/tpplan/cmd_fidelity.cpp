@@ -51,20 +51,22 @@ std::string plotSvg(const std::vector<Row>& rows)
     svg << "<rect x=\"" << margin << "\" y=\"" << margin << "\" width=\"" << plot << "\" height=\"" << plot
         << "\" fill=\"none\" stroke=\"#333\"/>\n";
     for (double t = 0; t <= top + 1e-9; t += 0.25) {
-        svg << "<text x=\"" << x(t) << "\" y=\"" << size - margin + 16 << "\" text-anchor=\"middle\">" << std::setprecision(2) << t
-            << "</text>\n<text x=\"" << margin - 8 << "\" y=\"" << y(t) + 4 << "\" text-anchor=\"end\">" << t << "</text>\n"
+        svg << "<text x=\"" << x(t) << "\" y=\"" << size - margin + 16 << "\" text-anchor=\"middle\">" << std::setprecision(2)
+            << t << "</text>\n<text x=\"" << margin - 8 << "\" y=\"" << y(t) + 4 << "\" text-anchor=\"end\">" << t << "</text>\n"
             << std::setprecision(1);
     }
     svg << "<text x=\"" << size / 2 << "\" y=\"" << size - 18 << "\" text-anchor=\"middle\">measured step time (s)</text>\n";
-    svg << "<text transform=\"translate(18," << size / 2 << ") rotate(-90)\" text-anchor=\"middle\">predicted step time (s)</text>\n";
-    svg << "<text x=\"" << margin << "\" y=\"" << margin - 14 << "\">TP Studio cost model vs published runs (band: ±10%)</text>\n";
+    svg << "<text transform=\"translate(18," << size / 2
+        << ") rotate(-90)\" text-anchor=\"middle\">predicted step time (s)</text>\n";
+    svg << "<text x=\"" << margin << "\" y=\"" << margin - 14
+        << "\">TP Studio cost model vs published runs (band: ±10%)</text>\n";
     int i = 0;
     for (const auto& r : rows) {
         if (!r.run->stepSeconds) continue;
         ++i;
         svg << "<circle cx=\"" << x(*r.run->stepSeconds) << "\" cy=\"" << y(r.predicted.stepSeconds)
-            << "\" r=\"5\" fill=\"#2f6db5\"/>\n<text x=\"" << x(*r.run->stepSeconds) + 7 << "\" y=\"" << y(r.predicted.stepSeconds) + 4
-            << "\">" << i << "</text>\n";
+            << "\" r=\"5\" fill=\"#2f6db5\"/>\n<text x=\"" << x(*r.run->stepSeconds) + 7 << "\" y=\""
+            << y(r.predicted.stepSeconds) + 4 << "\">" << i << "</text>\n";
         svg << "<text x=\"" << size + 4 << "\" y=\"" << margin + 16 * i << "\">" << i << ": " << r.run->name << " ("
             << percent(relative(r.predicted.stepSeconds, *r.run->stepSeconds)) << ")</text>\n";
     }
@@ -76,7 +78,8 @@ std::string plotSvg(const std::vector<Row>& rows)
 
 int runFidelity(const Options& o, std::ostream& out)
 {
-    if (o.positional.size() > 2) throw UsageError("usage: tpplan bench fidelity [RUNS.json] [--json] [--plot FILE.svg] [-o FILE]");
+    if (o.positional.size() > 2)
+        throw UsageError("usage: tpplan bench fidelity [RUNS.json] [--json] [--plot FILE.svg] [-o FILE]");
     std::vector<PublishedRun> runs;
     if (o.positional.size() == 2) {
         std::ifstream file(o.positional[1], std::ios::binary);
@@ -95,7 +98,8 @@ int runFidelity(const Options& o, std::ostream& out)
     int steps = 0, layers = 0;
     std::ostringstream table;
     table << std::left << std::setw(44) << "run" << std::right << std::setw(16) << "measured" << std::setw(16) << "predicted"
-          << std::setw(16) << "error" << "\n";
+          << std::setw(16) << "error"
+          << "\n";
     for (const auto& r : rows) {
         nlohmann::json j = {{"name", r.run->name}, {"source", r.run->source}};
         std::ostringstream m, p, e;

@@ -133,7 +133,7 @@ struct CostModel::Impl {
         return it != firstUseInGroup.end() && it->second == std::make_pair(consumer, input);
     }
     std::int64_t graphBatch = 0;
-    std::vector<bool> batch0; // per tensor: dim 0 is the graph's batch
+    std::vector<bool> batch0;       // per tensor: dim 0 is the graph's batch
     std::vector<int> matmulReaders; // per tensor: how many matmul-like ops read it
     bool overlapChunksOff() const { return settings.overlapChunks <= 1; }
 
@@ -276,8 +276,8 @@ void CostModel::Impl::build()
         for (size_t t = 0; t < nTensors; ++t) {
             const OpId p = producer[t];
             const auto& readers = consumers[t];
-            fused[t] = p >= 0 && readers.size() == 1 && !kept[t] && graph.tensors[t].role != TensorRole::Output &&
-                       streaming(p) && streaming(readers[0]);
+            fused[t] = p >= 0 && readers.size() == 1 && !kept[t] && graph.tensors[t].role != TensorRole::Output && streaming(p) &&
+                       streaming(readers[0]);
         }
     }
 
@@ -335,7 +335,8 @@ void CostModel::Impl::build()
         }
         for (auto t : op.outputs) {
             const auto ti = static_cast<size_t>(t);
-            f.outputs.push_back({graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti], fused[ti]});
+            f.outputs.push_back(
+                {graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti], fused[ti]});
         }
         f.recomputedSelective = recomputedSel[static_cast<size_t>(op.id)];
         f.flash = settings.flashAttention && f.recomputedSelective;
@@ -444,7 +445,8 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
             const double inputGrad = gemmSeconds(hw, flopRate, half, bytes, {f.batch, f.m, f.k, f.n});
             const double weightGrad = gemmSeconds(hw, flopRate, half, bytes, {f.batch, f.k, f.n, f.m});
             t.backward = std::max(inputGrad + weightGrad, launch);
-            const bool weighted = std::any_of(c.facts.inputs.begin(), c.facts.inputs.end(), [](const auto& in) { return in.weight; });
+            const bool weighted =
+                std::any_of(c.facts.inputs.begin(), c.facts.inputs.end(), [](const auto& in) { return in.weight; });
             if (weighted) t.weightGradient = weightGrad;
             // FlashAttention's backward recomputes the scores inside its kernel.
             if (c.facts.flash) t.backward += t.forward;
@@ -462,8 +464,10 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
         double gradBytes = 0;
         for (size_t i = 0; i < c.inShapes.size(); ++i)
             if (!c.facts.inputs[i].weight && isFloating(c.facts.inputs[i].dtype))
-                gradBytes += static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(c.facts.inputs[i].dtype);
-        const double bwdStream = std::max(flops * info.backwardFactor / flopRate, streamSeconds(hw, outBytes + savedBytes + gradBytes));
+                gradBytes +=
+                    static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(c.facts.inputs[i].dtype);
+        const double bwdStream =
+            std::max(flops * info.backwardFactor / flopRate, streamSeconds(hw, outBytes + savedBytes + gradBytes));
         t.backward = std::max(bwdStream, floor);
     }
     return t;
@@ -494,8 +498,9 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             const double b = elems * settings.gradBytesPerParam, bucket = settings.gradientBucketBytes;
             // A gradient smaller than a bucket shares one bucket's collective with its
             // neighbours and pays its share of it.
-            const double seconds = bucket > 0 && b < bucket ? b / bucket * collectiveSeconds(CollectiveKind::AllReduce, bucket, axis)
-                                                            : collectiveSeconds(CollectiveKind::AllReduce, b, axis);
+            const double seconds = bucket > 0 && b < bucket
+                                       ? b / bucket * collectiveSeconds(CollectiveKind::AllReduce, bucket, axis)
+                                       : collectiveSeconds(CollectiveKind::AllReduce, b, axis);
             cost.collectives.push_back({CollectiveKind::AllReduce, a, b, seconds, Phase::Gradient});
             cost.commSeconds += seconds;
         }

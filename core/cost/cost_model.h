@@ -58,12 +58,12 @@ struct CostSettings {
 
 /// Time and memory of one op under one strategy, per device.
 struct OpCost {
-    double computeSeconds = 0; ///< forward (+ backward, + recomputed forward) compute, + optimizer step
-    double forwardSeconds = 0; ///< of computeSeconds: the forward pass
-    double optimizerSeconds = 0; ///< of computeSeconds: the optimizer's update of the op's own weights
-    double commSeconds = 0;    ///< collectives the op owns (weight-gradient reduction)
+    double computeSeconds = 0;    ///< forward (+ backward, + recomputed forward) compute, + optimizer step
+    double forwardSeconds = 0;    ///< of computeSeconds: the forward pass
+    double optimizerSeconds = 0;  ///< of computeSeconds: the optimizer's update of the op's own weights
+    double commSeconds = 0;       ///< collectives the op owns (weight-gradient reduction)
     double hiddenCommSeconds = 0; ///< of the op's collectives: the part hidden under compute
-    double paramBytes = 0;     ///< weights' model states, sharded
+    double paramBytes = 0;        ///< weights' model states, sharded
     double gradBytes = 0;
     double optimizerBytes = 0;
     double activationBytes = 0; ///< tensors this op's outputs keep for backward, sharded
@@ -76,7 +76,7 @@ struct OpCost {
 /// Time of a resharding edge, forward and the backward dual.
 struct EdgeCost {
     double seconds = 0;
-    double exposedSeconds = 0; ///< after overlap; equals seconds without overlap
+    double exposedSeconds = 0;        ///< after overlap; equals seconds without overlap
     double exposedForwardSeconds = 0; ///< of exposedSeconds: the forward phase
     std::vector<CollectiveCall> collectives;
 };
@@ -95,11 +95,11 @@ struct OpBreakdown {
     OpId op = -1;
     int strategy = 0;
     double computeSeconds = 0;
-    double forwardSeconds = 0; ///< forward compute plus the exposed forward collectives of the edges into it
-    double commSeconds = 0; ///< the op's own plus the edges into it
+    double forwardSeconds = 0;   ///< forward compute plus the exposed forward collectives of the edges into it
+    double commSeconds = 0;      ///< the op's own plus the edges into it
     double stepSeconds = 0;      ///< what the op adds to the step (compute and exposed communication)
     double optimizerSeconds = 0; ///< of computeSeconds: the optimizer's update of its weights
-    double memoryBytes = 0; ///< the four below summed
+    double memoryBytes = 0;      ///< the four below summed
     double paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
     double activationBytes = 0; ///< with the kept inputs of a fully recomputed block charged to its first op
 };

@@ -53,7 +53,8 @@ void assignLinks(Mesh& mesh, const Hardware& hw)
         axis.crossesNodes = span > hw.gpusPerNode;
         axis.link = axis.crossesNodes ? hw.interNode : hw.intraNode;
         axis.nodeLink = hw.intraNode;
-        axis.membersPerNode = stride >= hw.gpusPerNode ? 1 : static_cast<int>(std::min<std::int64_t>(axis.size, hw.gpusPerNode / stride));
+        axis.membersPerNode =
+            stride >= hw.gpusPerNode ? 1 : static_cast<int>(std::min<std::int64_t>(axis.size, hw.gpusPerNode / stride));
         stride = span;
     }
 }

@@ -155,7 +155,8 @@ std::int64_t configVocab(const ModelConfig& config)
 {
     const std::int64_t vocab = configInt(config, "vocab"), multiple = configInt(config, "vocab_multiple", 1);
     if (multiple < 1 || multiple > (std::int64_t{1} << 20))
-        throw InputError(configLabel(config) + ": field 'vocab_multiple' must be from 1 to 1048576, not " + std::to_string(multiple));
+        throw InputError(configLabel(config) + ": field 'vocab_multiple' must be from 1 to 1048576, not " +
+                         std::to_string(multiple));
     return (vocab + multiple - 1) / multiple * multiple;
 }
 

@@ -13,7 +13,7 @@ namespace tp {
 struct PublishedRun {
     std::string name;
     std::string source;
-    PlanRequest request;              ///< the run as it was run; request.baseline is its layout
+    PlanRequest request;               ///< the run as it was run; request.baseline is its layout
     std::optional<double> stepSeconds; ///< measured seconds per iteration
     /// Measured forward and backward seconds of one layer (the model's largest block class).
     std::optional<std::pair<double, double>> layerSeconds;

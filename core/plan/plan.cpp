@@ -102,7 +102,7 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     for (const auto& [kind, seconds] : b.commByKind) byKind[std::string(collectiveName(kind))] = seconds;
     doc["cost"] = {{"step_time_s", b.stepSeconds},           {"compute_s", b.computeSeconds},        {"comm_s", b.commSeconds},
                    {"exposed_comm_s", b.exposedCommSeconds}, {"hidden_comm_s", b.hiddenCommSeconds}, {"comm_by_kind", byKind},
-                   {"forward_s", b.forwardSeconds},         {"optimizer_s", b.optimizerSeconds}};
+                   {"forward_s", b.forwardSeconds},          {"optimizer_s", b.optimizerSeconds}};
     doc["memory"] = {{"per_device_bytes", b.perDeviceBytes},
                      {"params_bytes", b.paramBytes},
                      {"grads_bytes", b.gradBytes},

@@ -186,7 +186,8 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
     return ws;
 }
 
-SearchResult planBaseline(const PlanWorkspace& ws, const std::string& name, double memoryLimit, std::optional<Recompute> recompute)
+SearchResult planBaseline(const PlanWorkspace& ws, const std::string& name, double memoryLimit,
+                          std::optional<Recompute> recompute)
 {
     SearchResult r = evaluateBaseline(ws, name, recompute);
     judgeAgainstLimit(r, ws, memoryLimit);

@@ -30,13 +30,13 @@ struct PlanRequest {
     /// "auto": the search chooses per block; "none", "selective", "full": every block (the
     /// layers) in that mode, for the search and the baselines alike.
     std::string recompute = "auto";
-    bool overlapGradients = true;   ///< gradient reduction overlaps the backward pass (--grad-overlap)
-    double gradientBucketMiB = 25;  ///< gradient bucket size (--grad-bucket); 0: one collective per weight
+    bool overlapGradients = true;  ///< gradient reduction overlaps the backward pass (--grad-overlap)
+    double gradientBucketMiB = 25; ///< gradient bucket size (--grad-bucket); 0: one collective per weight
     /// Megatron's async tensor-parallel backward (--tp-overlap). Off by default: the cost model
     /// has no term for the SMs NCCL takes from the GEMM it hides under, and hiding it fully
     /// undercuts Korthikanti et al.'s measured backward times (docs/FIDELITY.md).
     bool overlapTensorParallel = false;
-    int threads = 0;                ///< search threads for large block tables (0: all hardware threads)
+    int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
     std::vector<std::string> compareBaselines;

@@ -73,7 +73,8 @@ struct PlannerSession::Impl {
     std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
     search::ModeCache modeCache;
     std::map<std::string, std::vector<Factor>> structureCache;
-    std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per class layout                       ///< edge and link factors per class layout
+    std::map<std::string, std::vector<Factor>>
+        recomputeCache; ///< recomputeFactors per class layout                       ///< edge and link factors per class layout
     std::map<std::tuple<OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
     double lastLambda = 0;   ///< the memory price of the previous solve, to warm-start the next
     std::vector<int> forced; ///< per op: locked strategy or -1

@@ -247,9 +247,9 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
             if (it == top.varOfTensor.end())
                 throw std::logic_error("search: op '" + o.name + "' reads a tensor the top level cannot see");
             auto edge = [&](EdgePart part) {
-                return it->second.isOpVar
-                           ? edgeFromOp(it->second.var, src, var, op, static_cast<int>(k), topDomain, part)
-                           : edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op, static_cast<int>(k), topDomain, part);
+                return it->second.isOpVar ? edgeFromOp(it->second.var, src, var, op, static_cast<int>(k), topDomain, part)
+                                          : edgeFromSpecs(it->second.var, topSpecs.at(it->second.var), var, op,
+                                                          static_cast<int>(k), topDomain, part);
             };
             factors.push_back(edge(EdgePart::Exposed));
             if (!choosesMode) continue;
@@ -259,7 +259,8 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
             Factor gated{{modeVar->second}, {}};
             gated.vars.insert(gated.vars.end(), again.vars.begin(), again.vars.end());
             for (int m = 0; m < modeCount; ++m)
-                for (double v : again.values) gated.values.push_back(top.modes[static_cast<size_t>(m)] == Recompute::Full ? v : 0.0);
+                for (double v : again.values)
+                    gated.values.push_back(top.modes[static_cast<size_t>(m)] == Recompute::Full ? v : 0.0);
             factors.push_back(std::move(gated));
         }
     }
