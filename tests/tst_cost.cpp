@@ -632,6 +632,7 @@ private slots:
         const Hardware hw = loadHardware("a100-80g-dgx");
         CostSettings s;
         s.training = false;
+        s.readerGroupOfOp = {0, 0}; // one block instance, as the planner's fold gives it
         const CostModel fused(g, parseMesh("1", hw), hw, s);
         s.fusedKernels = false;
         const CostModel apart(g, parseMesh("1", hw), hw, s);

@@ -276,7 +276,11 @@ void CostModel::Impl::build()
         for (size_t t = 0; t < nTensors; ++t) {
             const OpId p = producer[t];
             const auto& readers = consumers[t];
-            fused[t] = p >= 0 && readers.size() == 1 && !kept[t] && graph.tensors[t].role != TensorRole::Output && streaming(p) &&
+            // Only inside one reader group (a block instance, set from the fold): a tensor
+            // leaving an instance may have one reader after the last instance and two after the
+            // others, and identical instances must cost the same (the search prices one).
+            fused[t] = p >= 0 && readers.size() == 1 && !kept[t] && graph.tensors[t].role != TensorRole::Output &&
+                       !settings.readerGroupOfOp.empty() && readerGroup(p) == readerGroup(readers[0]) && streaming(p) &&
                        streaming(readers[0]);
         }
     }

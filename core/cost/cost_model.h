@@ -43,7 +43,8 @@ struct CostSettings {
     /// is one kernel that keeps no s x s tensor and recomputes its scores in the backward pass.
     bool flashAttention = false;
     /// Chains of memory-bound ops fuse (Megatron's bias-GeLU, bias-dropout-add, fused
-    /// softmax): a tensor passed from one such op to its only reader never goes through HBM.
+    /// softmax): a tensor passed from one such op to its only reader in the same reader group
+    /// (block instance; none without groups) never goes through HBM.
     bool fusedKernels = true;
     /// Data-parallel gradients are reduced in buckets of this many bytes (DDP: 25 MiB): each
     /// bucket pays one collective's latency and runs at the bandwidth of its size.
