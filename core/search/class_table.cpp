@@ -207,14 +207,22 @@ std::shared_ptr<const ModeSolve> PlannerSession::Impl::solveMode(ClassTable& ct,
     return solve;
 }
 
+namespace {
+/// The class layout part of a mode key: between its second '|' and "|locks".
+std::string structureKeyOf(const std::string& modeKey)
+{
+    const std::size_t start = modeKey.find('|', modeKey.find('|') + 1);
+    return modeKey.substr(start, modeKey.rfind("|locks") - start);
+}
+} // namespace
+
 /// Edges and sibling links do not depend on the price of memory or the recompute mode: built
-/// once per class layout (the part of the mode key between its second '|' and "|locks").
+/// once per class layout (structureKeyOf).
 const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTable& ct, const BlockInstance& rep,
                                                                   const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                                   const std::vector<int>& domains, const std::string& key)
 {
-    const std::size_t structureStart = key.find('|', key.find('|') + 1);
-    const std::string structureKey = key.substr(structureStart, key.rfind("|locks") - structureStart);
+    const std::string structureKey = structureKeyOf(key);
     auto cached = structureCache.find(structureKey);
     if (cached != structureCache.end()) return cached->second;
     std::vector<Factor> structure;
@@ -227,8 +235,7 @@ const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTab
                                                                   const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                                   const std::vector<int>& domains, const std::string& key)
 {
-    const std::size_t structureStart = key.find('|', key.find('|') + 1);
-    const std::string structureKey = key.substr(structureStart, key.rfind("|locks") - structureStart);
+    const std::string structureKey = structureKeyOf(key);
     auto cached = recomputeCache.find(structureKey);
     if (cached != recomputeCache.end()) return cached->second;
     std::vector<Factor> factors;
@@ -448,20 +455,33 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     }
     const auto& ps = producerSpecs(src.producer, src.slot);
     const int np = domains[static_cast<size_t>(producerVar)], nc = domains[static_cast<size_t>(consumerVar)];
-    // Cost per distinct produced spec, then spread over the producer's strategies.
-    std::vector<double> perSpec(ps.specs.size() * static_cast<size_t>(nc));
+    // Cost per distinct produced spec, both parts from one edge costing, then spread over the
+    // producer's strategies; the other part is cached too (full-mode tables ask for it).
+    std::vector<double> exposed(ps.specs.size() * static_cast<size_t>(nc)), forward(exposed.size());
     for (size_t v = 0; v < ps.specs.size(); ++v)
-        for (int c = 0; c < nc; ++c)
-            perSpec[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] =
-                edgeSeconds(model, &ps.specs[v], consumer, input, c, part);
-    f.values.resize(static_cast<size_t>(np * nc));
-    for (int p = 0; p < np; ++p)
         for (int c = 0; c < nc; ++c) {
-            const double cost = perSpec[ps.specIndexOf(StrategyIndex{p}).at() * static_cast<size_t>(nc) + static_cast<size_t>(c)];
-            const size_t idx = producerVar < consumerVar ? static_cast<size_t>(p * nc + c) : static_cast<size_t>(c * np + p);
-            f.values[idx] = cost;
+            const EdgeCost e = model.edgeCost(&ps.specs[v], consumer, input, c);
+            exposed[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = e.exposedSeconds;
+            forward[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = e.exposedForwardSeconds;
         }
-    if (!flat) edgeCache.emplace(key, f.values);
+    auto spread = [&](const std::vector<double>& perSpec) {
+        std::vector<double> values(static_cast<size_t>(np * nc));
+        for (int p = 0; p < np; ++p)
+            for (int c = 0; c < nc; ++c) {
+                const double cost =
+                    perSpec[ps.specIndexOf(StrategyIndex{p}).at() * static_cast<size_t>(nc) + static_cast<size_t>(c)];
+                values[producerVar < consumerVar ? static_cast<size_t>(p * nc + c) : static_cast<size_t>(c * np + p)] = cost;
+            }
+        return values;
+    };
+    f.values = spread(part == EdgePart::Exposed ? exposed : forward);
+    if (!flat) {
+        const EdgePart other = part == EdgePart::Exposed ? EdgePart::RecomputedForward : EdgePart::Exposed;
+        auto otherKey = key;
+        std::get<5>(otherKey) = other;
+        edgeCache.emplace(key, f.values);
+        edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
+    }
     return f;
 }
 
