@@ -288,12 +288,16 @@ void PlannerSession::Impl::edgesIntoOps(const ClassTable& ct, const BlockInstanc
             const TensorId t = o.inputs[k];
             const TensorOrigin src = origin[static_cast<size_t>(t)];
             const int input = static_cast<int>(k);
-            if (src.producer < 0) continue; // graph input or weight: laid out for free
-            if (auto it = local.find(src.producer); it != local.end()) {
-                out.push_back(edgeFromOp(it->second, src, consumerVar, op, input, domains, part));
-            } else if (auto in = inputPosition.find(t); in != inputPosition.end()) {
+            // A block input position with a spec variable first: the representative's tensor
+            // there may be a graph input (the first instance of a run) while the other
+            // instances' is a producer's output, and the table is every instance's.
+            if (auto in = inputPosition.find(t); in != inputPosition.end()) {
                 const size_t pos = static_cast<size_t>(in->second);
                 out.push_back(edgeFromSpecs(ct.inputVar[pos], ct.inputDomains[pos], consumerVar, op, input, domains, part));
+            } else if (src.producer < 0) {
+                continue; // graph input or weight: laid out for free
+            } else if (auto it = local.find(src.producer); it != local.end()) {
+                out.push_back(edgeFromOp(it->second, src, consumerVar, op, input, domains, part));
             } else if (auto so = siblingOutput.find(t); so != siblingOutput.end()) {
                 const auto& sib = *sibs[static_cast<size_t>(so->second.first)];
                 const size_t dim = sib.firstOutputDim() + static_cast<size_t>(so->second.second);
