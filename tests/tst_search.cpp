@@ -673,6 +673,47 @@ private slots:
         QCOMPARE(after.strategyOfOp, before.strategyOfOp);
     }
 
+    // A session re-solve after an edit starts from the previous solve's price bracket and
+    // layer split (core/search/price_search.cpp); it must reach the plan a fresh session
+    // reaches for the same locks and limit: same step time, memory and verdict. Rows: a class
+    // lock and an instance lock under a binding limit (layers mixed over two prices), a lock
+    // that fits nothing at that limit (the highest price is tried once memory stops falling),
+    // and a limit nothing fits.
+    void warmStartedResolveEqualsFreshSolve_data()
+    {
+        QTest::addColumn<QString>("lock");
+        QTest::addColumn<double>("fraction"); ///< memory limit as a fraction of the unlimited plan's
+        QTest::newRow("class lock, binding limit") << "layers.*/mlp/fc1=h=y" << 0.3;
+        QTest::newRow("instance lock, binding limit") << "layers.3/mlp/fc1=h=y" << 0.3;
+        QTest::newRow("lock that fits nothing") << "layers.*/mlp/fc1=-" << 0.3;
+        QTest::newRow("limit nothing fits") << "layers.2/attn/q=-" << 0.01;
+    }
+
+    void warmStartedResolveEqualsFreshSolve()
+    {
+        QFETCH(QString, lock);
+        QFETCH(double, fraction);
+        const auto c = costed("gpt2", 8, "2x4");
+        PlannerSession warm(*c->cost, c->folded);
+        warm.setMemoryLimit(-1);
+        const double limit = fraction * warm.solve().breakdown.perDeviceBytes;
+        warm.setMemoryLimit(limit);
+        warm.solve(); // the bracket and split the edit starts from
+        warm.setLocks({parseLockRequest(lock.toStdString())});
+        const SearchResult again = warm.solve();
+        PlannerSession fresh(*c->cost, c->folded);
+        fresh.setMemoryLimit(limit);
+        fresh.setLocks({parseLockRequest(lock.toStdString())});
+        const SearchResult first = fresh.solve();
+        QCOMPARE(again.fits, first.fits);
+        QVERIFY2(std::abs(again.breakdown.stepSeconds - first.breakdown.stepSeconds) <= 1e-12 * first.breakdown.stepSeconds,
+                 qPrintable(QStringLiteral("re-solve %1 s, fresh %2 s")
+                                .arg(again.breakdown.stepSeconds, 0, 'g', 15)
+                                .arg(first.breakdown.stepSeconds, 0, 'g', 15)));
+        QVERIFY(std::abs(again.breakdown.perDeviceBytes - first.breakdown.perDeviceBytes) <=
+                1e-12 * first.breakdown.perDeviceBytes);
+    }
+
     // A class whose table would be too large joins the top level instance by instance; it
     // must still choose a recompute mode per instance as a table does. Every class inlined
     // (limit 0 entries) against every class tabulated, under memory limits of 60% down to 25%

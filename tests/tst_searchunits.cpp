@@ -160,6 +160,22 @@ private slots:
                                        }),
                  0);
         QCOMPARE(probes, (std::vector<int>{2, 1}));
+        // From the previous answer: hint 7 is confirmed by 7 (fits) and 8 (fails); hint 9
+        // fails with 8, then the bisection of (0, 8): 4, 6, 7. The same answer either way.
+        const auto fits31 = [&](int k) {
+            probes.push_back(k);
+            return 10 + 3 * k <= 31;
+        };
+        probes.clear();
+        QCOMPARE(bisectLowPricedLayers(10, fits31, 7), 7);
+        QCOMPARE(probes, (std::vector<int>{7, 8}));
+        probes.clear();
+        QCOMPARE(bisectLowPricedLayers(10, fits31, 9), 7);
+        QCOMPARE(probes, (std::vector<int>{9, 8, 4, 6, 7}));
+        // A hint of 1 that fails leaves 0 without probing it.
+        probes.clear();
+        QCOMPARE(bisectLowPricedLayers(10, [&](int k) { probes.push_back(k); return false; }, 1), 0);
+        QCOMPARE(probes, (std::vector<int>{1}));
     }
 
     // Table runs A (class 0, 3 instances) and B (class 1, 2 instances), then a sibling run S of

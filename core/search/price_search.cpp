@@ -24,9 +24,20 @@ bool belowChord(double objective, const PlanLine& under, double price)
     return objective < chord - 1e-12 * std::abs(chord);
 }
 
-int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt)
+int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt, int hint)
 {
     int fits = 0, fails = instances;
+    if (hint > 0 && hint < instances) {
+        if (fitsAt(hint)) {
+            fits = hint;
+            if (hint + 1 < instances && fitsAt(hint + 1)) fits = hint + 1;
+            else fails = hint + 1;
+        } else {
+            fails = hint;
+            if (hint - 1 > 0 && !fitsAt(hint - 1)) fails = hint - 1;
+            else fits = hint - 1;
+        }
+    }
     while (fails - fits > 1) {
         const int k = (fits + fails) / 2;
         if (fitsAt(k))
@@ -80,14 +91,39 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     auto note = [&](const Attempt& a) {
         if (a.result.breakdown.perDeviceBytes < smallest.result.breakdown.perDeviceBytes) smallest = a;
     };
-    for (double price = lastLambda > 0 ? lastLambda : 1e-12; price < 1e6; price *= 8) {
+    // After an edit the previous solve's bracket is usually still one: its low end first, so
+    // that the chords start from two close lines instead of striding down from price 0.
+    const double start = lastLambda > 0 ? lastLambda : 1e-12;
+    if (lastOverLambda > 0 && lastOverLambda < start) {
+        Attempt r = attemptAt(lastOverLambda);
+        note(r);
+        if (fitsLimit(r))
+            under = std::move(r);
+        else
+            over = std::move(r);
+    }
+    // Growing the price 8x until the plan fits. Memory never rises with the price (the lowest
+    // line at a higher price has a smaller slope), so when three prices in a row leave it
+    // unchanged, the highest price (the least memory any plan needs) is tried at once: if even
+    // that plan does not fit, nothing does.
+    constexpr double kTopPrice = 1e6;
+    int unchanged = 0;
+    bool topTried = false;
+    for (double price = start; !under && price < kTopPrice; price *= 8) {
         Attempt r = attemptAt(price);
         note(r);
         if (fitsLimit(r)) {
             under = std::move(r);
             break;
         }
+        unchanged = r.result.breakdown.perDeviceBytes == over.result.breakdown.perDeviceBytes ? unchanged + 1 : 0;
         over = std::move(r);
+        if (unchanged >= 2 && !topTried) {
+            topTried = true;
+            Attempt top = attemptAt(kTopPrice);
+            note(top);
+            if (!fitsLimit(top)) break;
+        }
     }
     if (!under) {
         smallest.result.fits = false;
@@ -113,14 +149,18 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     const int instances = splittableInstances();
     if (mixLayers && over.result.lambda < best.result.lambda && instances > 1) {
         const double lowPrice = over.result.lambda, highPrice = best.result.lambda;
-        bisectLowPricedLayers(instances, [&](int k) {
-            Attempt r = attemptAt(lowPrice, PriceSplit{highPrice, k});
-            r.result.lambda = highPrice;
-            if (!fitsLimit(r)) return false;
-            if (r.result.breakdown.stepSeconds < best.result.breakdown.stepSeconds) best = std::move(r);
-            return true;
-        });
+        lastLowInstances = bisectLowPricedLayers(
+            instances,
+            [&](int k) {
+                Attempt r = attemptAt(lowPrice, PriceSplit{highPrice, k});
+                r.result.lambda = highPrice;
+                if (!fitsLimit(r)) return false;
+                if (r.result.breakdown.stepSeconds < best.result.breakdown.stepSeconds) best = std::move(r);
+                return true;
+            },
+            lastLowInstances);
     }
+    lastOverLambda = over.result.lambda;
     return best;
 }
 

@@ -35,7 +35,9 @@ bool belowChord(double objective, const PlanLine& under, double price);
 
 /// The largest k in [0, instances) for which fitsAt(k) holds, by bisection, given that it holds
 /// at 0 and fails at `instances` and is monotone (memory falls as k falls). fitsAt is called
-/// for each probe, in bisection order.
-int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt);
+/// for each probe, in bisection order. A `hint` in (0, instances), the answer of the previous
+/// solve, is probed first with its neighbour: an edit that leaves the answer there costs two
+/// probes instead of log2(instances); the answer is the same for a monotone fitsAt.
+int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt, int hint = -1);
 
 } // namespace tp::search

@@ -77,6 +77,8 @@ struct PlannerSession::Impl {
         recomputeCache; ///< recomputeFactors per class layout                       ///< edge and link factors per class layout
     std::map<std::tuple<OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
     double lastLambda = 0;   ///< the memory price of the previous solve, to warm-start the next
+    double lastOverLambda = 0; ///< the low end of the previous solve's price bracket (plan over the limit)
+    int lastLowInstances = -1; ///< the previous solve's layers at the low price (bisectLowPricedLayers)
     std::vector<int> forced; ///< per op: locked strategy or -1
     int tablesSolved = 0;
 
