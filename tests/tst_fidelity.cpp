@@ -47,8 +47,8 @@ private slots:
     }
 
     // Whole steps. The target is every run within 10% and a mean under 5%; what holds
-    // today is guarded here (docs/FIDELITY.md: the A100 GPT-2 runs are 11-15% fast), so a change
-    // that makes the model worse fails: every run within 16%, mean under 11%, and the
+    // today is guarded here (docs/FIDELITY.md: the A100 GPT-2 runs are 10-14% fast, mean 8.0%), so
+    // a change that makes the model worse fails: every run within 15%, mean under 9%, and the
     // recompute ordering of the 22B runs kept (full costs more than selective + SP).
     void stepTimes()
     {
@@ -63,8 +63,8 @@ private slots:
             ++n;
         }
         QCOMPARE(n, 8);
-        QVERIFY2(worst <= 0.16, qPrintable(QString::number(worst)));
-        QVERIFY2(sum / n <= 0.11, qPrintable(QString::number(sum / n)));
+        QVERIFY2(worst <= 0.15, qPrintable(QString::number(worst)));
+        QVERIFY2(sum / n <= 0.09, qPrintable(QString::number(sum / n)));
         const PublishedRun* sel = runNamed(runs_, "22B, TP8, seq-par + selective");
         const PublishedRun* full = runNamed(runs_, "22B, TP8, full recompute");
         QVERIFY(sel && full);

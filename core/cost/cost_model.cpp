@@ -477,6 +477,29 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
     return t;
 }
 
+namespace {
+
+/// The bytes a mixed-precision Adam step streams per parameter, pass by pass as Megatron runs
+/// it (megatron/core/optimizer/optimizer.py, MixedPrecisionOptimizer.step): half-precision
+/// gradients copied into fp32 main gradients (read g, write 4), their norm for clipping (read
+/// 4), Adam over the fp32 master weight and its two moments (read the gradient and the states,
+/// write the states back), the updated master weight copied into the model's weight (read 4,
+/// write p), and the model gradients zeroed for the next step (write g). With fp32 gradients
+/// there is nothing to copy. 2 + 4 + 4 + (4 + 24) + (4 + 2) + 2 = 46 bytes for bf16 weights
+/// and gradients with 12 bytes of states.
+double optimizerStepBytesPerParam(const CostSettings& s)
+{
+    constexpr double fp32 = 4;
+    const double castToFp32 = s.gradBytesPerParam < fp32 ? s.gradBytesPerParam + fp32 : 0;
+    const double gradientNorm = fp32;
+    const double adam = fp32 + 2 * s.optimizerBytesPerParam;
+    const double copyToModel = fp32 + s.paramBytesPerParam;
+    const double zeroGradients = s.gradBytesPerParam;
+    return castToFp32 + gradientNorm + adam + copyToModel + zeroGradients;
+}
+
+} // namespace
+
 // What an op's own weights cost: their model states at the first consumer, the optimizer's
 // update of them (streaming gradients, states and parameters once), and the reduction of a
 // gradient left partial over axes splitting loops the weight lacks (data parallelism), in
@@ -491,8 +514,7 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
         if (!settings.training) continue;
         cost.gradBytes += elems * settings.gradBytesPerParam;
         cost.optimizerBytes += elems * settings.optimizerBytesPerParam;
-        const double step = streamSeconds(
-            hw, elems * (settings.gradBytesPerParam + 2 * settings.optimizerBytesPerParam + settings.paramBytesPerParam));
+        const double step = streamSeconds(hw, elems * optimizerStepBytesPerParam(settings));
         cost.optimizerSeconds += step;
         cost.computeSeconds += step;
         const AxisMask partial = inputGradientPartial(c.sig, st, i);
