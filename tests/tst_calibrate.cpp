@@ -9,6 +9,7 @@
 
 #include "mesh/calibration.h"
 #include "util/error.h"
+#include "processrun.h"
 
 namespace {
 
@@ -46,25 +47,8 @@ json syntheticResults()
            {{"group_size", 8}, {"emulated", json::array()}, {"all-reduce", {point(1048576, 100), point(1073741824, 230)}}}}}}};
 }
 
-struct Run {
-    int code;
-    QByteArray out;
-    QByteArray err;
-};
-
-Run runProcess(const QString& program, const QStringList& args, int timeoutMs = 120000)
-{
-    QProcess p;
-    p.start(program, args);
-    if (!p.waitForFinished(timeoutMs)) {
-        p.kill();
-        p.waitForFinished();
-        return {-1, p.readAllStandardOutput(), "timed out: " + p.readAllStandardError()};
-    }
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(), p.readAllStandardError()};
-}
-
-Run tpplan(const QStringList& args) { return runProcess(QStringLiteral(TP_TPPLAN), args); }
+using Run = ProcessRun;
+Run tpplan(const QStringList& args) { return runTpplan(args); }
 
 void writeText(const QString& path, const std::string& text) { std::ofstream(path.toStdString(), std::ios::binary) << text; }
 

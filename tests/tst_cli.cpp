@@ -1,20 +1,12 @@
 // tpplan end to end: exit codes, JSON keys of docs/formats.md, one-line errors.
 #include <QtTest>
 
+#include "processrun.h"
+
 class TestCli : public QObject {
     Q_OBJECT
-    struct Run {
-        int code;
-        QByteArray out;
-        QByteArray err;
-    };
-    static Run tpplan(const QStringList& args)
-    {
-        QProcess p;
-        p.start(QStringLiteral(TP_TPPLAN), args);
-        p.waitForFinished(120000);
-        return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
-    }
+    using Run = ProcessRun;
+    static Run tpplan(const QStringList& args) { return runTpplan(args); }
 private slots:
     void infoJson()
     {
@@ -71,6 +63,35 @@ private slots:
         QVERIFY(qAbs(cb["exposed_comm_s"].toDouble() + cb["hidden_comm_s"].toDouble() - cb["comm_s"].toDouble()) <=
                 1e-9 * cb["comm_s"].toDouble());
         QVERIFY(cb["step_time_s"].toDouble() < ca["step_time_s"].toDouble());
+    }
+
+    // --recompute full recomputes the layers, as Megatron's --recompute-granularity full
+    // checkpoints each transformer layer: the embedding, head and loss (one-off blocks) keep
+    // everything, in the baseline and in the search's forced mode alike. (Both used to
+    // recompute the head too: the 1B fidelity run paid the logits matmul and loss twice.)
+    void forcedRecomputeIsForTheLayers_data()
+    {
+        QTest::addColumn<QStringList>("how");
+        QTest::newRow("megatron baseline") << QStringList{"--baseline", "megatron"};
+        QTest::newRow("search") << QStringList{};
+    }
+
+    void forcedRecomputeIsForTheLayers()
+    {
+        QFETCH(QStringList, how);
+        const Run r = tpplan(QStringList{"plan", "gpt2", "--set", "layers=2", "--mesh", "2", "--recompute", "full",
+                                         "--memory-limit", "none", "--json"} +
+                             how);
+        QCOMPARE(r.code, 0);
+        int layers = 0, others = 0;
+        for (const auto& v : QJsonDocument::fromJson(r.out).object()["ops"].toArray()) {
+            const auto op = v.toObject();
+            const bool layer = op["name"].toString().startsWith("layers.");
+            const QString mode = op["recompute"].toString("none");
+            QVERIFY2(mode == (layer ? "full" : "none"), qPrintable(op["name"].toString() + ": " + mode));
+            ++(layer ? layers : others);
+        }
+        QVERIFY(layers > 0 && others > 0);
     }
 
     // Under a binding memory limit the search mixes two layouts across identical layers; the

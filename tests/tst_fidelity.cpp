@@ -47,7 +47,7 @@ private slots:
     }
 
     // Whole steps. The target is every run within 10% and a mean under 5%; what holds
-    // today is guarded here (docs/FIDELITY.md: the A100 GPT-2 runs are 10-14% fast, mean 8.0%), so
+    // today is guarded here (docs/FIDELITY.md: the A100 GPT-2 runs are 8-14% fast, mean 7.8%), so
     // a change that makes the model worse fails: every run within 15%, mean under 9%, and the
     // recompute ordering of the 22B runs kept (full costs more than selective + SP).
     void stepTimes()

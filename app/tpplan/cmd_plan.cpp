@@ -43,20 +43,6 @@ PlanRequest planRequest(const Options& o, const std::string& model)
 namespace {
 
 // The class whose instances hold the most ops: the layer of a transformer.
-int mainClass(const FoldedGraph& folded)
-{
-    int best = 0;
-    size_t bestOps = 0;
-    for (const auto& c : folded.classes) {
-        const size_t ops = c.instances.size() * c.instances[0].ops.size();
-        if (ops > bestOps) {
-            bestOps = ops;
-            best = c.id;
-        }
-    }
-    return best;
-}
-
 void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& out)
 {
     const CostModel& model = *ws.costModel;
@@ -84,6 +70,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     const CostSettings& cs = model.settings();
     auto onOff = [](bool on) { return on ? "on" : "off"; };
     out << "  kernels         FlashAttention " << onOff(cs.flashAttention) << ", fused kernels " << onOff(cs.fusedKernels)
+        << ", fused cross-entropy " << onOff(cs.fusedCrossEntropy)
         << (cs.training ? std::string(", gradient overlap ") + onOff(cs.overlapGradientReduction) + " (" +
                               formatBytes(cs.gradientBucketBytes) + " buckets), tensor-parallel overlap " +
                               onOff(cs.overlapTensorParallelBackward)
@@ -101,8 +88,9 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         out << "  note            no op can split anything over axis " << mesh.axes[static_cast<size_t>(a)].name << " (size "
             << mesh.axes[static_cast<size_t>(a)].size << "): no loop of the model divides by it, so its devices only repeat the"
             << " work; choose a mesh whose sizes divide the batch, heads or hidden size\n";
-    const int cls = mainClass(ws.folded);
-    const auto& bc = ws.folded.classes[static_cast<size_t>(cls)];
+    const BlockClass* layer = ws.folded.largestClass();
+    if (!layer) return;
+    const auto& bc = *layer;
     out << "  block '" << bc.label << "' x" << bc.instances.size() << " (representative strategies):\n";
     for (OpId op : bc.instances[0].ops) {
         const int s = r.strategyOfOp[static_cast<size_t>(op)];
@@ -152,7 +140,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     out << "  collectives per instance of '" << bc.label << "':\n";
     int shown = 0;
     for (const auto& c : summarizeCollectives(b, ws.folded)) {
-        if (ws.folded.classOfOp[static_cast<size_t>(c.at)] != cls) continue;
+        if (ws.folded.classOfOp[static_cast<size_t>(c.at)] != bc.id) continue;
         out << "    " << std::left << std::setw(15) << collectiveName(c.kind) << std::setw(10) << phaseName(c.phase) << "axis "
             << mesh.axes[static_cast<size_t>(c.axis)].name << "  " << std::setw(12) << formatBytes(c.bytes)
             << formatSeconds(c.seconds) << "  after " << model.graph().op(c.at).name << "\n";

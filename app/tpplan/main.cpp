@@ -18,7 +18,8 @@ void printHelp(std::ostream& out)
            "                --overlap N (chunks)  --intra-node-bw GBps  --inter-node-bw GBps\n"
            "                --baseline megatron|megatron-sp|dp|flat  --threads N  --json  -o FILE\n"
            "                --recompute auto|none|selective|full  --grad-overlap on|off  --grad-bucket MiB\n"
-           "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n";
+           "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n"
+           "                --set fused_cross_entropy=true\n";
 }
 
 } // namespace

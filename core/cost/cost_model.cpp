@@ -61,6 +61,7 @@ struct OpFacts {
         bool ownsWeight;
         bool gathered;
         bool fused; ///< read in-kernel from a fused producer (never from HBM)
+        bool batch0; ///< dim 0 is the graph's batch
     };
     struct Out {
         DType dtype;
@@ -161,7 +162,7 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
     for (size_t i = 0; i < f.inputs.size(); ++i) {
         const auto& in = f.inputs[i];
         k += "i" + std::to_string(static_cast<int>(in.dtype)) + (in.weight ? "w" : "a") + (in.ownsWeight ? "o" : "-") +
-             (in.gathered ? "g" : "-") + (in.fused ? "f" : "-") + shape(op.inputs[i]);
+             (in.gathered ? "g" : "-") + (in.fused ? "f" : "-") + (in.batch0 ? "b" : "-") + shape(op.inputs[i]);
     }
     for (size_t o = 0; o < f.outputs.size(); ++o) {
         const auto& out = f.outputs[o];
@@ -253,8 +254,10 @@ void CostModel::Impl::build()
     std::vector<bool> kept(nTensors, false);
     for (const auto& op : graph.ops) {
         const auto& info = opKindInfo(op.kind);
+        // An unfused loss keeps its own fp32 softmax, not its input (costClass).
+        const bool keepsOwn = !settings.fusedCrossEntropy && unfusedPasses(op.kind);
         for (size_t i = 0; i < op.inputs.size(); ++i)
-            if (i < 32 && (info.savedInputs & (1u << i))) kept[static_cast<size_t>(op.inputs[i])] = true;
+            if (i < 32 && (info.savedInputs & (1u << i)) && !keepsOwn) kept[static_cast<size_t>(op.inputs[i])] = true;
         if (info.savesOutput && !op.outputs.empty()) kept[static_cast<size_t>(op.outputs[0])] = true;
     }
     for (size_t t = 0; t < nTensors; ++t)
@@ -335,7 +338,7 @@ void CostModel::Impl::build()
             for (const auto& g : sig.inputs[i].dims)
                 for (int l : g) gathered = gathered || sig.loops[static_cast<size_t>(l)].role == DimRole::Gather;
             f.inputs.push_back({t.dtype, weight, weight && use.first == op.id && use.second == static_cast<int>(i), gathered,
-                                fused[static_cast<size_t>(t.id)]});
+                                fused[static_cast<size_t>(t.id)], batch0[static_cast<size_t>(t.id)]});
         }
         for (auto t : op.outputs) {
             const auto ti = static_cast<size_t>(t);
@@ -458,6 +461,12 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
         return t;
     }
     if (view || c.facts.flash) return t; // a view moves nothing; FlashAttention runs it in-kernel
+    if (const UnfusedPasses* u = settings.fusedCrossEntropy ? nullptr : unfusedPasses(c.kind)) {
+        const double elems = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh));
+        t.forward = std::max(streamSeconds(hw, elems * u->forwardBytes), launch);
+        if (training) t.backward = std::max(streamSeconds(hw, elems * u->backwardBytes), launch);
+        return t;
+    }
     const bool fusedIn = std::any_of(c.facts.inputs.begin(), c.facts.inputs.end(), [](const auto& in) { return in.fused; });
     const double floor = fusedIn ? 0 : launch; // shares its producer's launch
     const double stream = std::max(flops / flopRate, streamSeconds(hw, inBytes + outBytes));
@@ -586,6 +595,14 @@ void CostModel::Impl::costClass(OpClass& c) const
                 b = scaled(c.out[s][o], o, b);
                 keptAll += b;
                 if (!out.droppedSelective) keptSelective += b;
+            }
+            if (const UnfusedPasses* u = settings.fusedCrossEntropy ? nullptr : unfusedPasses(c.kind)) {
+                double b = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh)) * u->keptBytes;
+                if (settings.microBatch > 0 && graphBatch > 0 && c.facts.inputs[0].batch0)
+                    b *= std::min(1.0, static_cast<double>(settings.microBatch) *
+                                           static_cast<double>(c.in[s][0].splitsOf(0, mesh)) / static_cast<double>(graphBatch));
+                keptAll += b;
+                keptSelective += b;
             }
         }
         // None: keep everything; Selective: drop the attention core and recompute its

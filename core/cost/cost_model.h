@@ -38,7 +38,8 @@ struct CostSettings {
     std::vector<int> readerGroupOfOp;
 
     // How the kernels and the framework run the step (docs/FIDELITY.md). The kernel settings
-    // come from the model config (flash_attention, fused_kernels), the rest from the plan.
+    // come from the model config (flash_attention, fused_kernels, fused_cross_entropy), the
+    // rest from the plan.
     /// FlashAttention: the attention core (the ops between the two weightless contractions)
     /// is one kernel that keeps no s x s tensor and recomputes its scores in the backward pass.
     bool flashAttention = false;
@@ -46,6 +47,10 @@ struct CostSettings {
     /// softmax): a tensor passed from one such op to its only reader in the same reader group
     /// (block instance; none without groups) never goes through HBM.
     bool fusedKernels = true;
+    /// The loss as one fused kernel that reads the logits once (Liger, Megatron's
+    /// --cross-entropy-loss-fusion). Off, as most runs do it: separate fp32 passes over the
+    /// logits, the fp32 softmax kept for backward (core/graph/opkinds.h: unfusedPasses).
+    bool fusedCrossEntropy = false;
     /// Data-parallel gradients are reduced in buckets of this many bytes (DDP: 25 MiB): each
     /// bucket pays one collective's latency and runs at the bandwidth of its size.
     double gradientBucketBytes = 25.0 * 1024 * 1024;

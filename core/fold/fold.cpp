@@ -28,6 +28,20 @@
 
 namespace tp {
 
+const BlockClass* FoldedGraph::largestClass() const
+{
+    const BlockClass* best = nullptr;
+    size_t bestOps = 0;
+    for (const auto& c : classes) {
+        const size_t ops = c.instances.size() * static_cast<size_t>(c.opsPerInstance());
+        if (ops > bestOps) {
+            bestOps = ops;
+            best = &c;
+        }
+    }
+    return best;
+}
+
 int BlockClass::opsPerInstance() const { return instances.empty() ? 0 : static_cast<int>(instances[0].ops.size()); }
 
 int FoldedGraph::totalOps() const { return static_cast<int>(classOfOp.size()); }

@@ -66,6 +66,9 @@ struct FoldedGraph {
     int totalOps() const;
     int searchedOps() const;  ///< sum over classes of opsPerInstance
     double foldRatio() const; ///< total ops / searched ops (1 for an empty graph)
+    /// The class with the most ops over all its instances (a transformer's layer), the first
+    /// of equals; null when there is none.
+    const BlockClass* largestClass() const;
 };
 
 struct FoldOptions {

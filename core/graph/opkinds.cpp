@@ -202,6 +202,17 @@ const std::vector<OpKindInfo>& allOpKinds() { return kOpKinds; }
 
 const OpKindInfo& opKindInfo(OpKind kind) { return kOpKinds.at(static_cast<size_t>(kind)); }
 
+const UnfusedPasses* unfusedPasses(OpKind kind)
+{
+    // The loss as Megatron-LM (megatron/core/tensor_parallel/cross_entropy.py), torchtitan and
+    // Transformers run it: the logits cast to fp32 (read 2, write 4), their max (read 4),
+    // shifted (4 + 4), exponentiated (4 + 4), summed (4) and divided into the softmax (4 + 4):
+    // 38 bytes per logit forward; backward scales the kept fp32 softmax (4 + 4) and casts the
+    // gradient back (4 + 2): 14 bytes; the softmax (4 bytes) is what backward keeps.
+    static const UnfusedPasses crossEntropy{38, 14, 4};
+    return kind == OpKind::CrossEntropy ? &crossEntropy : nullptr;
+}
+
 std::optional<OpKind> parseOpKind(std::string_view name)
 {
     for (const auto& row : kOpKinds)

@@ -62,21 +62,6 @@ PublishedRun readRun(const JsonReader& r, const json& run, const std::string& pa
     return p;
 }
 
-// The class whose instances hold the most ops: the layer of a transformer.
-const BlockClass* largestClass(const FoldedGraph& folded)
-{
-    const BlockClass* best = nullptr;
-    size_t bestOps = 0;
-    for (const auto& c : folded.classes) {
-        const size_t ops = c.instances.size() * c.instances[0].ops.size();
-        if (ops > bestOps) {
-            bestOps = ops;
-            best = &c;
-        }
-    }
-    return best;
-}
-
 } // namespace
 
 std::vector<PublishedRun> readPublishedRuns(const std::string& text, const std::string& origin)
@@ -104,7 +89,7 @@ RunPrediction predictRun(const PublishedRun& run)
     const SearchResult r = runPlan(*ws, run.request);
     RunPrediction p;
     p.stepSeconds = r.breakdown.stepSeconds;
-    if (const BlockClass* layer = largestClass(ws->folded)) {
+    if (const BlockClass* layer = ws->folded.largestClass()) {
         // The middle instance: away from the model's ends, like the layer a paper times.
         const BlockInstance& inst = layer->instances[layer->instances.size() / 2];
         for (OpId op : inst.ops) {

@@ -34,13 +34,15 @@ ModelOptions withPaddedVocabulary(const std::string& model, ModelOptions options
 SearchResult evaluateBaseline(const PlanWorkspace& ws, const std::string& name, std::optional<Recompute> recompute)
 {
     const CostModel& model = *ws.costModel;
-    // The layers (the ops of block instances) recompute as asked; the rest keeps everything,
-    // as the search's forced mode does (PlannerSession::setForcedRecompute).
+    // The layers (the instances of repeated blocks, what frameworks checkpoint) recompute as
+    // asked; the rest (embedding, head, loss) keeps everything, as the search's forced mode
+    // does (PlannerSession::setForcedRecompute).
     std::vector<Recompute> modes(model.graph().ops.size(), Recompute::None);
     if (recompute && model.settings().training)
         for (const auto& bc : ws.folded.classes)
             for (const auto& inst : bc.instances)
-                for (OpId op : inst.ops) modes[static_cast<size_t>(op)] = *recompute;
+                if (bc.instances.size() > 1)
+                    for (OpId op : inst.ops) modes[static_cast<size_t>(op)] = *recompute;
     SearchResult r;
     if (name == "megatron" || name == "megatron-sp") {
         MegatronOptions options;
@@ -134,6 +136,7 @@ void applyKernelSettings(CostSettings& settings, const nlohmann::json& config)
     };
     settings.flashAttention = flag("flash_attention", true);
     settings.fusedKernels = flag("fused_kernels", true);
+    settings.fusedCrossEntropy = flag("fused_cross_entropy", false);
 }
 
 void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNodeGBps)

@@ -75,7 +75,9 @@ CostSettings costSettingsOf(const PlanRequest& request);
 /// The request's recompute mode: std::nullopt for "auto". Throws InputError for another word.
 std::optional<Recompute> recomputeOf(const std::string& mode);
 /// The kernel settings a model config asks for: "flash_attention" (default true: current
-/// practice) and "fused_kernels" (default true). Throws InputError naming a non-boolean field.
+/// practice), "fused_kernels" (default true) and "fused_cross_entropy" (default false: the loss
+/// in separate fp32 passes, as Megatron-LM, torchtitan and Transformers run it). Throws
+/// InputError naming a non-boolean field.
 void applyKernelSettings(CostSettings& settings, const nlohmann::json& config);
 /// Applies the link overrides (GB/s; 0 keeps the hardware's). Throws InputError for a
 /// negative or non-finite value, naming the setting.

@@ -78,7 +78,7 @@ std::shared_ptr<ClassTable> PlannerSession::Impl::classTable(ClassId cls, double
         ct->siblingIndex.push_back(sinst);
     }
 
-    const std::vector<Recompute> modes = recomputeModes(lambda, recomputeAllowed);
+    const std::vector<Recompute> modes = recomputeModes(lambda, recomputeAllowed, !repeatedLayer(cls));
     ct->modeKinds = modes;
     for (Recompute mode : modes) ct->modes.push_back(solveMode(*ct, bc, siblingTables, lambda, mode));
     takeMinOverModes(*ct);

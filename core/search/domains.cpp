@@ -67,6 +67,14 @@ const ProducerSpecs& PlannerSession::Impl::producerSpecs(OpId op, int slot)
     return producerSpecCache.emplace(key, producerSpecsOf(model, key.first, slot)).first->second;
 }
 
+bool PlannerSession::Impl::repeatedLayer(ClassId cls) const
+{
+    const BlockClass& bc = classAt(cls);
+    if (bc.instances.empty() || bc.instances[0].ops.empty()) return false;
+    const int base = baseFold.classOfOp[static_cast<size_t>(bc.instances[0].ops[0])];
+    return base >= 0 && baseFold.classes[static_cast<size_t>(base)].instances.size() > 1;
+}
+
 std::vector<std::pair<ClassId, InstanceId>> PlannerSession::Impl::siblingsOf(ClassId cls, InstanceId inst) const
 {
     std::vector<std::pair<ClassId, InstanceId>> out;

@@ -98,8 +98,9 @@ public:
     void setResolvedLocks(const std::vector<ResolvedLock>& locks);
     void setMemoryLimit(double bytes);
     void setAllowRecompute(bool allow);
-    /// Every block class in this mode, the top level in none (as frameworks recompute only
-    /// their layers); std::nullopt (the default): the search chooses per block.
+    /// Every repeated block class (the layers) in this mode; one-off blocks (embedding, head)
+    /// and the top level in none, as frameworks checkpoint only their layers. std::nullopt (the
+    /// default): the search chooses per block.
     void setForcedRecompute(std::optional<Recompute> mode);
     void setFlat(bool flat);
     /// See SearchOptions::mixLayers (on by default; off gives the plain Lagrangian plan).

@@ -100,6 +100,10 @@ struct PlannerSession::Impl {
     const BlockInstance& instanceAt(ClassId cls, InstanceId inst) const { return classAt(cls).instances[inst.at()]; }
     static ClassId classOf(const Run& run) { return ClassId{run.classId}; }
     const ProducerSpecs& producerSpecs(OpId op, int slot);
+    /// Whether a class is one of the model's repeated blocks (two or more instances in the fold
+    /// without lock splits), the layers frameworks checkpoint: a forced recompute mode applies
+    /// to them, not to a one-off block such as the embedding or the head.
+    bool repeatedLayer(ClassId cls) const;
     bool hasVariable(TensorId t) const { return origin[static_cast<size_t>(t)].producer >= 0; }
     /// The sibling instances absorbed into instance `inst` of class `cls`, in group order.
     std::vector<std::pair<ClassId, InstanceId>> siblingsOf(ClassId cls, InstanceId inst) const;

@@ -1,6 +1,6 @@
 # Tensor-parallel plan for gpt2, exported by TP Studio (tpplan export --format pytorch).
 # Mesh 2x4 (x=2 intra-node, y=4 intra-node), a100-80g-dgx, train, global batch 8; plan method: megatron.
-# Step time 8.793 ms (communication 989.430 us), 1.12 GiB per device.
+# Step time 14.070 ms (communication 989.430 us), 1.51 GiB per device.
 #
 # Module names are the op names of the TP Studio graph ('/' read as '.', '*' for every
 # instance of a block class); rename them to your model's module names if they differ.
