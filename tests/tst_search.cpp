@@ -714,6 +714,43 @@ private slots:
                 1e-12 * first.breakdown.perDeviceBytes);
     }
 
+    // A forced recompute mode (a published run costed as it ran) reaches the layers whether
+    // their classes are tabulated or solved instance by instance: the same modes op by op
+    // (full on the layers, none on embedding and head), step time and memory. (Inlined
+    // instances used to keep everything in a forced mode.)
+    void forcedRecomputeReachesInlinedLayers_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("layers");
+        QTest::newRow("gpt2 2x2") << "gpt2" << "2x2" << 3;
+        QTest::newRow("t5-base 2") << "t5-base" << "2" << 2;
+    }
+
+    void forcedRecomputeReachesInlinedLayers()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(int, layers);
+        const auto c = costed(model, layers, mesh);
+        auto solve = [&](double maxTableEntries) {
+            PlannerSession session(*c->cost, c->folded);
+            session.setMemoryLimit(-1);
+            session.setMaxTableEntries(maxTableEntries);
+            session.setForcedRecompute(Recompute::Full);
+            return session.solve();
+        };
+        const SearchResult tabulated = solve(1e300), inlined = solve(0);
+        QCOMPARE(tabulated.inlinedClasses, 0);
+        QCOMPARE(inlined.inlinedClasses, inlined.blockClasses);
+        QCOMPARE(inlined.recomputeOfOp, tabulated.recomputeOfOp);
+        QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::Full) > 0);
+        QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::None) > 0);
+        QVERIFY(std::abs(inlined.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <= 1e-9 * tabulated.breakdown.stepSeconds);
+        QVERIFY(std::abs(inlined.breakdown.perDeviceBytes - tabulated.breakdown.perDeviceBytes) <=
+                1e-9 * tabulated.breakdown.perDeviceBytes);
+    }
+
     // A class whose table would be too large joins the top level instance by instance; it
     // must still choose a recompute mode per instance as a table does. Every class inlined
     // (limit 0 entries) against every class tabulated, under memory limits of 60% down to 25%

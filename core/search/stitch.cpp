@@ -94,10 +94,20 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
     TopLevel top;
     collectItems(top, lambda, recomputeAllowed, split);
     top.modes = recomputeModes(lambda, recomputeAllowed, true);
+    // A forced mode reaches inlined layers through their mode variables, pinned: the forced
+    // mode on the instances of repeated blocks, none on the rest (as a class table does).
+    const bool pinModes = forcedRecompute && model.settings().training && *forcedRecompute != Recompute::None;
+    if (pinModes) top.modes = {Recompute::None, *forcedRecompute};
     addTopVariables(top);
     bindItemInputs(top);
     std::vector<Factor> factors;
     inlinedFactors(top, lambda, factors);
+    if (pinModes)
+        for (size_t i = 0; i < top.inlinedInstances.size(); ++i) {
+            const OpId first = top.inlinedInstances[i]->ops.front();
+            const bool layer = repeatedLayer(ClassId{folded.classOfOp[static_cast<size_t>(first)]});
+            factors.push_back(Factor{{top.modeVarOfInstance[i]}, {layer ? kInfinity : 0.0, layer ? 0.0 : kInfinity}});
+        }
     for (const auto& item : top.items) factors.push_back(itemFactor(item, tableOf(classOf(item.run), item.slot)));
 
     EliminationResult eliminated = eliminate(std::move(factors), topDomain, {}, threadCount());
