@@ -30,6 +30,10 @@ private slots:
                                       << "--overlap '0': expected a positive integer";
         QTest::newRow("overlap huge") << QStringList{"plan", "gpt2", "--overlap", "5000"}
                                       << "--overlap '5000': at most 1024 chunks";
+        QTest::newRow("kernel flag not a boolean") << QStringList{"plan", "gpt2", "--set", "fused_cross_entropy=maybe"}
+                                                   << "field 'fused_cross_entropy' must be true or false";
+        QTest::newRow("flash flag not a boolean") << QStringList{"plan", "gpt2", "--set", "flash_attention=2"}
+                                                  << "field 'flash_attention' must be true or false";
     }
 
     void badInputExitsTwoWithOneLine()
