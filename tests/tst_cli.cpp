@@ -30,6 +30,8 @@ private slots:
                                       << "--overlap '0': expected a positive integer";
         QTest::newRow("overlap huge") << QStringList{"plan", "gpt2", "--overlap", "5000"}
                                       << "--overlap '5000': at most 1024 chunks";
+        QTest::newRow("zero stage 4") << QStringList{"plan", "gpt2", "--zero", "4"} << "--zero '4': use 0, 1, 2 or 3";
+        QTest::newRow("zero stage word") << QStringList{"plan", "gpt2", "--zero", "full"} << "--zero 'full': use 0, 1, 2 or 3";
         QTest::newRow("kernel flag not a boolean") << QStringList{"plan", "gpt2", "--set", "fused_cross_entropy=maybe"}
                                                    << "field 'fused_cross_entropy' must be true or false";
         QTest::newRow("flash flag not a boolean") << QStringList{"plan", "gpt2", "--set", "flash_attention=2"}
@@ -67,6 +69,28 @@ private slots:
         QVERIFY(qAbs(cb["exposed_comm_s"].toDouble() + cb["hidden_comm_s"].toDouble() - cb["comm_s"].toDouble()) <=
                 1e-9 * cb["comm_s"].toDouble());
         QVERIFY(cb["step_time_s"].toDouble() < ca["step_time_s"].toDouble());
+    }
+
+    // --baseline dp --zero 3 is FSDP: on 8 GPUs the model states of GPT-2 (2 layers, ~55M
+    // parameters at 16 bytes) shrink to an eighth, the plan records the stage, and the step
+    // pays the parameter gathers (all-gather) where stage 0 all-reduces gradients.
+    void zeroThreeIsFsdp()
+    {
+        const QStringList base{"plan", "gpt2", "--set", "layers=2", "--mesh", "8", "--baseline", "dp", "--memory-limit", "none", "--json"};
+        const Run zero = tpplan(base), fsdp = tpplan(base + QStringList{"--zero", "3"});
+        QCOMPARE(zero.code, 0);
+        QCOMPARE(fsdp.code, 0);
+        const auto a = QJsonDocument::fromJson(zero.out).object(), b = QJsonDocument::fromJson(fsdp.out).object();
+        QCOMPARE(a["framework"].toObject()["zero"].toInt(), 0);
+        QCOMPARE(b["framework"].toObject()["zero"].toInt(), 3);
+        const auto states = [](const QJsonObject& plan) {
+            const auto m = plan["memory"].toObject();
+            return m["params_bytes"].toDouble() + m["grads_bytes"].toDouble() + m["optimizer_bytes"].toDouble();
+        };
+        QVERIFY(qAbs(states(b) * 8 - states(a)) <= 1e-9 * states(a));
+        const auto kinds = [](const QJsonObject& plan) { return plan["cost"].toObject()["comm_by_kind"].toObject(); };
+        QVERIFY(kinds(a).contains("all-reduce"));
+        QVERIFY(kinds(b).contains("all-gather") && kinds(b).contains("reduce-scatter"));
     }
 
     // --recompute full recomputes the layers, as Megatron's --recompute-granularity full

@@ -645,6 +645,58 @@ private slots:
         QVERIFY2(near(a - f, saved, 1e-9), qPrintable(QStringLiteral("%1 vs %2").arg(a - f).arg(saved)));
     }
 
+    // ZeRO's Table 1 (Rajbhandari et al. 2020; ../shared/reference.md): 7.5B parameters, data
+    // parallel over Nd = 64, mixed-precision Adam (2 + 2 + 12 bytes per parameter): 120 / 31.4 /
+    // 16.6 / 1.88 GB per device for stages 0-3 (16 psi; 4 psi + 12 psi / 64; 2 psi + 14 psi / 64;
+    // 16 psi / 64). Communication per device and step: 2 psi for stages 0-2 (an all-reduce, or a
+    // reduce-scatter and an all-gather), 3 psi for stage 3 (parameters gathered for forward and
+    // again for backward, gradients scattered), each at the ring's (g - 1) / g, g = 64, in
+    // bf16; with 4 micro-batches stage 3 gathers and scatters once per micro-batch (12 psi) and
+    // stage 1 still reduces once. One 75000 x 100000 linear stands for the 7.5B parameters.
+    void zeroStagesAsInTheZeroPaper_data()
+    {
+        QTest::addColumn<int>("stage");
+        QTest::addColumn<int>("microBatch"); ///< samples per micro-batch; 0: one micro-batch
+        QTest::addColumn<double>("gigabytes");
+        QTest::addColumn<double>("psiMoved");
+        QTest::newRow("stage 0") << 0 << 0 << 120.0 << 2.0;
+        QTest::newRow("stage 1") << 1 << 0 << 31.40625 << 2.0;
+        QTest::newRow("stage 2") << 2 << 0 << 16.640625 << 2.0;
+        QTest::newRow("stage 3") << 3 << 0 << 1.875 << 3.0;
+        QTest::newRow("stage 3, 4 micro-batches") << 3 << 16 << 1.875 << 12.0;
+        QTest::newRow("stage 1, 4 micro-batches") << 1 << 16 << 31.40625 << 2.0;
+    }
+
+    void zeroStagesAsInTheZeroPaper()
+    {
+        QFETCH(int, stage);
+        QFETCH(int, microBatch);
+        QFETCH(double, gigabytes);
+        QFETCH(double, psiMoved);
+        Graph g;
+        const TensorId x = g.addTensor("x", {64, 75000}, DType::BF16, TensorRole::Input);
+        const TensorId w = g.addTensor("w", {75000, 100000}, DType::BF16, TensorRole::Weight);
+        const TensorId y = g.addTensor("y", {64, 100000}, DType::BF16, TensorRole::Output);
+        g.addOp("fc", OpKind::Linear, {x, w}, {y}, "bk,kf->bf");
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings s;
+        s.zeroStage = stage;
+        s.microBatch = microBatch;
+        const CostModel model(g, parseMesh("64", hw), hw, s);
+        const int dp = dataParallelAssignment(model)[0];
+        const OpCost& c = model.opCost(0, dp);
+        const double psi = 7.5e9;
+        QVERIFY2(near(c.paramBytes + c.gradBytes + c.optimizerBytes, gigabytes * 1e9, 1e-12),
+                 qPrintable(QString::number((c.paramBytes + c.gradBytes + c.optimizerBytes) / 1e9, 'g', 10)));
+        double moved = 0;
+        for (const auto& call : c.collectives)
+            moved += call.bytes * (call.kind == CollectiveKind::AllReduce ? 2.0 : 1.0) * 63 / 64;
+        QVERIFY2(near(moved, psiMoved * psi * 2 * 63 / 64, 1e-12), qPrintable(QString::number(moved / (2 * psi), 'g', 10)));
+        // The optimizer steps its shard: 1/64 of the parameters from stage 1 on.
+        const OpCost& replicated = CostModel(g, parseMesh("64", hw), hw).opCost(0, dp);
+        QVERIFY(near(c.optimizerSeconds, replicated.optimizerSeconds / (stage >= 1 ? 64 : 1), 1e-12));
+    }
+
     // The loss without a fused kernel (the default, as Megatron-LM, torchtitan and Transformers
     // run it): 38 bytes per logit forward (cast 2+4, max 4, shift 4+4, exp 4+4, sum 4, divide
     // 4+4), 14 backward (scale 4+4, cast back 4+2), and the fp32 softmax kept (4 bytes). Logits

@@ -100,6 +100,10 @@ Options parseArguments(const std::vector<std::string>& args)
             o.recompute = value();
             if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" && o.recompute != "full")
                 throw UsageError("--recompute '" + o.recompute + "': use auto, none, selective or full");
+        } else if (a == "--zero") {
+            const std::string v = value();
+            if (v.size() != 1 || v[0] < '0' || v[0] > '3') throw UsageError("--zero '" + v + "': use 0, 1, 2 or 3");
+            o.zero = v[0] - '0';
         } else if (a == "--grad-overlap")
             o.overlapGradients = parseSwitch(a, value());
         else if (a == "--tp-overlap")

@@ -40,6 +40,7 @@ struct Options {
     bool overlapGradients = true;       ///< --grad-overlap on|off
     double gradientBucketMiB = 25;      ///< --grad-bucket MiB
     bool overlapTensorParallel = false; ///< --tp-overlap on|off
+    int zero = 0;                       ///< --zero 0|1|2|3
     std::string format;
     std::string plot; ///< bench fidelity --plot FILE.svg
     std::string output;

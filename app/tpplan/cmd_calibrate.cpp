@@ -38,6 +38,7 @@ void rejectPlanningOptions(const Options& o)
         {o.overlapGradients != d.overlapGradients, "--grad-overlap"},
         {o.overlapTensorParallel != d.overlapTensorParallel, "--tp-overlap"},
         {o.gradientBucketMiB != d.gradientBucketMiB, "--grad-bucket"},
+        {o.zero != d.zero, "--zero"},
         {!o.plot.empty(), "--plot"},
     };
     for (const auto& [set, flag] : given)

@@ -37,12 +37,12 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.overlapGradients = o.overlapGradients;
     r.gradientBucketMiB = o.gradientBucketMiB;
     r.overlapTensorParallel = o.overlapTensorParallel;
+    r.zero = o.zero;
     return r;
 }
 
 namespace {
 
-// The class whose instances hold the most ops: the layer of a transformer.
 void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& out)
 {
     const CostModel& model = *ws.costModel;
@@ -73,7 +73,8 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         << ", fused cross-entropy " << onOff(cs.fusedCrossEntropy)
         << (cs.training ? std::string(", gradient overlap ") + onOff(cs.overlapGradientReduction) + " (" +
                               formatBytes(cs.gradientBucketBytes) + " buckets), tensor-parallel overlap " +
-                              onOff(cs.overlapTensorParallelBackward)
+                              onOff(cs.overlapTensorParallelBackward) + ", ZeRO stage " +
+                              std::to_string(cs.zeroStage)
                         : std::string())
         << "\n";
     for (const auto& [kind, seconds] : b.commByKind)

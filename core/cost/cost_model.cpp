@@ -80,6 +80,7 @@ struct OpFacts {
 struct PassTimes {
     double forward = 0, backward = 0;
     double weightGradient = 0; ///< of backward: the weight-gradient matmul
+    double microBatches = 1;   ///< in this device's share of the step
 };
 
 struct OpClass {
@@ -226,6 +227,8 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
 void CostModel::Impl::build()
 {
     if (settings.overlapChunks < 1) throw InputError("cost settings: field 'overlapChunks' must be at least 1");
+    if (settings.zeroStage < 0 || settings.zeroStage > 3)
+        throw InputError("cost settings: field 'zeroStage' must be 0, 1, 2 or 3");
     if (settings.microBatch < 0) throw InputError("cost settings: field 'microBatch' must not be negative");
     const size_t nOps = graph.ops.size(), nTensors = graph.tensors.size();
     producer = graph.producers();
@@ -439,6 +442,7 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
         if (!in.fused) inBytes += b;
     }
     PassTimes t;
+    t.microBatches = micro;
     const bool view = isView(c.sig, info);
     const bool training = settings.training && !view && info.backwardFactor > 0;
     const double flops = forwardFlops(c.sig, info) / shards;
@@ -510,38 +514,81 @@ double optimizerStepBytesPerParam(const CostSettings& s)
 } // namespace
 
 // What an op's own weights cost: their model states at the first consumer, the optimizer's
-// update of them (streaming gradients, states and parameters once), and the reduction of a
-// gradient left partial over axes splitting loops the weight lacks (data parallelism), in
-// buckets, hidden under the op's own backward compute where the framework overlaps it.
+// update of them, and the data-parallel collectives of a weight replicated over axes that split
+// its readers' batch-like loops (the axes its gradient is partial over): under ZeRO stage 0 an
+// all-reduce of the gradient; stages 1-2 (Megatron's distributed optimizer, ZeRO-2) a
+// reduce-scatter of the gradient and an all-gather of the updated parameters, the states (and
+// at 2 the gradient) kept as 1/Nd shards and the optimizer stepping its shard only; stage 3
+// (FSDP) also the parameters sharded, all-gathered before the forward and again before the
+// backward of every micro-batch. Collectives over several axes run axis by axis on the
+// shrinking (or growing) shard, in buckets; hidden under the op's own compute where the
+// framework overlaps them: gradient reductions and backward gathers under its backward,
+// forward gathers (prefetch) under its forward; the gather of updated parameters after the
+// step stays exposed.
 void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t, OpCost& cost) const
 {
     const auto& st = c.strategies[s];
+    const int zero = settings.training ? settings.zeroStage : 0;
+    auto bucketed = [&](CollectiveKind kind, double bytes, const MeshAxis& axis) {
+        // A message smaller than a bucket shares one bucket's collective with its neighbours
+        // and pays its share of it.
+        const double bucket = settings.gradientBucketBytes;
+        return bucket > 0 && bytes < bucket ? bytes / bucket * collectiveSeconds(kind, bucket, axis)
+                                            : collectiveSeconds(kind, bytes, axis);
+    };
+    double underBackward = 0, underForward = 0;
+    auto record = [&](CollectiveKind kind, int a, double bytes, double times, Phase phase, double* overlapped) {
+        const double seconds = times * bucketed(kind, bytes, mesh.axes[static_cast<size_t>(a)]);
+        cost.collectives.push_back({kind, a, bytes * times, seconds, phase});
+        cost.commSeconds += seconds;
+        if (overlapped) *overlapped += seconds;
+    };
     for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
         if (!c.facts.inputs[i].ownsWeight) continue;
         const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
-        cost.paramBytes += elems * settings.paramBytesPerParam;
+        std::vector<int> dpAxes;
+        double dp = 1;
+        const AxisMask partial = settings.training ? inputGradientPartial(c.sig, st, i) : AxisMask{0};
+        for (int a = 0; a < mesh.rank(); ++a)
+            if ((partial & bit(a)) && mesh.axes[static_cast<size_t>(a)].size > 1) {
+                dpAxes.push_back(a);
+                dp *= mesh.axes[static_cast<size_t>(a)].size;
+            }
+        const double params = zero >= 3 ? dp : 1, grads = zero >= 2 ? dp : 1, states = zero >= 1 ? dp : 1;
+        cost.paramBytes += elems * settings.paramBytesPerParam / params;
         if (!settings.training) continue;
-        cost.gradBytes += elems * settings.gradBytesPerParam;
-        cost.optimizerBytes += elems * settings.optimizerBytesPerParam;
-        const double step = streamSeconds(hw, elems * optimizerStepBytesPerParam(settings));
+        cost.gradBytes += elems * settings.gradBytesPerParam / grads;
+        cost.optimizerBytes += elems * settings.optimizerBytesPerParam / states;
+        const double step = streamSeconds(hw, elems / states * optimizerStepBytesPerParam(settings));
         cost.optimizerSeconds += step;
         cost.computeSeconds += step;
-        const AxisMask partial = inputGradientPartial(c.sig, st, i);
-        for (int a = 0; a < mesh.rank(); ++a) {
-            const auto& axis = mesh.axes[static_cast<size_t>(a)];
-            if (!(partial & bit(a)) || axis.size <= 1) continue;
-            const double b = elems * settings.gradBytesPerParam, bucket = settings.gradientBucketBytes;
-            // A gradient smaller than a bucket shares one bucket's collective with its
-            // neighbours and pays its share of it.
-            const double seconds = bucket > 0 && b < bucket
-                                       ? b / bucket * collectiveSeconds(CollectiveKind::AllReduce, bucket, axis)
-                                       : collectiveSeconds(CollectiveKind::AllReduce, b, axis);
-            cost.collectives.push_back({CollectiveKind::AllReduce, a, b, seconds, Phase::Gradient});
-            cost.commSeconds += seconds;
+        if (dpAxes.empty()) continue;
+        const double gradBytes = elems * settings.gradBytesPerParam, paramBytes = elems * settings.paramBytesPerParam;
+        if (zero == 0) {
+            for (int a : dpAxes) record(CollectiveKind::AllReduce, a, gradBytes, 1, Phase::Gradient, &underBackward);
+            continue;
+        }
+        // Stage 2 and up keep only the gradient's shard, so every micro-batch reduce-scatters.
+        const double reductions = zero >= 2 ? t.microBatches : 1;
+        double shard = gradBytes;
+        for (int a : dpAxes) {
+            record(CollectiveKind::ReduceScatter, a, shard, reductions, Phase::Gradient, &underBackward);
+            shard /= mesh.axes[static_cast<size_t>(a)].size;
+        }
+        double gathered = paramBytes / dp;
+        for (auto it = dpAxes.rbegin(); it != dpAxes.rend(); ++it) {
+            gathered *= mesh.axes[static_cast<size_t>(*it)].size;
+            if (zero >= 3) {
+                record(CollectiveKind::AllGather, *it, gathered, t.microBatches, Phase::Forward, &underForward);
+                record(CollectiveKind::AllGather, *it, gathered, t.microBatches, Phase::Backward, &underBackward);
+            } else {
+                record(CollectiveKind::AllGather, *it, gathered, 1, Phase::Gradient, nullptr);
+            }
         }
     }
     if (settings.overlapGradientReduction)
-        cost.hiddenCommSeconds = cost.commSeconds - exposedAfterOverlap(cost.commSeconds, t.backward);
+        cost.hiddenCommSeconds = underBackward - exposedAfterOverlap(underBackward, t.backward) + underForward -
+                                 exposedAfterOverlap(underForward, t.forward);
 }
 
 // Node costs of every strategy of one class, for the three recomputation modes.

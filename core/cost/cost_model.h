@@ -60,6 +60,11 @@ struct CostSettings {
     /// Megatron's asynchronous tensor-parallel all-reduce: the input-gradient collective of a
     /// column-parallel matmul runs under its weight-gradient matmul.
     bool overlapTensorParallelBackward = false;
+    /// ZeRO over each weight's data-parallel axes (those its gradient is partial over): 0
+    /// replicates the model states; 1 shards the optimizer states (Megatron's distributed
+    /// optimizer: reduce-scatter of gradients, all-gather of updated parameters); 2 also the
+    /// gradients; 3 also the parameters (FSDP: gathered before forward and backward).
+    int zeroStage = 0;
 };
 
 /// Time and memory of one op under one strategy, per device.

@@ -39,7 +39,8 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
     const CostSettings& s = model.settings();
     doc["framework"] = {{"grad_overlap", s.overlapGradientReduction},
                         {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
-                        {"tp_overlap", s.overlapTensorParallelBackward}};
+                        {"tp_overlap", s.overlapTensorParallelBackward},
+                        {"zero", s.zeroStage}};
 }
 
 std::string writePlanFile(const json& document) { return document.dump(2) + "\n"; }
@@ -352,6 +353,11 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
             const double mib = r.number(*v, "/framework/grad_bucket_mib");
             if (!(mib >= 0 && mib <= 1e6)) r.fail("/framework/grad_bucket_mib", "is " + v->dump() + ", expected 0 to 1000000");
             settings.gradientBucketBytes = mib * 1024 * 1024;
+        }
+        if (const json* v = r.optional(*fw, "zero")) {
+            const std::int64_t stage = r.integer(*v, "/framework/zero", 0);
+            if (stage > 3) r.fail("/framework/zero", "is " + v->dump() + ", expected 0, 1, 2 or 3");
+            settings.zeroStage = static_cast<int>(stage);
         }
     }
     r.integer(r.field(doc, "", "batch"), "/batch", 0);

@@ -90,7 +90,7 @@ std::string workspaceKeyOf(const PlanRequest& r)
     key.precision(17);
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
-        << r.overlapTensorParallel;
+        << r.overlapTensorParallel << '|' << r.zero;
     return key.str();
 }
 
@@ -113,6 +113,9 @@ CostSettings costSettingsOf(const PlanRequest& request)
     settings.gradientBucketBytes = request.gradientBucketMiB * 1024 * 1024;
     settings.overlapGradientReduction = request.overlapGradients;
     settings.overlapTensorParallelBackward = request.overlapTensorParallel;
+    if (request.zero < 0 || request.zero > 3)
+        throw InputError("ZeRO stage " + std::to_string(request.zero) + ": use 0, 1, 2 or 3");
+    settings.zeroStage = request.zero;
     recomputeOf(request.recompute); // rejects a bad word before anything is built
     return settings;
 }

@@ -36,6 +36,9 @@ struct PlanRequest {
     /// has no term for the SMs NCCL takes from the GEMM it hides under, and hiding it fully
     /// undercuts Korthikanti et al.'s measured backward times (docs/FIDELITY.md).
     bool overlapTensorParallel = false;
+    /// ZeRO stage over the data-parallel axes (--zero): 0 none, 1 optimizer states (Megatron's
+    /// distributed optimizer), 2 also gradients, 3 also parameters (FSDP). CostSettings::zeroStage.
+    int zero = 0;
     int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
