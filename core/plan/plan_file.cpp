@@ -138,6 +138,8 @@ public:
             add(path, key, *stored, *recomputed);
             return;
         }
+        // A framework setting newer than the plan was read as its default: nothing differs.
+        if (!stored && path.starts_with("/framework/")) return;
         PlanDifference d{path, stored ? *stored : json(), recomputed ? *recomputed : json(), {}};
         const std::string unitKey = path.starts_with("/cost/comm_by_kind/") ? key + "_s" : key;
         d.message = stored
