@@ -986,6 +986,10 @@ void TestGui::runCardSaysWhenLayoutsAreMixed()
     PlanSettings s;
     s.model = "llama3-8b";
     s.mesh = "2x8";
+    // Replicated model states and one sample per micro-batch: the limit binds, and the search
+    // mixes two layouts across the layers (ZeRO would make room for one).
+    s.microBatch = 1;
+    s.zero = 0;
     doc.open(s);
     QVERIFY(waitForPlan(doc));
     auto mixedLabel = [&] {

@@ -15,6 +15,7 @@
 #include "search/evaluate.h"
 #include "util/error.h"
 
+#include "randomgraph.h"
 #include "sanitizer.h"
 
 using namespace tp;
@@ -87,52 +88,6 @@ double combinations(const CostModel& model)
     double n = 1;
     for (const auto& op : model.graph().ops) n *= static_cast<double>(model.strategies(op.id).size());
     return n;
-}
-
-/// A random small DAG of transformer-like ops over [4, 4, 8] activations.
-Graph randomGraph(std::mt19937& rng, int opCount)
-{
-    GraphBuilder b("random", DType::BF16);
-    std::vector<TensorId> pool{b.input("x", {4, 4, 8}, DType::BF16)};
-    std::uniform_int_distribution<int> kindPick(0, 7);
-    auto pickTensor = [&](std::int64_t lastDim) -> TensorId {
-        std::vector<TensorId> fits;
-        for (TensorId t : pool)
-            if (b.shape(t).size() == 3 && b.shape(t)[2] == lastDim) fits.push_back(t);
-        if (fits.empty()) return -1;
-        return fits[std::uniform_int_distribution<size_t>(0, fits.size() - 1)(rng)];
-    };
-    for (int i = 0; i < opCount; ++i) {
-        const std::string name = "op" + std::to_string(i);
-        const int kind = kindPick(rng);
-        TensorId x = pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)];
-        const std::int64_t h = b.shape(x).back();
-        TensorId y = -1;
-        switch (kind) {
-        case 0:
-        case 1:
-            y = b.linear(name, x, h, h == 8 ? 16 : 8, kind == 0);
-            break;
-        case 2:
-            y = b.unary(OpKind::GeLU, name, x);
-            break;
-        case 3:
-            y = b.layerNorm(name, x);
-            break;
-        case 4:
-            y = b.unary(OpKind::Softmax, name, x);
-            break;
-        case 5:
-            y = b.unary(OpKind::Dropout, name, x);
-            break;
-        default: {
-            TensorId other = pickTensor(h);
-            y = b.binary(kind == 6 ? OpKind::Add : OpKind::Mul, name, x, other);
-        }
-        }
-        pool.push_back(y);
-    }
-    return b.take();
 }
 
 /// k copies of one random block chained through a [4, 4, 8] tensor.
@@ -723,8 +678,10 @@ private slots:
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<int>("layers");
-        QTest::newRow("gpt2 2x2") << "gpt2" << "2x2" << 3;
-        QTest::newRow("t5-base 2") << "t5-base" << "2" << 2;
+        QTest::newRow("gpt2 2x2") << "gpt2"
+                                  << "2x2" << 3;
+        QTest::newRow("t5-base 2") << "t5-base"
+                                   << "2" << 2;
     }
 
     void forcedRecomputeReachesInlinedLayers()
@@ -746,7 +703,8 @@ private slots:
         QCOMPARE(inlined.recomputeOfOp, tabulated.recomputeOfOp);
         QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::Full) > 0);
         QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::None) > 0);
-        QVERIFY(std::abs(inlined.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <= 1e-9 * tabulated.breakdown.stepSeconds);
+        QVERIFY(std::abs(inlined.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <=
+                1e-9 * tabulated.breakdown.stepSeconds);
         QVERIFY(std::abs(inlined.breakdown.perDeviceBytes - tabulated.breakdown.perDeviceBytes) <=
                 1e-9 * tabulated.breakdown.perDeviceBytes);
     }

@@ -69,9 +69,14 @@ Options parseArguments(const std::vector<std::string>& args)
             o.hardware = value();
         else if (a == "--batch")
             o.batch = parsePositive(a, value());
-        else if (a == "--micro-batch")
-            o.microBatch = parsePositive(a, value());
-        else if (a == "--seq")
+        else if (a == "--micro-batch") {
+            const std::string v = value();
+            try {
+                o.microBatch = v == "auto" ? kAuto : parsePositive(a, v);
+            } catch (const UsageError&) {
+                throw UsageError("--micro-batch '" + v + "': use auto or a positive integer");
+            }
+        } else if (a == "--seq")
             o.seq = parsePositive(a, value());
         else if (a == "--overlap") {
             const std::int64_t chunks = parsePositive(a, value());
@@ -102,8 +107,12 @@ Options parseArguments(const std::vector<std::string>& args)
                 throw UsageError("--recompute '" + o.recompute + "': use auto, none, selective or full");
         } else if (a == "--zero") {
             const std::string v = value();
-            if (v.size() != 1 || v[0] < '0' || v[0] > '3') throw UsageError("--zero '" + v + "': use 0, 1, 2 or 3");
-            o.zero = v[0] - '0';
+            if (v == "auto")
+                o.zero = kAuto;
+            else if (v.size() != 1 || v[0] < '0' || v[0] > '3')
+                throw UsageError("--zero '" + v + "': use auto, 0, 1, 2 or 3");
+            else
+                o.zero = v[0] - '0';
         } else if (a == "--grad-overlap")
             o.overlapGradients = parseSwitch(a, value());
         else if (a == "--tp-overlap")

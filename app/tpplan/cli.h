@@ -25,7 +25,7 @@ struct Options {
     std::string mesh = "8";
     std::string hardware = "a100-80g-dgx";
     std::int64_t batch = 0;
-    std::int64_t microBatch = 0;
+    std::int64_t microBatch = kAuto; ///< --micro-batch auto|N (PlanRequest::microBatch)
     std::int64_t seq = 0;
     int overlapChunks = 1;    ///< --overlap N: each collective split into N chunks hidden behind compute (ATP)
     double intraNodeGBps = 0; ///< --intra-node-bw GBps: link override (0: the hardware's)
@@ -40,7 +40,7 @@ struct Options {
     bool overlapGradients = true;       ///< --grad-overlap on|off
     double gradientBucketMiB = 25;      ///< --grad-bucket MiB
     bool overlapTensorParallel = false; ///< --tp-overlap on|off
-    int zero = 0;                       ///< --zero 0|1|2|3
+    int zero = kAuto;                   ///< --zero auto|0|1|2|3
     std::string format;
     std::string plot; ///< bench fidelity --plot FILE.svg
     std::string output;

@@ -299,34 +299,38 @@ Json runSearchCase(const Suite& s, const std::string& modelName, const std::stri
 
 PlanRequest coldRequest(const Suite& s) { return planRequestFor(s, s.coldModel, s.coldMesh); }
 
-/// A cold plan as tpplan and the GUI make it: load, cost model, fold, search (default memory
-/// limit: the hardware's capacity). The first run pays one-time costs (built-in resources).
+/// A cold plan as tpplan and the GUI make it (Planner::plan with the request's defaults, so the
+/// micro-batch and ZeRO stage are chosen too): load, cost models, folds, searches (default
+/// memory limit: the hardware's capacity). The first run pays one-time costs (built-in
+/// resources).
 Json runColdCase(const Suite& s)
 {
     const PlanRequest request = coldRequest(s);
-    std::vector<double> prepare, search;
+    std::vector<double> prepare;
     double firstMs = 0;
-    SearchResult r;
+    PlannerResult r;
     const Sample total = medianOf(s.repetitions, [&] {
         const auto start = std::chrono::steady_clock::now();
-        auto ws = preparePlan(request);
-        const auto prepared = std::chrono::steady_clock::now();
-        r = runPlan(*ws, request);
-        const auto done = std::chrono::steady_clock::now();
-        prepare.push_back(std::chrono::duration<double, std::milli>(prepared - start).count());
-        search.push_back(std::chrono::duration<double, std::milli>(done - prepared).count());
-        if (firstMs == 0) firstMs = std::chrono::duration<double, std::milli>(done - start).count();
+        Planner planner;
+        r = planner.plan(request);
+        prepare.push_back(r.prepareMs);
+        if (firstMs == 0) firstMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     });
     std::sort(prepare.begin(), prepare.end());
-    std::sort(search.begin(), search.end());
+    std::map<std::string, int> outcomes;
+    for (const auto& c : r.candidates) ++outcomes[outcomeName(c.outcome)];
+    const CostSettings& chosen = r.workspace->costModel->settings();
     return {{"model", s.coldModel},
             {"mesh", s.coldMesh},
             {"total", sampleJson(total)},
             {"first_run_ms", firstMs},
             {"prepare_ms", prepare[prepare.size() / 2]},
-            {"search_ms", search[search.size() / 2]},
-            {"step_time_s", r.breakdown.stepSeconds},
-            {"fits", r.fits}};
+            {"combinations", r.candidates.size()},
+            {"outcomes", outcomes},
+            {"zero", chosen.zeroStage},
+            {"micro_batch", chosen.microBatch},
+            {"step_time_s", r.result.breakdown.stepSeconds},
+            {"fits", r.result.fits}};
 }
 
 /// Building the cost model of GPT-3 175B on 8x8 (every op's candidates and node costs) and
@@ -356,35 +360,35 @@ Json runCostModelCase(const Suite& s)
             {"megatron_step_time_s", stepSeconds}};
 }
 
-/// Re-solving a PlannerSession after one lock on a layer op: for the whole class
-/// ("layers.*/mlp/down") and for one instance ("layers.5/mlp/down", which splits it out).
+/// Re-planning after one lock on a layer op, as the GUI does (Planner::plan with the lock, the
+/// micro-batch and ZeRO stage still chosen): for the whole class ("layers.*/mlp/down") and for
+/// one instance ("layers.5/mlp/down", which splits it out).
 Json runLockCase(const Suite& s)
 {
     const PlanRequest request = coldRequest(s);
-    auto ws = preparePlan(request);
-    const CostModel& model = *ws->costModel;
-    const Graph& g = model.graph();
-    OpId target = -1;
-    for (const Op& op : g.ops)
-        if (op.kind == OpKind::Linear && op.name.rfind("layers.5/", 0) == 0 && (target < 0 || op.name.ends_with("/down")))
-            target = op.id;
-    if (target < 0) throw InputError("bench lock: no linear op in layers.5 of " + s.coldModel);
-    const std::string instanceName = g.op(target).name;
-    const std::string className = "layers.*" + instanceName.substr(std::strlen("layers.5"));
-
-    Json j = {{"model", s.coldModel}, {"mesh", s.coldMesh}, {"op", instanceName}};
+    Json j = {{"model", s.coldModel}, {"mesh", s.coldMesh}};
     for (const bool wholeClass : {true, false}) {
-        std::string lockText;
-        double firstSolveMs = 0;
-        SearchResult locked;
+        std::string lockText, instanceName;
+        double firstPlanMs = 0;
+        PlannerResult locked;
         std::vector<double> wall, cpu;
         for (int i = 0; i < s.repetitions; ++i) {
-            PlannerSession session(model, ws->folded);
-            const SearchResult before = session.solve();
-            firstSolveMs = before.searchMs;
-            // Lock the op to the candidate the free plan does not use with the smallest node cost
-            // (a plausible alternative, as a user would pick one in the inspector).
-            const int chosen = before.strategyOfOp[static_cast<size_t>(target)];
+            Planner planner;
+            const auto firstStart = std::chrono::steady_clock::now();
+            const PlannerResult before = planner.plan(request);
+            firstPlanMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - firstStart).count();
+            const CostModel& model = *before.workspace->costModel;
+            const Graph& g = model.graph();
+            OpId target = -1;
+            for (const Op& op : g.ops)
+                if (op.kind == OpKind::Linear && op.name.rfind("layers.5/", 0) == 0 && (target < 0 || op.name.ends_with("/down")))
+                    target = op.id;
+            if (target < 0) throw InputError("bench lock: no linear op in layers.5 of " + s.coldModel);
+            instanceName = g.op(target).name;
+            const std::string className = "layers.*" + instanceName.substr(std::strlen("layers.5"));
+            // Lock the op to the candidate the free plan does not use with the smallest node
+            // cost (a plausible alternative, as a user would pick one in the inspector).
+            const int chosen = before.result.strategyOfOp[static_cast<size_t>(target)];
             int other = -1;
             for (int c = 0; c < static_cast<int>(model.strategies(target).size()); ++c)
                 if (c != chosen && (other < 0 || model.opCost(target, c).seconds() < model.opCost(target, other).seconds()))
@@ -392,22 +396,32 @@ Json runLockCase(const Suite& s)
             lockText =
                 (wholeClass ? className : instanceName) + "=" +
                 strategyToString(model.strategies(target)[static_cast<size_t>(other)], model.signature(target), model.mesh());
+            PlanRequest withLock = request;
+            withLock.locks = {lockText};
             const auto start = std::chrono::steady_clock::now();
             const double cpuStart = threadCpuMs();
-            session.setLocks({parseLockRequest(lockText)});
-            locked = session.solve();
+            locked = planner.plan(withLock);
             cpu.push_back(threadCpuMs() - cpuStart);
             wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
         }
         std::sort(wall.begin(), wall.end());
         std::sort(cpu.begin(), cpu.end());
+        std::map<std::string, int> outcomes;
+        int searched = 0;
+        for (const auto& c : locked.candidates) {
+            ++outcomes[outcomeName(c.outcome)];
+            searched += c.searched;
+        }
+        j["op"] = instanceName;
         j[wholeClass ? "class_lock" : "instance_lock"] = {
             {"lock", lockText},
             {"resolve", {{"wall_ms", wall[wall.size() / 2]}, {"cpu_ms", cpu[cpu.size() / 2]}}},
-            {"first_solve_ms", firstSolveMs},
-            {"tables_solved", locked.tablesSolved},
-            {"prices_tried", locked.pricesTried},
-            {"step_time_s", locked.breakdown.stepSeconds}};
+            {"first_plan_ms", firstPlanMs},
+            {"outcomes", outcomes},
+            {"combinations_searched", searched},
+            {"tables_solved", locked.result.tablesSolved},
+            {"prices_tried", locked.result.pricesTried},
+            {"step_time_s", locked.result.breakdown.stepSeconds}};
     }
     return j;
 }

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 struct Loaded {
-    std::unique_ptr<PlanWorkspace> ws;
+    std::shared_ptr<const PlanWorkspace> ws;
     SearchResult result;
     PlanRequest request; ///< for a model source: what made the plan (the comparison reuses it)
     bool fromFile = false;
@@ -45,8 +45,11 @@ Loaded load(const Options& o, const std::string& source)
         return l;
     }
     l.request = planRequest(o, source);
-    l.ws = preparePlan(l.request);
-    l.result = tp::runPlan(*l.ws, l.request);
+    // The plan tpplan plan makes, with the settings it chooses (planner.h).
+    Planner planner;
+    PlannerResult planned = planner.plan(l.request);
+    l.ws = planned.workspace;
+    l.result = std::move(planned.result);
     return l;
 }
 

@@ -1,7 +1,9 @@
 // tpplan plan: search (or a baseline) and the breakdown.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <condition_variable>
 #include <cstdio>
 #include <iomanip>
@@ -73,10 +75,9 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         << ", fused cross-entropy " << onOff(cs.fusedCrossEntropy)
         << (cs.training ? std::string(", gradient overlap ") + onOff(cs.overlapGradientReduction) + " (" +
                               formatBytes(cs.gradientBucketBytes) + " buckets), tensor-parallel overlap " +
-                              onOff(cs.overlapTensorParallelBackward) + ", ZeRO stage " +
-                              std::to_string(cs.zeroStage)
+                              onOff(cs.overlapTensorParallelBackward) + ", ZeRO stage " + std::to_string(cs.zeroStage)
                         : std::string())
-        << "\n";
+        << ", micro-batch " << (cs.microBatch > 0 ? std::to_string(cs.microBatch) : std::string("whole local batch")) << "\n";
     for (const auto& [kind, seconds] : b.commByKind)
         out << "    " << std::left << std::setw(16) << collectiveName(kind) << formatSeconds(seconds) << "\n";
     out << "  memory/device   " << formatBytes(b.perDeviceBytes) << " of " << formatBytes(b.capacityBytes)
@@ -196,6 +197,35 @@ private:
     std::thread thread_;
 };
 
+/// What the planner chose where the request left it open, and how the other combinations fared.
+void printChoices(const PlannerResult& planned, std::ostream& out)
+{
+    if (planned.candidates.empty()) return;
+    std::map<std::string, int> counts;
+    const SettingsCandidate* runnerUp = nullptr;
+    for (const auto& c : planned.candidates) {
+        ++counts[outcomeName(c.outcome)];
+        if (c.outcome == SettingsCandidate::Outcome::Slower && (!runnerUp || c.stepSeconds < runnerUp->stepSeconds))
+            runnerUp = &c;
+    }
+    auto name = [](const SettingsCandidate& c) {
+        return "ZeRO " + std::to_string(c.zero) + ", micro-batch " + (c.microBatch > 0 ? std::to_string(c.microBatch) : "whole") +
+               (c.recompute == "auto" || c.recompute.empty() ? "" : ", recompute " + c.recompute);
+    };
+    const auto chosen = std::find_if(planned.candidates.begin(), planned.candidates.end(),
+                                     [](const auto& c) { return c.outcome == SettingsCandidate::Outcome::Chosen; });
+    out << "  chosen          " << name(*chosen) << " of " << planned.candidates.size() << " combinations (";
+    bool first = true;
+    for (const auto& [what, n] : counts) {
+        out << (first ? "" : ", ") << n << " " << what;
+        first = false;
+    }
+    out << ")\n";
+    if (runnerUp)
+        out << "    next best     " << name(*runnerUp) << ": " << formatSeconds(runnerUp->stepSeconds) << ", "
+            << formatBytes(runnerUp->bytes) << "\n";
+}
+
 } // namespace
 
 int runPlan(const Options& o, std::ostream& out)
@@ -213,7 +243,10 @@ int runPlan(const Options& o, std::ostream& out)
     const SearchResult& r = planned.result;
     const nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, r);
     if (o.json || !o.output.empty()) emitJson(o, doc, out);
-    if (!o.json) printSummary(ws, r, out);
+    if (!o.json) {
+        printSummary(ws, r, out);
+        printChoices(planned, out);
+    }
     if (!r.fits) {
         std::cerr << "tpplan: no plan fits " << formatBytes(r.memoryLimitBytes) << " per device; the smallest found needs "
                   << formatBytes(r.breakdown.perDeviceBytes) << "\n";

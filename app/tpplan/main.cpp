@@ -13,13 +13,13 @@ void printHelp(std::ostream& out)
 {
     out << "tpplan: plan tensor parallelism from the command line\n\nCommands:\n";
     for (const auto& c : tp::cli::commands()) out << "  " << c.synopsis << "\n";
-    out << "\nCommon options: --mesh 8|2x8  --hardware NAME|FILE.json  --batch B  --micro-batch M  --seq S\n"
+    out << "\nCommon options: --mesh 8|2x8  --hardware NAME|FILE.json  --batch B  --micro-batch auto|M  --seq S\n"
            "                --mode train|infer  --memory-limit 80GiB  --set key=value  --lock 'GLOB=STRATEGY'\n"
            "                --overlap N (chunks)  --intra-node-bw GBps  --inter-node-bw GBps\n"
            "                --baseline megatron|megatron-sp|dp|flat  --threads N  --json  -o FILE\n"
            "                --recompute auto|none|selective|full  --grad-overlap on|off  --grad-bucket MiB\n"
            "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n"
-           "                --set fused_cross_entropy=true  --zero 0|1|2|3\n";
+           "                --set fused_cross_entropy=true  --zero auto|0|1|2|3\n";
 }
 
 } // namespace

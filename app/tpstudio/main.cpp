@@ -32,8 +32,9 @@ struct CommandLine {
                                 QStringLiteral("name")};
     QCommandLineOption batch{QStringLiteral("batch"), QStringLiteral("Global batch."), QStringLiteral("n")};
     QCommandLineOption seq{QStringLiteral("seq"), QStringLiteral("Sequence length."), QStringLiteral("n")};
-    QCommandLineOption microBatch{QStringLiteral("micro-batch"), QStringLiteral("Micro-batch (gradient accumulation)."),
-                                  QStringLiteral("n")};
+    QCommandLineOption microBatch{QStringLiteral("micro-batch"),
+                                  QStringLiteral("Micro-batch (gradient accumulation): auto or n."), QStringLiteral("n")};
+    QCommandLineOption zero{QStringLiteral("zero"), QStringLiteral("ZeRO stage: auto, 0, 1, 2 or 3."), QStringLiteral("stage")};
     QCommandLineOption mode{QStringLiteral("mode"), QStringLiteral("train or infer."), QStringLiteral("mode")};
     QCommandLineOption memoryLimit{QStringLiteral("memory-limit"), QStringLiteral("e.g. 80GiB, none."), QStringLiteral("bytes")};
     QCommandLineOption lock{QStringLiteral("lock"), QStringLiteral("GLOB=STRATEGY (repeatable)."), QStringLiteral("lock")};
@@ -60,7 +61,7 @@ struct CommandLine {
         parser.addPositionalArgument(
             QStringLiteral("source"),
             QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
-        parser.addOptions({mesh, hardware, batch, seq, microBatch, mode, memoryLimit, lock, select, screenshot,
+        parser.addOptions({mesh, hardware, batch, seq, microBatch, zero, mode, memoryLimit, lock, select, screenshot,
                            screenshotBreakdown, screenshotExplain, size, benchEdits});
     }
 
@@ -71,7 +72,13 @@ struct CommandLine {
         if (parser.isSet(hardware)) base.hardware = parser.value(hardware).toStdString();
         if (parser.isSet(batch)) base.batch = parser.value(batch).toLongLong();
         if (parser.isSet(seq)) base.seq = parser.value(seq).toLongLong();
-        if (parser.isSet(microBatch)) base.microBatch = parser.value(microBatch).toLongLong();
+        // "auto", or a number (a bad one is refused by the planner, naming the setting).
+        auto autoOr = [](const QString& v, std::int64_t bad) {
+            return v == QStringLiteral("auto") ? tp::kAuto
+                                               : (v.toLongLong() > 0 || v == QStringLiteral("0") ? v.toLongLong() : bad);
+        };
+        if (parser.isSet(microBatch)) base.microBatch = autoOr(parser.value(microBatch), -2);
+        if (parser.isSet(zero)) base.zero = static_cast<int>(autoOr(parser.value(zero), 4));
         if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
         if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
         return base;

@@ -75,6 +75,21 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         out << "--micro-batch-size " << micro << "\n";
     }
     if (ws.context.seq > 0) out << "--seq-length " << ws.context.seq << "\n";
+    // ZeRO: the distributed optimizer is stage 1; stages 2 and 3 are Megatron-FSDP's sharding
+    // strategies (megatron/core/distributed/fsdp).
+    switch (model.settings().training ? model.settings().zeroStage : 0) {
+    case 1:
+        out << "--use-distributed-optimizer\n";
+        break;
+    case 2:
+        out << "--use-megatron-fsdp\n--data-parallel-sharding-strategy optim_grads\n";
+        break;
+    case 3:
+        out << "--use-megatron-fsdp\n--data-parallel-sharding-strategy optim_grads_params\n";
+        break;
+    default:
+        break;
+    }
     if (full)
         out << "--recompute-granularity full\n--recompute-method uniform\n--recompute-num-layers 1\n";
     else if (selective)

@@ -70,6 +70,22 @@ std::string axesText(const Mesh& mesh)
     return s;
 }
 
+/// How the plan's ZeRO stage is run in PyTorch, for the script's header.
+std::string zeroComment(int zero)
+{
+    switch (zero) {
+    case 0:
+        return "ZeRO stage 0: replicate the model over them (DDP) after parallelize_module.";
+    case 1:
+        return "ZeRO stage 1: DDP over them, with torch.distributed.optim.ZeroRedundancyOptimizer sharding the\n"
+               "# optimizer states over the data-parallel group.";
+    case 2:
+        return "ZeRO stage 2: apply_fsdp below (fully_shard, parameters kept gathered between forward and backward).";
+    default:
+        return "ZeRO stage 3 (FSDP): apply_fsdp below (fully_shard, parameters resharded after forward).";
+    }
+}
+
 } // namespace
 
 std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
@@ -91,11 +107,10 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
         py << "# Tensor parallelism runs over mesh dim '" << mesh.axes[static_cast<size_t>(axes.tensorAxis)].name << "'.\n";
     else
         py << "# The plan splits no weight: there is no tensor parallelism to apply.\n";
+    const int zero = model.settings().training ? model.settings().zeroStage : 0;
     for (int a : axes.dataAxes)
-        py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name
-           << "' only splits the batch (data parallelism): after parallelize_module, wrap the model with\n"
-              "# FSDP (fully_shard(model, mesh=mesh[\""
-           << mesh.axes[static_cast<size_t>(a)].name << "\"])) or DDP over that dim.\n";
+        py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name << "' only splits the batch (data parallelism).\n";
+    if (!axes.dataAxes.empty()) py << "# " << zeroComment(zero) << "\n";
     bool anyInexpressible = false;
     for (const auto& m : styles)
         if (!m.inexpressible.empty()) {
@@ -120,6 +135,15 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     for (size_t a = 0; a < mesh.axes.size(); ++a) py << (a ? ", " : "") << pyString(mesh.axes[a].name);
     py << (mesh.axes.size() == 1 ? ",)\n" : ")\n");
     py << "TP_DIM = " << (axes.tensorAxis >= 0 ? pyString(mesh.axes[static_cast<size_t>(axes.tensorAxis)].name) : "None") << "\n";
+    py << "DP_DIMS = (";
+    for (size_t i = 0; i < axes.dataAxes.size(); ++i)
+        py << (i ? ", " : "") << pyString(mesh.axes[static_cast<size_t>(axes.dataAxes[i])].name);
+    py << (axes.dataAxes.size() == 1 ? ",)\n" : ")\n");
+    py << "ZERO_STAGE = " << zero << "\n";
+    // The cost model's stage 3 gathers the parameters again for backward (docs/FIDELITY.md).
+    py << "RESHARD_AFTER_FORWARD = " << (zero == 3 ? "True" : "False") << "\n";
+    const BlockClass* layers = ws.folded.largestClass();
+    py << "FSDP_UNITS = (" << (layers && layers->instances.size() > 1 ? pyString(layers->label) + "," : std::string()) << ")\n";
 
     // One dict per block class, in order of first appearance.
     std::set<std::string> taken;
@@ -154,11 +178,28 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
           "        for name in matches:\n"
           "            expanded[name] = style\n"
           "    return expanded\n\n\n"
+          "def apply_fsdp(model, mesh):\n"
+          "    \"\"\"ZeRO stage 2 or 3 over the data-parallel mesh dims: FSDP2's fully_shard, each block\n"
+          "    instance (FSDP_UNITS) a unit of its own so that its gather overlaps the previous one's compute.\"\"\"\n"
+          "    if ZERO_STAGE < 2 or not DP_DIMS:\n"
+          "        return model\n"
+          "    try:\n"
+          "        from torch.distributed.fsdp import fully_shard\n"
+          "    except ImportError:  # PyTorch 2.4 and 2.5\n"
+          "        from torch.distributed._composable.fsdp import fully_shard\n"
+          "    dp_mesh = mesh[DP_DIMS] if len(DP_DIMS) > 1 else mesh[DP_DIMS[0]]\n"
+          "    for name, module in model.named_modules():\n"
+          "        if any(fnmatch.fnmatchcase(name, pattern) for pattern in FSDP_UNITS):\n"
+          "            fully_shard(module, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)\n"
+          "    fully_shard(model, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)\n"
+          "    return model\n\n\n"
           "def apply_plan(model, device_type=\"cuda\"):\n"
-          "    \"\"\"Builds the device mesh and applies the tensor-parallel plan; returns (model, mesh).\"\"\"\n"
+          "    \"\"\"Builds the device mesh, applies the tensor-parallel plan and then, for ZeRO stage 2\n"
+          "    or 3, fully_shard over the data-parallel dims; returns (model, mesh).\"\"\"\n"
           "    mesh = init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
           "    if TP_DIM is not None and PLAN:\n"
           "        parallelize_module(model, mesh[TP_DIM], expand_plan(model, PLAN))\n"
+          "    apply_fsdp(model, mesh)\n"
           "    return model, mesh\n";
     return py.str();
 }

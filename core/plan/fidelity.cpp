@@ -43,6 +43,12 @@ PublishedRun readRun(const JsonReader& r, const json& run, const std::string& pa
     if (q.baseline != "megatron" && q.baseline != "megatron-sp" && q.baseline != "dp" && q.baseline != "search")
         r.fail(path + "/layout", "is '" + q.baseline + "', expected megatron, megatron-sp, dp or search");
     if (q.baseline == "search") q.baseline.clear();
+    q.zero = 0; // as the runs before ZeRO were run, unless the run says
+    if (const json* z = r.optional(run, "zero")) {
+        const std::int64_t stage = r.integer(*z, path + "/zero", 0);
+        if (stage > 3) r.fail(path + "/zero", "is " + z->dump() + ", expected 0, 1, 2 or 3");
+        q.zero = static_cast<int>(stage);
+    }
     q.recompute = r.string(run, path, "recompute");
     r.within(path + "/recompute", "", [&] { return recomputeOf(q.recompute); });
     q.overlapGradients = flag(r, run, path, "grad_overlap", true);

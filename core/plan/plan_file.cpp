@@ -424,10 +424,17 @@ json projectToJson(const ProjectFile& p)
                      {"batch", p.batch},
                      {"seq", p.seq},
                      {"mode", p.mode},
-                     {"micro_batch", p.microBatch},
                      {"memory_limit", p.memoryLimit},
                      {"intra_node_GBps", p.intraNodeGBps},
                      {"inter_node_GBps", p.interNodeGBps}};
+    if (p.microBatch == kAuto)
+        settings["micro_batch"] = "auto";
+    else
+        settings["micro_batch"] = p.microBatch;
+    if (p.zero == kAuto)
+        settings["zero"] = "auto";
+    else
+        settings["zero"] = p.zero;
     if (!p.overrides.empty()) settings["overrides"] = p.overrides;
     if (p.overlapChunks != 1) settings["overlap_chunks"] = p.overlapChunks;
     json doc = json::object();
@@ -480,7 +487,17 @@ ProjectFile readProjectJson(const std::string& text, const std::string& origin)
     };
     p.batch = optionalInt("batch");
     p.seq = optionalInt("seq");
-    p.microBatch = optionalInt("micro_batch");
+    // "auto" or a number; absent: auto (a project written before the planner chose them).
+    auto autoOrInt = [&](const char* key, std::int64_t max) -> std::int64_t {
+        const json* v = r.optional(s, key);
+        if (!v || (v->is_string() && v->get<std::string>() == "auto")) return kAuto;
+        if (v->is_string()) r.fail(std::string("/settings/") + key, "is " + v->dump() + ", expected \"auto\" or a number");
+        const std::int64_t x = r.integer(*v, std::string("/settings/") + key, 0);
+        if (x > max) r.fail(std::string("/settings/") + key, "is " + v->dump() + ", at most " + std::to_string(max));
+        return x;
+    };
+    p.microBatch = autoOrInt("micro_batch", std::int64_t{1} << 40);
+    p.zero = static_cast<int>(autoOrInt("zero", 3));
     p.intraNodeGBps = optionalNumber("intra_node_GBps");
     p.interNodeGBps = optionalNumber("inter_node_GBps");
     if (const json* chunks = r.optional(s, "overlap_chunks")) {
@@ -523,6 +540,7 @@ PlanRequest planRequestOf(const ProjectFile& p)
     request.mode = p.mode;
     request.memoryLimit = p.memoryLimit;
     request.microBatch = p.microBatch;
+    request.zero = p.zero;
     request.overlapChunks = p.overlapChunks;
     request.intraNodeGBps = p.intraNodeGBps;
     request.interNodeGBps = p.interNodeGBps;
@@ -580,6 +598,15 @@ ProjectFile projectOfPlan(const json& doc, const std::string& origin)
     whole(doc, "", "batch", 0, p.batch);
     whole(doc, "", "seq", 0, p.seq);
     whole(doc, "", "micro_batch", 0, p.microBatch);
+    // A plan's micro-batch and ZeRO stage are what it was made with: the project keeps them.
+    if (const json* fw = r.optional(doc, "framework"); fw && fw->is_object()) {
+        std::int64_t stage = 0;
+        whole(*fw, "/framework", "zero", 0, stage);
+        if (stage > 3) r.fail("/framework/zero", "is " + std::to_string(stage) + ", expected 0, 1, 2 or 3");
+        p.zero = static_cast<int>(stage);
+    } else {
+        p.zero = 0;
+    }
     text(doc, "", "mode", p.mode);
     std::int64_t chunks = 1;
     whole(doc, "", "overlap_chunks", 1, chunks);

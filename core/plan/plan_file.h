@@ -71,9 +71,10 @@ struct ProjectFile {
     std::int64_t batch = 0;                ///< 0: the model's own
     std::int64_t seq = 0;
     std::string mode = "train";
-    std::int64_t microBatch = 0;
-    std::string memoryLimit;  ///< "80GiB", "none", or empty for the hardware's capacity
-    double intraNodeGBps = 0; ///< link bandwidth overrides; 0: the hardware's
+    std::int64_t microBatch = kAuto; ///< kAuto ("auto" in the file), 0 the whole local batch, or N
+    int zero = kAuto;                ///< kAuto ("auto") or the ZeRO stage 0-3
+    std::string memoryLimit;         ///< "80GiB", "none", or empty for the hardware's capacity
+    double intraNodeGBps = 0;        ///< link bandwidth overrides; 0: the hardware's
     double interNodeGBps = 0;
     int overlapChunks = 1;          ///< chunked comm/compute overlap (CostSettings); 1: none
     std::vector<std::string> locks; ///< "GLOB=STRATEGY"

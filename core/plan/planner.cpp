@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "../cost/baselines.h"
@@ -106,16 +107,18 @@ CostSettings costSettingsOf(const PlanRequest& request)
     if (request.mode != "train" && request.mode != "infer") throw InputError("mode '" + request.mode + "': use train or infer");
     CostSettings settings;
     settings.training = request.mode == "train";
-    settings.microBatch = request.microBatch;
+    if (request.microBatch < kAuto)
+        throw InputError("micro-batch " + std::to_string(request.microBatch) + ": use auto or a positive number");
+    settings.microBatch = std::max<std::int64_t>(0, request.microBatch);
     settings.overlapChunks = request.overlapChunks;
     if (!std::isfinite(request.gradientBucketMiB) || request.gradientBucketMiB < 0 || request.gradientBucketMiB > 1e6)
         throw InputError("gradient bucket " + std::to_string(request.gradientBucketMiB) + " MiB: expected 0 to 1000000");
     settings.gradientBucketBytes = request.gradientBucketMiB * 1024 * 1024;
     settings.overlapGradientReduction = request.overlapGradients;
     settings.overlapTensorParallelBackward = request.overlapTensorParallel;
-    if (request.zero < 0 || request.zero > 3)
-        throw InputError("ZeRO stage " + std::to_string(request.zero) + ": use 0, 1, 2 or 3");
-    settings.zeroStage = request.zero;
+    if (request.zero < kAuto || request.zero > 3)
+        throw InputError("ZeRO stage " + std::to_string(request.zero) + ": use auto, 0, 1, 2 or 3");
+    settings.zeroStage = std::max(0, request.zero);
     recomputeOf(request.recompute); // rejects a bad word before anything is built
     return settings;
 }
@@ -157,14 +160,25 @@ void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNo
     apply(hardware.interNode, interNodeGBps, "inter-node");
 }
 
+namespace {
+
+/// The cost model of a workspace whose graph, hardware, mesh and fold are set, with the fold's
+/// reader groups and the model config's kernel settings.
+void attachCostModel(PlanWorkspace& ws, CostSettings settings)
+{
+    settings.readerGroupOfOp = readerGroupsOf(ws.folded);
+    applyKernelSettings(settings, ws.model.config);
+    ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+}
+
+} // namespace
+
 void buildWorkspace(PlanWorkspace& ws, CostSettings settings)
 {
     const auto start = Clock::now();
     ws.folded = foldGraph(ws.model.graph);
     ws.foldMs = msSince(start);
-    settings.readerGroupOfOp = readerGroupsOf(ws.folded);
-    applyKernelSettings(settings, ws.model.config);
-    ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+    attachCostModel(ws, std::move(settings));
     PlanContext& c = ws.context;
     c.modelName = ws.model.name;
     c.modelSource = ws.model.source;
@@ -200,7 +214,7 @@ SearchResult planBaseline(const PlanWorkspace& ws, const std::string& name, doub
     return r;
 }
 
-SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgress* progress)
+SearchResult runPlan(const PlanWorkspace& ws, const PlanRequest& request, SearchProgress* progress)
 {
     const double limit = memoryLimitOf(request);
     const std::vector<LockRequest> locks = locksOf(request);
@@ -218,53 +232,158 @@ SearchResult runPlan(PlanWorkspace& ws, const PlanRequest& request, SearchProgre
     return session.solve();
 }
 
+bool choosesSettings(const PlanRequest& request)
+{
+    return request.microBatch == kAuto || request.zero == kAuto || (!isSearch(request) && request.recompute == "auto");
+}
+
+const char* outcomeName(SettingsCandidate::Outcome outcome)
+{
+    switch (outcome) {
+    case SettingsCandidate::Outcome::Chosen:
+        return "chosen";
+    case SettingsCandidate::Outcome::Slower:
+        return "slower";
+    case SettingsCandidate::Outcome::Bounded:
+        return "bounded";
+    case SettingsCandidate::Outcome::FitsNothing:
+        return "fits nothing";
+    case SettingsCandidate::Outcome::TooLarge:
+        return "too large";
+    }
+    return "?";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Planner
 
-struct Planner::State {
-    std::string workspaceKey;
+namespace {
+
+/// One concrete combination of settings: its workspace, its search session (dropped when it
+/// loses, to bound memory; rebuilt on demand), its evaluated baselines and the lower bound of
+/// its search (the plan without memory limit and locks), per forced recompute word and flat.
+struct Slot {
     std::shared_ptr<PlanWorkspace> workspace;
     std::unique_ptr<PlannerSession> session;
     std::map<std::string, SearchResult> baselines; ///< evaluated, not judged (the limit may change)
-    std::string unlockedKey;                       ///< memory limit + flat of `unlocked`
+    std::map<std::string, double> lowerBound;      ///< by baseline|recompute: the unpriced plan (any limit, any locks)
+    /// By limit|baseline|recompute: what the search without locks proved under that limit (its
+    /// plan's time, the dual bound it stopped at, or infinity when nothing fits): a bound for
+    /// any locks.
+    std::map<std::string, double> limitBound;
+    std::string unlockedKey; ///< memory limit + flat + recompute of `unlocked`
     std::optional<SearchResult> unlocked;
+    double prepareMs = 0;
+};
 
-    void reset()
+/// The divisors of the batch, ascending, the batch itself as 0 (the whole local batch): the
+/// micro-batches the planner tries (only 0 when the graph has no batch the cost model knows).
+std::vector<std::int64_t> microBatchCandidates(std::int64_t batch)
+{
+    if (batch <= 0) return {0};
+    std::vector<std::int64_t> out;
+    for (std::int64_t d = 1; d * d <= batch; ++d)
+        if (batch % d == 0) {
+            out.push_back(d);
+            if (d * d != batch) out.push_back(batch / d);
+        }
+    std::sort(out.begin(), out.end());
+    out.back() = 0; // the whole batch: the workspace the planner builds first anyway
+    return out;
+}
+
+/// A fixed micro-batch must divide the batch (a local batch that does not split evenly into
+/// micro-batches is not how gradient accumulation runs).
+void checkMicroBatch(std::int64_t microBatch, std::int64_t batch)
+{
+    if (microBatch <= 0 || batch <= 0) return;
+    if (microBatch > batch || batch % microBatch != 0)
+        throw InputError("micro-batch " + std::to_string(microBatch) + " does not divide the batch of " + std::to_string(batch) +
+                         " samples");
+}
+
+} // namespace
+
+struct Planner::State {
+    std::map<std::string, std::unique_ptr<Slot>> slots; ///< by workspaceKeyOf, of the current model
+    std::string modelKey;                               ///< what the slots were built for
+    std::shared_ptr<SharedSearchCaches> caches;         ///< the slots' sessions' resharding caches
+    std::map<std::string, std::string> lastChoice;      ///< per baseline ("" the search): the last winner
+    const std::atomic<bool>* cancel = nullptr;
+    SearchProgress* progress = nullptr;
+
+    void check() const
     {
-        session.reset();
-        workspace.reset();
-        workspaceKey.clear();
-        baselines.clear();
-        unlocked.reset();
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
     }
 
-    /// Each cache is assigned only once its value is complete, so a cancelled or failed build
-    /// leaves the planner empty, never half-built.
-    double ensureWorkspace(const PlanRequest& request)
+    /// Each slot is stored only once its workspace is complete, so a cancelled or failed build
+    /// leaves nothing half-built.
+    Slot& slotFor(const PlanRequest& concrete)
     {
-        const std::string key = workspaceKeyOf(request);
-        if (workspace && key == workspaceKey) return -1;
+        const std::string key = workspaceKeyOf(concrete);
+        auto it = slots.find(key);
+        if (it != slots.end()) return *it->second;
+        check();
         const auto start = Clock::now();
-        reset();
-        std::shared_ptr<PlanWorkspace> ws = preparePlan(request);
-        session = std::make_unique<PlannerSession>(*ws->costModel, ws->folded);
-        workspace = std::move(ws);
-        workspaceKey = key;
-        return msSince(start);
+        auto slot = std::make_unique<Slot>();
+        if (slots.empty()) {
+            slot->workspace = preparePlan(concrete);
+        } else {
+            // Another combination of the same model: the graph, hardware, mesh and fold are the
+            // first slot's; only the cost model is new.
+            const PlanWorkspace& base = *slots.begin()->second->workspace;
+            auto ws = std::make_shared<PlanWorkspace>();
+            ws->model = base.model;
+            ws->hardware = base.hardware;
+            ws->mesh = base.mesh;
+            ws->folded = base.folded;
+            ws->foldMs = base.foldMs;
+            ws->context = base.context;
+            attachCostModel(*ws, costSettingsOf(concrete));
+            slot->workspace = std::move(ws);
+        }
+        slot->prepareMs = msSince(start);
+        return *slots.emplace(key, std::move(slot)).first->second;
     }
 
-    const SearchResult& baseline(const std::string& name, const std::string& recompute)
+    /// The slots' sessions share their resharding caches: the combinations differ in node costs only.
+    PlannerSession& sessionOf(Slot& slot)
+    {
+        if (!slot.session) {
+            auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded);
+            if (caches)
+                session->useSharedCaches(caches);
+            else
+                caches = session->sharedCaches();
+            slot.session = std::move(session);
+        }
+        return *slot.session;
+    }
+
+    const SearchResult& baseline(Slot& slot, const std::string& name, const std::string& recompute)
     {
         const std::string key = name + "|" + recompute;
-        auto it = baselines.find(key);
-        if (it == baselines.end()) it = baselines.emplace(key, evaluateBaseline(*workspace, name, recomputeOf(recompute))).first;
+        auto it = slot.baselines.find(key);
+        if (it == slot.baselines.end())
+            it = slot.baselines.emplace(key, evaluateBaseline(*slot.workspace, name, recomputeOf(recompute))).first;
         return it->second;
     }
 
-    SearchResult search(const PlanRequest& request, double limit, const std::atomic<bool>* cancel, SearchProgress* progress,
-                        std::optional<SearchResult>* unlockedOut)
+    static std::string boundKey(const PlanRequest& request, double limit)
     {
-        // The flags are the caller's; they are cleared again however the solves end.
+        std::ostringstream key;
+        key.precision(17);
+        key << limit << '|' << request.baseline << '|' << request.recompute;
+        return key.str();
+    }
+
+    /// Solves on the slot's session with the request's limit, locks and modes; the session's
+    /// flags are cleared again however the solve ends.
+    SearchResult solve(Slot& slot, const PlanRequest& request, double limit, const std::vector<LockRequest>& locks,
+                       double stopAbove = std::numeric_limits<double>::infinity())
+    {
+        PlannerSession& session = sessionOf(slot);
         struct Scope {
             PlannerSession& session;
             ~Scope()
@@ -272,62 +391,259 @@ struct Planner::State {
                 session.setCancelFlag(nullptr);
                 session.setProgress(nullptr);
             }
-        } scope{*session};
-        session->setCancelFlag(cancel);
-        session->setProgress(progress);
-        session->setMemoryLimit(limit);
-        session->setFlat(request.baseline == "flat");
-        session->setThreads(request.threads);
-        session->setForcedRecompute(recomputeOf(request.recompute));
-        const std::vector<LockRequest> locks = locksOf(request);
-        const std::string limitKey = request.memoryLimit + "|" + request.baseline + "|" + request.recompute;
-        if (request.compareUnlocked && !locks.empty() && (!unlocked || unlockedKey != limitKey)) {
-            session->setLocks({});
-            unlocked = session->solve();
-            unlockedKey = limitKey;
-        }
-        session->setLocks(locks); // throws InputError for a lock that cannot be honoured
-        SearchResult result = session->solve();
+        } scope{session};
+        session.setCancelFlag(cancel);
+        session.setProgress(progress);
+        session.setMemoryLimit(limit);
+        session.setFlat(request.baseline == "flat");
+        session.setThreads(request.threads);
+        session.setForcedRecompute(recomputeOf(request.recompute));
+        session.setStopAbove(stopAbove);
+        session.setLocks(locks); // throws InputError for a lock that cannot be honoured
+        SearchResult r = session.solve();
         if (locks.empty()) {
-            unlocked = result;
-            unlockedKey = limitKey;
-        } else if (request.compareUnlocked) {
-            *unlockedOut = unlocked;
+            slot.lowerBound[request.baseline + "|" + request.recompute] = r.unpricedSeconds;
+            slot.limitBound[boundKey(request, limit)] = r.bounded ? r.lowerBound
+                                                        : r.fits  ? r.breakdown.stepSeconds
+                                                                  : std::numeric_limits<double>::infinity();
         }
-        return result;
+        return r;
+    }
+
+    /// The search on one slot without locks, cached per limit, recompute and flat: what the
+    /// locks cost (PlanRequest::compareUnlocked).
+    const SearchResult& unlockedOf(Slot& slot, const PlanRequest& request, double limit)
+    {
+        const std::string limitKey = request.memoryLimit + "|" + request.baseline + "|" + request.recompute;
+        if (!slot.unlocked || slot.unlockedKey != limitKey) {
+            slot.unlocked = solve(slot, request, limit, {});
+            slot.unlockedKey = limitKey;
+        }
+        return *slot.unlocked;
+    }
+
+    /// The plan (search or baseline) of one concrete combination, judged against the limit.
+    SearchResult planOne(Slot& slot, const PlanRequest& request, double limit, double stopAbove)
+    {
+        if (isSearch(request)) {
+            const std::vector<LockRequest> locks = locksOf(request);
+            SearchResult r = solve(slot, request, limit, locks, stopAbove);
+            if (locks.empty() && !r.bounded) {
+                slot.unlocked = r;
+                slot.unlockedKey = request.memoryLimit + "|" + request.baseline + "|" + request.recompute;
+            }
+            return r;
+        }
+        SearchResult r = baseline(slot, request.baseline, request.recompute);
+        judgeAgainstLimit(r, *slot.workspace, limit);
+        return r;
+    }
+
+    struct Choice {
+        Slot* slot = nullptr;
+        SearchResult result;
+        std::optional<SearchResult> unlocked;
+        std::vector<SettingsCandidate> candidates;
+    };
+
+    Choice choose(const PlanRequest& request, double limit);
+
+    /// The losing combinations keep their sessions (an edit re-solves them from warm tables)
+    /// while all sessions' tables together stay under a budget; past it, theirs are dropped
+    /// (their workspaces and lower bounds stay).
+    void trimSessions(const Slot* keep)
+    {
+        constexpr double kBudgetBytes = 1024.0 * 1024 * 1024;
+        double total = 0;
+        for (const auto& [key, slot] : slots)
+            if (slot->session) total += slot->session->cachedBytes();
+        for (auto& [key, slot] : slots) {
+            if (total <= kBudgetBytes) break;
+            if (!slot->session || slot.get() == keep) continue;
+            total -= slot->session->cachedBytes();
+            slot->session.reset();
+        }
     }
 };
+
+namespace {
+
+/// The combinations a request leaves open, grouped so that the micro-batch grows within a group
+/// (ZeRO stage, recompute word): Planner::State::choose skips the rest of a group once one
+/// fits nothing.
+struct CandidateGroup {
+    int zero = 0;
+    std::string recompute;
+    std::vector<std::int64_t> microBatches;
+};
+
+std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int64_t batch, bool training)
+{
+    std::vector<int> zeros = {request.zero};
+    if (request.zero == kAuto) zeros = training ? std::vector<int>{3, 2, 1, 0} : std::vector<int>{0};
+    std::vector<std::string> recomputes = {request.recompute};
+    if (!isSearch(request) && request.recompute == "auto")
+        recomputes = training ? std::vector<std::string>{"none", "selective", "full"} : std::vector<std::string>{"none"};
+    const std::vector<std::int64_t> micro =
+        request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
+    std::vector<CandidateGroup> groups;
+    for (int z : zeros)
+        for (const auto& rc : recomputes) groups.push_back({z, rc, micro});
+    return groups;
+}
+
+} // namespace
+
+Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
+{
+    PlanRequest probe = request;
+    probe.zero = std::max(0, request.zero);
+    probe.microBatch = std::max<std::int64_t>(0, request.microBatch);
+    const PlanWorkspace& first = *slotFor(probe).workspace;
+    const std::int64_t batch = first.costModel->graphBatch();
+    checkMicroBatch(request.microBatch, batch);
+    const std::vector<CandidateGroup> groups = candidateGroups(request, batch, first.costModel->settings().training);
+
+    Choice best;
+    auto better = [&](const SearchResult& r) {
+        if (!best.slot) return true;
+        if (r.fits != best.result.fits) return r.fits;
+        return r.fits ? r.breakdown.stepSeconds < best.result.breakdown.stepSeconds
+                      : r.breakdown.perDeviceBytes < best.result.breakdown.perDeviceBytes;
+    };
+    size_t chosenIndex = 0;
+    auto consider = [&](const PlanRequest& c) {
+        check();
+        Slot& slot = slotFor(c);
+        SettingsCandidate cand{c.zero, c.microBatch, c.recompute};
+        // A combination that cannot beat the best so far is not solved (its plan without limit
+        // and locks, known from an earlier solve) or stops as soon as its search proves it.
+        const bool incumbent = best.slot && best.result.fits;
+        const double stopAbove = incumbent ? best.result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
+        auto bounded = [&](double bound) {
+            cand.outcome = SettingsCandidate::Outcome::Bounded;
+            cand.stepSeconds = bound;
+            best.candidates.push_back(cand);
+            return true;
+        };
+        if (isSearch(c)) {
+            auto known = slot.lowerBound.find(c.baseline + "|" + c.recompute);
+            if (known != slot.lowerBound.end() && known->second >= stopAbove) return bounded(known->second);
+            auto proved = slot.limitBound.find(boundKey(c, limit));
+            if (incumbent && proved != slot.limitBound.end() && proved->second >= stopAbove) {
+                if (std::isfinite(proved->second)) return bounded(proved->second);
+                cand.outcome = SettingsCandidate::Outcome::FitsNothing; // without locks already
+                best.candidates.push_back(cand);
+                return false;
+            }
+        }
+        cand.searched = true;
+        SearchResult r = planOne(slot, c, limit, stopAbove);
+        if (r.bounded) return bounded(r.lowerBound);
+        cand.stepSeconds = r.breakdown.stepSeconds;
+        cand.bytes = r.breakdown.perDeviceBytes;
+        cand.outcome = r.fits ? SettingsCandidate::Outcome::Slower : SettingsCandidate::Outcome::FitsNothing;
+        const bool fits = r.fits;
+        if (better(r)) {
+            best.slot = &slot;
+            best.result = std::move(r);
+            chosenIndex = best.candidates.size();
+        }
+        best.candidates.push_back(cand);
+        return fits;
+    };
+    // The last winner first: after an edit it is usually still the best, and its bound prunes.
+    for (const auto& g : groups)
+        for (std::int64_t m : g.microBatches) {
+            PlanRequest c = request;
+            c.zero = g.zero;
+            c.microBatch = m;
+            c.recompute = g.recompute;
+            if (workspaceKeyOf(c) + "|" + c.recompute == lastChoice[request.baseline]) consider(c);
+        }
+    for (const auto& g : groups) {
+        bool tooLarge = false;
+        for (std::int64_t m : g.microBatches) {
+            PlanRequest c = request;
+            c.zero = g.zero;
+            c.microBatch = m;
+            c.recompute = g.recompute;
+            if (workspaceKeyOf(c) + "|" + c.recompute == lastChoice[request.baseline]) continue;
+            if (tooLarge) {
+                best.candidates.push_back({c.zero, m, c.recompute, SettingsCandidate::Outcome::TooLarge});
+                continue;
+            }
+            // Memory grows with the micro-batch for every plan: once one fits nothing, so
+            // does every larger one at this stage.
+            if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) tooLarge = true;
+        }
+    }
+    best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
+    const SettingsCandidate& won = best.candidates[chosenIndex];
+    PlanRequest w = request;
+    w.zero = won.zero;
+    w.microBatch = won.microBatch;
+    w.recompute = won.recompute;
+    lastChoice[request.baseline] = workspaceKeyOf(w) + "|" + w.recompute;
+    trimSessions(best.slot);
+    if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = unlockedOf(*best.slot, w, limit);
+    return best;
+}
 
 Planner::Planner() : state_(std::make_unique<State>()) {}
 Planner::~Planner() = default;
 
 PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress)
 {
-    auto check = [cancel] {
-        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-    };
-    check();
+    State& s = *state_;
+    struct Flags {
+        State& s;
+        ~Flags()
+        {
+            s.cancel = nullptr;
+            s.progress = nullptr;
+        }
+    } flags{s};
+    s.cancel = cancel;
+    s.progress = progress;
+    s.check();
     const double limit = memoryLimitOf(request);
+    costSettingsOf(request); // rejects bad settings before anything is built
     if (!isSearch(request) && !request.locks.empty())
         throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");
-    State& s = *state_;
+    // Slots hold one model's workspaces; another model (or mesh, hardware, ...) starts afresh.
+    PlanRequest neutral = request;
+    neutral.zero = 0;
+    neutral.microBatch = 0;
+    const std::string family = workspaceKeyOf(neutral);
+    if (family != s.modelKey) {
+        s.slots.clear();
+        s.lastChoice.clear();
+        s.caches.reset();
+        s.modelKey = family;
+    }
+    const size_t slotsBefore = s.slots.size();
+    double prepareMs = 0;
+    for (const auto& [key, slot] : s.slots) prepareMs -= slot->prepareMs;
+
     PlannerResult out;
-    const double prepareMs = s.ensureWorkspace(request);
-    out.newWorkspace = prepareMs >= 0;
-    out.prepareMs = out.newWorkspace ? prepareMs : 0;
-    check();
-    if (isSearch(request)) {
-        out.result = s.search(request, limit, cancel, progress, &out.unlocked);
-    } else {
-        out.result = s.baseline(request.baseline, request.recompute);
-        judgeAgainstLimit(out.result, *s.workspace, limit);
-    }
+    State::Choice plan = s.choose(request, limit);
+    out.result = std::move(plan.result);
+    out.unlocked = std::move(plan.unlocked);
+    if (choosesSettings(request)) out.candidates = std::move(plan.candidates);
+    out.workspace = plan.slot->workspace;
     for (const auto& name : request.compareBaselines) {
-        SearchResult r = s.baseline(name, request.recompute);
-        judgeAgainstLimit(r, *s.workspace, limit);
-        out.baselines[name] = std::move(r);
+        PlanRequest b = request;
+        b.baseline = name;
+        b.locks.clear();
+        b.compareUnlocked = false;
+        State::Choice c = s.choose(b, limit);
+        out.baselines[name] = std::move(c.result);
+        out.baselineWorkspaces[name] = c.slot->workspace;
     }
-    out.workspace = s.workspace;
+    for (const auto& [key, slot] : s.slots) prepareMs += slot->prepareMs;
+    out.newWorkspace = s.slots.size() > slotsBefore;
+    out.prepareMs = prepareMs;
     return out;
 }
 

@@ -14,6 +14,9 @@
 
 namespace tp {
 
+/// A PlanRequest setting that Planner::plan chooses (PlanRequest::microBatch, zero).
+inline constexpr int kAuto = -1;
+
 struct PlanRequest {
     std::string model; ///< built-in name or file
     ModelOptions modelOptions;
@@ -21,7 +24,9 @@ struct PlanRequest {
     std::string hardware = "a100-80g-dgx";
     std::string mode = "train"; ///< train | infer
     std::string memoryLimit;    ///< "80GiB"; empty: the hardware's capacity; "none": no limit
-    std::int64_t microBatch = 0;
+    /// Samples per data-parallel replica per micro-batch (gradient accumulation): -1 (auto) lets
+    /// Planner::plan choose among the divisors of the batch, 0 is the whole local batch at once.
+    std::int64_t microBatch = kAuto;
     int overlapChunks = 1;
     double intraNodeGBps = 0;       ///< intra-node link bandwidth override in GB/s; 0: the hardware's
     double interNodeGBps = 0;       ///< inter-node link bandwidth override in GB/s; 0: the hardware's
@@ -37,8 +42,9 @@ struct PlanRequest {
     /// undercuts Korthikanti et al.'s measured backward times (docs/FIDELITY.md).
     bool overlapTensorParallel = false;
     /// ZeRO stage over the data-parallel axes (--zero): 0 none, 1 optimizer states (Megatron's
-    /// distributed optimizer), 2 also gradients, 3 also parameters (FSDP). CostSettings::zeroStage.
-    int zero = 0;
+    /// distributed optimizer), 2 also gradients, 3 also parameters (FSDP); CostSettings::zeroStage.
+    /// -1 (auto): Planner::plan chooses the stage.
+    int zero = kAuto;
     int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
@@ -72,7 +78,9 @@ struct PlanWorkspace {
 /// Throws InputError.
 std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request);
 
-/// The cost settings a request asks for (before the fold's reader groups and the model's
+/// The cost settings a request asks for; a setting left to the planner (kAuto) takes its
+/// neutral value here, ZeRO 0 and the whole local batch, as one workspace has one of each
+/// (Planner::plan is where auto chooses). Before the fold's reader groups and the model's
 /// kernel settings, which buildWorkspace reads from the model config).
 CostSettings costSettingsOf(const PlanRequest& request);
 /// The request's recompute mode: std::nullopt for "auto". Throws InputError for another word.
@@ -95,10 +103,34 @@ void buildWorkspace(PlanWorkspace& workspace, CostSettings settings);
 SearchResult planBaseline(const PlanWorkspace& workspace, const std::string& name, double memoryLimit,
                           std::optional<Recompute> recompute = std::nullopt);
 
-/// Runs the search (or the requested baseline) on a prepared workspace. Throws InputError for
+/// Whether the request leaves a setting to the planner (micro-batch, ZeRO stage, or a baseline's
+/// recompute mode).
+bool choosesSettings(const PlanRequest& request);
+
+/// Runs the search (or the requested baseline) on a prepared workspace, with the settings the
+/// workspace was built for (no choosing: that is Planner::plan). Throws InputError for
 /// locks that cannot be honoured or an unknown baseline. `progress`, when given, counts the
 /// search's memory prices and block tables as it goes (for another thread to show).
-SearchResult runPlan(PlanWorkspace& workspace, const PlanRequest& request, SearchProgress* progress = nullptr);
+SearchResult runPlan(const PlanWorkspace& workspace, const PlanRequest& request, SearchProgress* progress = nullptr);
+
+/// One combination of the settings Planner::plan chooses, and how it fared.
+struct SettingsCandidate {
+    int zero = 0;
+    std::int64_t microBatch = 0;
+    std::string recompute; ///< the recompute word it ran under (a baseline's auto tries each)
+    enum class Outcome {
+        Chosen,      ///< the plan returned
+        Slower,      ///< solved (or evaluated): it fits but is slower than the chosen one
+        Bounded,     ///< not solved: even without a memory limit it is no faster than the chosen one
+        FitsNothing, ///< no plan of it fits the memory limit
+        TooLarge,    ///< not tried: a smaller micro-batch at this ZeRO stage already fits nothing
+    } outcome = Outcome::Slower;
+    double stepSeconds = 0; ///< its plan's step time (Bounded: the lower bound)
+    double bytes = 0;       ///< its plan's memory per device (0 when not solved)
+    bool searched = false;  ///< a search (or evaluation) ran for it in this plan; else a cached bound sufficed
+};
+/// "chosen", "slower", "bounded", "fits nothing", "too large".
+const char* outcomeName(SettingsCandidate::Outcome outcome);
 
 /// What Planner::plan returns: the plan and what the request asked to compare it with, all
 /// costed by the same workspace.
@@ -109,12 +141,27 @@ struct PlannerResult {
     SearchResult result;                           ///< the search around the locks, or the baseline
     std::optional<SearchResult> unlocked;          ///< request.compareUnlocked and there are locks
     std::map<std::string, SearchResult> baselines; ///< request.compareBaselines, by name
+    /// Where the request left settings to the planner: every combination considered for the
+    /// plan, in the order tried (empty otherwise). The chosen values are the workspace's
+    /// (workspace->costModel->settings()).
+    std::vector<SettingsCandidate> candidates;
+    /// The baselines' chosen workspaces (the settings each chose), by name; the plan's own is
+    /// `workspace`.
+    std::map<std::string, std::shared_ptr<const PlanWorkspace>> baselineWorkspaces;
 };
 
 /// Plans a sequence of requests, rebuilding only what each request's changed fields need: the
 /// workspace when workspaceKeyOf changes, and otherwise re-solving on the same PlannerSession
 /// (whose class tables survive a new memory limit or lock). Baselines are costed once per
 /// workspace. Not thread-safe: one caller at a time (tpstudio calls it from one worker).
+///
+/// Settings left to it (kAuto: the micro-batch, the ZeRO stage; a baseline's recompute "auto")
+/// are chosen jointly with the strategies, exactly: every combination (ZeRO 0-3 x the divisors
+/// of the batch) is a workspace of its own, searched exactly, and the fastest plan that fits
+/// wins. Two facts of the cost model prune without changing the answer: a combination's plan
+/// without memory limit and locks is a lower bound on it under any limit and locks (so it is
+/// solved only when that bound beats the best so far), and memory grows with the micro-batch
+/// for every plan (so once a micro-batch fits nothing, larger ones at that stage are skipped).
 class Planner {
 public:
     Planner();

@@ -223,12 +223,12 @@ const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTab
                                                                   const std::vector<int>& domains, const std::string& key)
 {
     const std::string structureKey = structureKeyOf(key);
-    auto cached = structureCache.find(structureKey);
-    if (cached != structureCache.end()) return cached->second;
+    auto cached = caches->structureCache.find(structureKey);
+    if (cached != caches->structureCache.end()) return cached->second;
     std::vector<Factor> structure;
     edgesIntoOps(ct, rep, sibs, domains, structure);
     siblingLinks(ct, rep, sibs, domains, structure);
-    return structureCache.emplace(structureKey, std::move(structure)).first->second;
+    return caches->structureCache.emplace(structureKey, std::move(structure)).first->second;
 }
 
 const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTable& ct, const BlockInstance& rep,
@@ -236,11 +236,11 @@ const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTab
                                                                   const std::vector<int>& domains, const std::string& key)
 {
     const std::string structureKey = structureKeyOf(key);
-    auto cached = recomputeCache.find(structureKey);
-    if (cached != recomputeCache.end()) return cached->second;
+    auto cached = caches->recomputeCache.find(structureKey);
+    if (cached != caches->recomputeCache.end()) return cached->second;
     std::vector<Factor> factors;
     edgesIntoOps(ct, rep, sibs, domains, factors, EdgePart::RecomputedForward);
-    return recomputeCache.emplace(structureKey, std::move(factors)).first->second;
+    return caches->recomputeCache.emplace(structureKey, std::move(factors)).first->second;
 }
 
 namespace {
@@ -453,7 +453,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     // instance that a lock split out of its class).
     const auto key = std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input, producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
-    if (auto hit = edgeCache.find(key); !flat && hit != edgeCache.end()) {
+    if (auto hit = caches->edgeCache.find(key); !flat && hit != caches->edgeCache.end()) {
         f.values = hit->second;
         return f;
     }
@@ -483,8 +483,8 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
         const EdgePart other = part == EdgePart::Exposed ? EdgePart::RecomputedForward : EdgePart::Exposed;
         auto otherKey = key;
         std::get<5>(otherKey) = other;
-        edgeCache.emplace(key, f.values);
-        edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
+        caches->edgeCache.emplace(key, f.values);
+        caches->edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
     }
     return f;
 }

@@ -62,9 +62,9 @@ void PlannerSession::Impl::indexFold()
 const ProducerSpecs& PlannerSession::Impl::producerSpecs(OpId op, int slot)
 {
     auto key = std::make_pair(canonicalOp[static_cast<size_t>(op)], slot);
-    auto it = producerSpecCache.find(key);
-    if (it != producerSpecCache.end()) return it->second;
-    return producerSpecCache.emplace(key, producerSpecsOf(model, key.first, slot)).first->second;
+    auto it = caches->producerSpecCache.find(key);
+    if (it != caches->producerSpecCache.end()) return it->second;
+    return caches->producerSpecCache.emplace(key, producerSpecsOf(model, key.first, slot)).first->second;
 }
 
 bool PlannerSession::Impl::repeatedLayer(ClassId cls) const

@@ -30,12 +30,16 @@ int bisectLowPricedLayers(int instances, const std::function<bool(int)>& fitsAt,
     if (hint > 0 && hint < instances) {
         if (fitsAt(hint)) {
             fits = hint;
-            if (hint + 1 < instances && fitsAt(hint + 1)) fits = hint + 1;
-            else fails = hint + 1;
+            if (hint + 1 < instances && fitsAt(hint + 1))
+                fits = hint + 1;
+            else
+                fails = hint + 1;
         } else {
             fails = hint;
-            if (hint - 1 > 0 && !fitsAt(hint - 1)) fails = hint - 1;
-            else fits = hint - 1;
+            if (hint - 1 > 0 && !fitsAt(hint - 1))
+                fails = hint - 1;
+            else
+                fits = hint - 1;
         }
     }
     while (fails - fits > 1) {
@@ -71,6 +75,24 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
         return solveAt(lambda, allowRecompute, split);
     };
     Attempt best = attemptAt(0);
+    const double unpriced = best.result.breakdown.stepSeconds;
+    best.result.unpricedSeconds = unpriced;
+    // Weak duality: at any price, the cheapest priced plan less the price of the limit is a
+    // lower bound on every plan that fits; once it reaches stopAbove the caller has a plan at
+    // least as fast, and the search stops.
+    double dualBound = unpriced;
+    auto boundedOut = [&](const Attempt& a) {
+        if (a.result.lambda > 0) dualBound = std::max(dualBound, a.result.objective - a.result.lambda * limit);
+        return dualBound >= stopAbove;
+    };
+    auto stopped = [&](Attempt a) {
+        a.result.bounded = true;
+        a.result.fits = false;
+        a.result.lowerBound = dualBound;
+        a.result.unpricedSeconds = unpriced;
+        return a;
+    };
+    if (boundedOut(best)) return stopped(std::move(best));
     if (!limited || best.result.breakdown.perDeviceBytes <= limit) return best;
     // Lagrangian relaxation: price memory at lambda seconds per byte. Each plan is a line
     // T + lambda * M in lambda, and the search returns the lowest line at the price asked: the
@@ -96,6 +118,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     const double start = lastLambda > 0 ? lastLambda : 1e-12;
     if (lastOverLambda > 0 && lastOverLambda < start) {
         Attempt r = attemptAt(lastOverLambda);
+        if (boundedOut(r)) return stopped(std::move(r));
         note(r);
         if (fitsLimit(r))
             under = std::move(r);
@@ -109,30 +132,36 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     constexpr double kTopPrice = 1e6;
     int unchanged = 0;
     bool topTried = false;
-    for (double price = start; !under && price < kTopPrice; price *= 8) {
+    // A previous solve that fit nothing left its price at the top: start there (once).
+    for (double price = std::min(start, kTopPrice); !under; price = std::min(price * 8, kTopPrice)) {
         Attempt r = attemptAt(price);
+        if (boundedOut(r)) return stopped(std::move(r));
         note(r);
         if (fitsLimit(r)) {
             under = std::move(r);
             break;
         }
+        if (price >= kTopPrice) break; // the least memory any plan needs does not fit
         unchanged = r.result.breakdown.perDeviceBytes == over.result.breakdown.perDeviceBytes ? unchanged + 1 : 0;
         over = std::move(r);
         if (unchanged >= 2 && !topTried) {
             topTried = true;
             Attempt top = attemptAt(kTopPrice);
+            if (boundedOut(top)) return stopped(std::move(top));
             note(top);
             if (!fitsLimit(top)) break;
         }
     }
     if (!under) {
         smallest.result.fits = false;
+        smallest.result.unpricedSeconds = unpriced;
         return smallest;
     }
     for (int iteration = 0; iteration < 64; ++iteration) {
         const std::optional<ChordStep> step = chordStep(lineOf(over), lineOf(*under));
         if (!step) break;
         Attempt r = attemptAt(step->price);
+        if (boundedOut(r)) return stopped(std::move(r));
         if (!step->stride && !belowChord(r.result.objective, lineOf(*under), step->price)) break;
         note(r);
         if (fitsLimit(r))
@@ -161,6 +190,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
             lastLowInstances);
     }
     lastOverLambda = over.result.lambda;
+    best.result.unpricedSeconds = unpriced;
     return best;
 }
 

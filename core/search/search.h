@@ -81,7 +81,16 @@ struct SearchResult {
     int opsSearched = 0;
     int tablesSolved = 0; ///< class tables computed (not taken from the cache)
     int pricesTried = 0;  ///< searches at a memory price (1 when the limit does not bind)
+    /// The step time of the fastest plan with no memory limit (the first search, at price 0):
+    /// with no locks, no plan of this model is faster under any limit or lock.
+    double unpricedSeconds = 0;
+    /// The search stopped early (PlannerSession::setStopAbove): no plan that fits is faster
+    /// than `lowerBound`, which is at least the stop value. No plan is returned (fits false).
+    bool bounded = false;
+    double lowerBound = 0; ///< the best dual bound the search proved (seconds), when bounded
 };
+
+struct SharedSearchCaches;
 
 /// Keeps a folded graph and the solved block tables between solves, so that an edit (a lock,
 /// the memory limit) re-solves only the classes it touches and re-stitches.
@@ -116,11 +125,27 @@ public:
     void setProgress(SearchProgress* progress);
     /// See SearchOptions::threads.
     void setThreads(int threads);
+    /// The next solves may stop as soon as they prove that no plan that fits is faster than
+    /// this many seconds (a Lagrangian bound: at any memory price, the cheapest priced plan less
+    /// the price of the limit), returning SearchResult::bounded. Infinity (the default): never.
+    void setStopAbove(double seconds);
 
     SearchResult solve();
 
+    /// The resharding costs and spec domains this session has derived, for another session to
+    /// share (useSharedCaches). They depend on the graph, mesh, hardware links and candidate
+    /// strategies only, not on node costs.
+    std::shared_ptr<SharedSearchCaches> sharedCaches() const;
+    /// Uses (and fills) caches of another session whose cost model has the same graph, mesh,
+    /// links and strategies and differs only in node costs (the micro-batch, the ZeRO stage:
+    /// Planner's combinations). Throws std::logic_error for another graph, mesh or strategy set.
+    void useSharedCaches(std::shared_ptr<SharedSearchCaches> caches);
+
     const CostModel& model() const;
     const FoldedGraph& folded() const;
+    /// Bytes held by the cached class tables (bounded by the cache; for a caller keeping many
+    /// sessions to weigh against its own budget).
+    double cachedBytes() const;
 
 private:
     struct Impl;

@@ -91,6 +91,26 @@ void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
 void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
+std::shared_ptr<SharedSearchCaches> PlannerSession::sharedCaches() const { return impl_->caches; }
+
+void PlannerSession::useSharedCaches(std::shared_ptr<SharedSearchCaches> caches)
+{
+    // What the caches were derived from, checked as far as is cheap: op count, mesh, strategy counts.
+    const CostModel& m = impl_->model;
+    std::string fingerprint = m.mesh().shapeText();
+    for (size_t op = 0; op < m.graph().ops.size(); ++op)
+        fingerprint += "," + std::to_string(m.strategies(static_cast<OpId>(op)).size());
+    if (impl_->caches->fingerprint.empty()) impl_->caches->fingerprint = fingerprint;
+    if (caches->fingerprint.empty()) caches->fingerprint = impl_->caches->fingerprint;
+    if (caches->fingerprint != fingerprint)
+        throw std::logic_error("PlannerSession::useSharedCaches: another graph, mesh or strategy set");
+    impl_->caches = std::move(caches);
+}
+
+double PlannerSession::cachedBytes() const { return impl_->modeCache.bytes(); }
+
+void PlannerSession::setStopAbove(double seconds) { impl_->stopAbove = seconds; }
+
 void PlannerSession::setThreads(int threads) { impl_->threads = threads; }
 void PlannerSession::setMaxTableEntries(double entries) { impl_->maxTableEntries = entries; }
 
@@ -128,8 +148,20 @@ SearchResult PlannerSession::solve()
 
     int pricesTried = 0;
     Impl::Attempt best = d.searchPrices(limit, limited, pricesTried);
-    d.lastLambda = best.result.lambda;
     SearchResult& out = best.result;
+    if (out.bounded) {
+        // No plan to write out: the caller has a faster one.
+        out.searchMs = msSince(start);
+        out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+        out.method = d.flat ? "flat" : "folded";
+        out.memoryLimitBytes = limited ? limit : 0;
+        out.tablesSolved = d.tablesSolved;
+        out.pricesTried = pricesTried;
+        out.strategyOfOp.clear();
+        out.recomputeOfOp.clear();
+        return std::move(out);
+    }
+    d.lastLambda = best.result.lambda;
     out.searchMs = msSince(start);
     out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
     // The answer so far is folded (a layout per stretch of identical instances); writing a

@@ -4,6 +4,7 @@
 // price_search.cpp and session.cpp each define the members of their step. Internal.
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,17 @@ namespace tp {
 /// Which part of an edge's time a factor holds: what a step pays for it, or the forward
 /// collectives that full recomputation runs once more (CostModel::Charge).
 enum class EdgePart : std::uint8_t { Exposed, RecomputedForward };
+
+/// What a session derives from the graph, mesh and candidate strategies alone (spec domains,
+/// resharding edges), which sessions over cost models that differ only in node costs (the
+/// micro-batch, the ZeRO stage) can share (PlannerSession::shareCaches).
+struct SharedSearchCaches {
+    std::string fingerprint; ///< mesh and strategy counts of the sessions sharing it
+    std::map<std::pair<OpId, int>, search::ProducerSpecs> producerSpecCache;
+    std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
+    std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per class layout
+    std::map<std::tuple<OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
+};
 
 struct PlannerSession::Impl {
     using ClassBoundary = search::ClassBoundary;
@@ -57,7 +69,8 @@ struct PlannerSession::Impl {
     bool mixLayers = true;
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
-    int threads = 0; // 0: every hardware thread
+    int threads = 0;                                            // 0: every hardware thread
+    double stopAbove = std::numeric_limits<double>::infinity(); ///< PlannerSession::setStopAbove
     // Asked once: hardware_concurrency() reads sysfs (about 10 us), too slow for every table.
     const int hardwareThreads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     int threadCount() const { return threads > 0 ? threads : hardwareThreads; }
@@ -70,16 +83,12 @@ struct PlannerSession::Impl {
 
     std::vector<TensorOrigin> origin;
     std::vector<std::vector<OpId>> consumers; ///< per tensor
-    std::map<std::pair<OpId, int>, ProducerSpecs> producerSpecCache;
+    std::shared_ptr<SharedSearchCaches> caches = std::make_shared<SharedSearchCaches>();
     search::ModeCache modeCache;
-    std::map<std::string, std::vector<Factor>> structureCache;
-    std::map<std::string, std::vector<Factor>>
-        recomputeCache; ///< recomputeFactors per class layout                       ///< edge and link factors per class layout
-    std::map<std::tuple<OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
-    double lastLambda = 0;   ///< the memory price of the previous solve, to warm-start the next
+    double lastLambda = 0;     ///< the memory price of the previous solve, to warm-start the next
     double lastOverLambda = 0; ///< the low end of the previous solve's price bracket (plan over the limit)
     int lastLowInstances = -1; ///< the previous solve's layers at the low price (bisectLowPricedLayers)
-    std::vector<int> forced; ///< per op: locked strategy or -1
+    std::vector<int> forced;   ///< per op: locked strategy or -1
     int tablesSolved = 0;
 
     Impl(const CostModel& m, FoldedGraph f);

@@ -193,7 +193,14 @@ void Document::setMicroBatch(qint64 microBatch)
 {
     PlanSettings s = settings_;
     s.microBatch = microBatch;
-    setSettings(s, tr("Micro-batch %1").arg(microBatch));
+    setSettings(s, microBatch == kAuto ? tr("Micro-batch auto") : tr("Micro-batch %1").arg(microBatch));
+}
+
+void Document::setZeroStage(int stage)
+{
+    PlanSettings s = settings_;
+    s.zero = stage;
+    setSettings(s, stage == kAuto ? tr("ZeRO auto") : tr("ZeRO stage %1").arg(stage));
 }
 
 void Document::setMode(const QString& mode)

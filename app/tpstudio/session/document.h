@@ -61,7 +61,8 @@ public:
     void setHardware(const QString& hardware);
     void setBatch(qint64 batch);
     void setSeq(qint64 seq);
-    void setMicroBatch(qint64 microBatch);
+    void setMicroBatch(qint64 microBatch); ///< kAuto: the planner chooses
+    void setZeroStage(int stage);          ///< 0-3, or kAuto: the planner chooses
     void setMode(const QString& mode);
     void setMemoryLimit(const QString& limit);
     void setLinkBandwidths(double intraNodeGBps, double interNodeGBps);

@@ -20,6 +20,7 @@ PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
     request.mode = mode;
     request.memoryLimit = memoryLimit;
     request.microBatch = microBatch;
+    request.zero = zero;
     request.overlapChunks = overlapChunks;
     request.intraNodeGBps = intraNodeGBps;
     request.interNodeGBps = interNodeGBps;
@@ -74,6 +75,7 @@ std::string writeProject(const ProjectData& project)
     file.seq = s.seq;
     file.mode = s.mode;
     file.microBatch = s.microBatch;
+    file.zero = s.zero;
     file.memoryLimit = s.memoryLimit;
     file.intraNodeGBps = s.intraNodeGBps;
     file.interNodeGBps = s.interNodeGBps;
@@ -100,6 +102,7 @@ ProjectData projectDataOf(const ProjectFile& file)
     s.seq = file.seq;
     s.mode = file.mode;
     s.microBatch = file.microBatch;
+    s.zero = file.zero;
     s.memoryLimit = file.memoryLimit;
     s.intraNodeGBps = file.intraNodeGBps;
     s.interNodeGBps = file.interNodeGBps;

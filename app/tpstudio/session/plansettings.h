@@ -19,9 +19,10 @@ struct PlanSettings {
     std::vector<std::string> overrides; ///< "key=value" model config overrides (tpplan --set), by key
     std::string mesh = "8";
     std::string hardware = "a100-80g-dgx";
-    std::int64_t batch = 0;      ///< 0: the model's own
-    std::int64_t seq = 0;        ///< 0: the model's own
-    std::int64_t microBatch = 0; ///< 0: the whole local batch at once
+    std::int64_t batch = 0;          ///< 0: the model's own
+    std::int64_t seq = 0;            ///< 0: the model's own
+    std::int64_t microBatch = kAuto; ///< kAuto: the planner chooses; 0: the whole local batch at once
+    int zero = kAuto;                ///< ZeRO stage 0-3, or kAuto: the planner chooses
     std::string mode = "train";
     std::string memoryLimit;  ///< "": the hardware's capacity; "none"; "80GiB"
     double intraNodeGBps = 0; ///< link overrides; 0 keeps the hardware preset's

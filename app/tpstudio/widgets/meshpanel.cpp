@@ -177,10 +177,20 @@ MeshPanel::MeshPanel(QWidget* parent) :
     seq_->setSpecialValueText(tr("model's"));
     form->addRow(tr("&Sequence"), seq_);
     microBatch_ = new QSpinBox(this);
-    microBatch_->setRange(0, 1 << 20);
-    microBatch_->setSpecialValueText(tr("whole batch"));
-    microBatch_->setToolTip(tr("Gradient accumulation: activations held for this many samples per data-parallel replica"));
+    microBatch_->setRange(kAuto, 1 << 20);
+    microBatch_->setSpecialValueText(tr("auto"));
+    microBatch_->setToolTip(tr("Gradient accumulation: activations held for this many samples per data-parallel replica "
+                               "(auto: the planner chooses; 0: the whole local batch at once)"));
     form->addRow(tr("Mi&cro-batch"), microBatch_);
+    zero_ = new QComboBox(this);
+    zero_->setObjectName(QStringLiteral("zeroStage"));
+    zero_->addItem(tr("auto"), kAuto);
+    zero_->addItem(tr("0: replicated"), 0);
+    zero_->addItem(tr("1: optimizer states"), 1);
+    zero_->addItem(tr("2: + gradients"), 2);
+    zero_->addItem(tr("3: + parameters (FSDP)"), 3);
+    zero_->setToolTip(tr("ZeRO: shard model states over each weight's data-parallel axes (auto: the planner chooses)"));
+    form->addRow(tr("&ZeRO"), zero_);
     mode_ = new QComboBox(this);
     mode_->addItems({QStringLiteral("train"), QStringLiteral("infer")});
     form->addRow(tr("M&ode"), mode_);
@@ -236,6 +246,9 @@ MeshPanel::MeshPanel(QWidget* parent) :
     });
     connect(microBatch_, &QSpinBox::editingFinished, this, [this] {
         if (document_ && !updating_) document_->setMicroBatch(microBatch_->value());
+    });
+    connect(zero_, &QComboBox::activated, this, [this] {
+        if (document_) document_->setZeroStage(zero_->currentData().toInt());
     });
     connect(mode_, &QComboBox::activated, this, [this] {
         if (document_) document_->setMode(mode_->currentText());
@@ -415,6 +428,7 @@ void MeshPanel::showSettings()
     batch_->setValue(static_cast<int>(s.batch));
     seq_->setValue(static_cast<int>(s.seq));
     microBatch_->setValue(static_cast<int>(s.microBatch));
+    zero_->setCurrentIndex(std::max(0, zero_->findData(s.zero)));
     mode_->setCurrentText(QString::fromStdString(s.mode));
     memoryLimit_->setText(QString::fromStdString(s.memoryLimit));
     overlap_->setValue(s.overlapChunks);

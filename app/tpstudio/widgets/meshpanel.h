@@ -82,6 +82,7 @@ private:
     QSpinBox* batch_;
     QSpinBox* seq_;
     QSpinBox* microBatch_;
+    QComboBox* zero_;
     QComboBox* mode_;
     QLineEdit* memoryLimit_;
     QSpinBox* overlap_;

@@ -5,8 +5,8 @@
 # Module names are the op names of the TP Studio graph ('/' read as '.', '*' for every
 # instance of a block class); rename them to your model's module names if they differ.
 # Tensor parallelism runs over mesh dim 'y'.
-# Mesh dim 'x' only splits the batch (data parallelism): after parallelize_module, wrap the model with
-# FSDP (fully_shard(model, mesh=mesh["x"])) or DDP over that dim.
+# Mesh dim 'x' only splits the batch (data parallelism).
+# ZeRO stage 0: replicate the model over them (DDP) after parallelize_module.
 
 import fnmatch
 
@@ -23,6 +23,10 @@ from torch.distributed.tensor.parallel import (
 MESH_SHAPE = (2, 4)
 MESH_DIM_NAMES = ("x", "y")
 TP_DIM = "y"
+DP_DIMS = ("x",)
+ZERO_STAGE = 0
+RESHARD_AFTER_FORWARD = False
+FSDP_UNITS = ("layers.*",)
 
 # Block class 'embed' (x1)
 PLAN_EMBED = {
@@ -69,9 +73,28 @@ def expand_plan(model, plan):
     return expanded
 
 
+def apply_fsdp(model, mesh):
+    """ZeRO stage 2 or 3 over the data-parallel mesh dims: FSDP2's fully_shard, each block
+    instance (FSDP_UNITS) a unit of its own so that its gather overlaps the previous one's compute."""
+    if ZERO_STAGE < 2 or not DP_DIMS:
+        return model
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # PyTorch 2.4 and 2.5
+        from torch.distributed._composable.fsdp import fully_shard
+    dp_mesh = mesh[DP_DIMS] if len(DP_DIMS) > 1 else mesh[DP_DIMS[0]]
+    for name, module in model.named_modules():
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in FSDP_UNITS):
+            fully_shard(module, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
+    fully_shard(model, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
+    return model
+
+
 def apply_plan(model, device_type="cuda"):
-    """Builds the device mesh and applies the tensor-parallel plan; returns (model, mesh)."""
+    """Builds the device mesh, applies the tensor-parallel plan and then, for ZeRO stage 2
+    or 3, fully_shard over the data-parallel dims; returns (model, mesh)."""
     mesh = init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)
     if TP_DIM is not None and PLAN:
         parallelize_module(model, mesh[TP_DIM], expand_plan(model, PLAN))
+    apply_fsdp(model, mesh)
     return model, mesh
