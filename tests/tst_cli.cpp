@@ -33,6 +33,10 @@ private slots:
         QTest::newRow("zero stage 4") << QStringList{"plan", "gpt2", "--zero", "4"} << "--zero '4': use auto, 0, 1, 2 or 3";
         QTest::newRow("zero stage word") << QStringList{"plan", "gpt2", "--zero", "full"}
                                          << "--zero 'full': use auto, 0, 1, 2 or 3";
+        QTest::newRow("grad dtype") << QStringList{"plan", "gpt2", "--grad-dtype", "fp16"}
+                                    << "--grad-dtype 'fp16': use bf16 or fp32";
+        QTest::newRow("optimizer dtype") << QStringList{"plan", "gpt2", "--optimizer-dtype", "int8"}
+                                         << "--optimizer-dtype 'int8': use fp32 or bf16";
         QTest::newRow("micro-batch 0") << QStringList{"plan", "gpt2", "--micro-batch", "0"}
                                        << "--micro-batch '0': use auto or a positive integer";
         QTest::newRow("micro-batch word") << QStringList{"plan", "gpt2", "--micro-batch", "some"}
@@ -141,6 +145,70 @@ private slots:
         }
         // Measured: both fit on all three (so the comparison is not empty).
         QCOMPARE(baselinesThatFit, 2);
+    }
+
+    // --baseline megatron --zero 1 is Megatron with its distributed optimizer: on 2x4 (TP 4 on
+    // y, data parallel 2 on x) the optimizer states are halved (the position table, which no
+    // batch-splitting reader makes data-parallel, aside), the gradient all-reduce becomes a
+    // reduce-scatter and an all-gather, and the exported arguments say so.
+    void megatronWithDistributedOptimizer()
+    {
+        const QStringList base{"plan",       "gpt2",     "--set",          "layers=2", "--mesh", "2x4",
+                               "--baseline", "megatron", "--memory-limit", "none",     "--json"};
+        const Run zero = tpplan(base + QStringList{"--zero", "0"}), one = tpplan(base + QStringList{"--zero", "1"});
+        QCOMPARE(zero.code, 0);
+        QCOMPARE(one.code, 0);
+        const auto a = QJsonDocument::fromJson(zero.out).object(), b = QJsonDocument::fromJson(one.out).object();
+        const double optA = a["memory"].toObject()["optimizer_bytes"].toDouble(),
+                     optB = b["memory"].toObject()["optimizer_bytes"].toDouble();
+        QVERIFY2(optB < 0.55 * optA && optB >= 0.5 * optA, qPrintable(QString("%1 vs %2").arg(optB).arg(optA)));
+        const auto kinds = b["cost"].toObject()["comm_by_kind"].toObject();
+        QVERIFY(kinds.contains("reduce-scatter") && kinds.contains("all-gather"));
+        QTemporaryDir dir;
+        const QString path = dir.filePath("m.tpplan.json");
+        QCOMPARE(tpplan(QStringList{"plan", "gpt2", "--set", "layers=2", "--mesh", "2x4", "--baseline", "megatron", "--zero", "1",
+                                    "--micro-batch", "4", "-o", path})
+                     .code,
+                 0);
+        const Run args = tpplan({"export", path, "--format", "megatron"});
+        QCOMPARE(args.code, 0);
+        for (const char* line : {"--use-distributed-optimizer", "--micro-batch-size 4", "--global-batch-size 512"})
+            QVERIFY2(args.out.contains(line), args.out.constData());
+    }
+
+    // Model states as configured: 16 B/param by default (bf16 parameters and gradients, fp32
+    // master weight and Adam moments: ZeRO paper), Megatron's 18 with fp32 main gradients, 12
+    // with bf16 moments (fp32 master 4 + 2 x 2); recorded in the plan file.
+    void modelStatesAsConfigured_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addColumn<double>("bytesPerParam");
+        QTest::newRow("default") << QStringList{} << 16.0;
+        QTest::newRow("fp32 main grads") << QStringList{"--grad-dtype", "fp32"} << 18.0;
+        QTest::newRow("bf16 moments") << QStringList{"--optimizer-dtype", "bf16"} << 12.0;
+        QTest::newRow("both") << QStringList{"--grad-dtype", "fp32", "--optimizer-dtype", "bf16"} << 14.0;
+    }
+
+    void modelStatesAsConfigured()
+    {
+        QFETCH(QStringList, flags);
+        QFETCH(double, bytesPerParam);
+        // One device: every weight's states held whole (the vocabulary as info counts it, unpadded).
+        const QStringList model{"gpt2", "--set", "layers=2", "--set", "vocab_multiple=1"};
+        const QStringList base =
+            QStringList{"plan"} + model + QStringList{"--mesh", "1", "--zero", "0", "--memory-limit", "none", "--json"};
+        const Run info = tpplan(QStringList{"info"} + model + QStringList{"--json"});
+        QCOMPARE(info.code, 0);
+        const double params = QJsonDocument::fromJson(info.out).object()["params"].toDouble();
+        const Run r = tpplan(base + flags);
+        QCOMPARE(r.code, 0);
+        const QJsonObject plan = QJsonDocument::fromJson(r.out).object();
+        const QJsonObject m = plan["memory"].toObject();
+        const double states = m["params_bytes"].toDouble() + m["grads_bytes"].toDouble() + m["optimizer_bytes"].toDouble();
+        QVERIFY2(qAbs(states - bytesPerParam * params) <= 1e-9 * states,
+                 qPrintable(QString("%1 vs %2").arg(states).arg(bytesPerParam * params)));
+        const QJsonObject fw = plan["framework"].toObject();
+        QCOMPARE(fw["grad_bytes_per_param"].toDouble() + fw["optimizer_bytes_per_param"].toDouble() + 2, bytesPerParam);
     }
 
     // --recompute full recomputes the layers, as Megatron's --recompute-granularity full

@@ -113,6 +113,14 @@ Options parseArguments(const std::vector<std::string>& args)
                 throw UsageError("--zero '" + v + "': use auto, 0, 1, 2 or 3");
             else
                 o.zero = v[0] - '0';
+        } else if (a == "--grad-dtype") {
+            o.gradDtype = value();
+            if (o.gradDtype != "bf16" && o.gradDtype != "fp32")
+                throw UsageError("--grad-dtype '" + o.gradDtype + "': use bf16 or fp32");
+        } else if (a == "--optimizer-dtype") {
+            o.optimizerDtype = value();
+            if (o.optimizerDtype != "fp32" && o.optimizerDtype != "bf16")
+                throw UsageError("--optimizer-dtype '" + o.optimizerDtype + "': use fp32 or bf16");
         } else if (a == "--grad-overlap")
             o.overlapGradients = parseSwitch(a, value());
         else if (a == "--tp-overlap")

@@ -36,11 +36,13 @@ struct Options {
     std::vector<std::string> sets;
     std::vector<std::string> locks;
     std::string baseline;
-    std::string recompute = "auto";     ///< --recompute auto|none|selective|full
-    bool overlapGradients = true;       ///< --grad-overlap on|off
-    double gradientBucketMiB = 25;      ///< --grad-bucket MiB
-    bool overlapTensorParallel = false; ///< --tp-overlap on|off
-    int zero = kAuto;                   ///< --zero auto|0|1|2|3
+    std::string recompute = "auto";      ///< --recompute auto|none|selective|full
+    bool overlapGradients = true;        ///< --grad-overlap on|off
+    double gradientBucketMiB = 25;       ///< --grad-bucket MiB
+    bool overlapTensorParallel = false;  ///< --tp-overlap on|off
+    int zero = kAuto;                    ///< --zero auto|0|1|2|3
+    std::string gradDtype = "bf16";      ///< --grad-dtype bf16|fp32
+    std::string optimizerDtype = "fp32"; ///< --optimizer-dtype fp32|bf16
     std::string format;
     std::string plot; ///< bench fidelity --plot FILE.svg
     std::string output;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <condition_variable>
 #include <cstdio>
@@ -40,6 +41,8 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.gradientBucketMiB = o.gradientBucketMiB;
     r.overlapTensorParallel = o.overlapTensorParallel;
     r.zero = o.zero;
+    r.gradDtype = o.gradDtype;
+    r.optimizerDtype = o.optimizerDtype;
     return r;
 }
 
@@ -86,6 +89,14 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         << "    gradients     " << formatBytes(b.gradBytes) << "\n"
         << "    optimizer     " << formatBytes(b.optimizerBytes) << "\n"
         << "    activations   " << formatBytes(b.activationBytes) << "\n";
+    if (cs.training) {
+        auto whole = [](double bytes) { return std::to_string(static_cast<long long>(std::llround(bytes))); };
+        out << "    model states  " << whole(cs.paramBytesPerParam + cs.gradBytesPerParam + cs.optimizerBytesPerParam)
+            << " B/param (parameters " << whole(cs.paramBytesPerParam) << ", gradients " << whole(cs.gradBytesPerParam)
+            << ", optimizer " << whole(cs.optimizerBytesPerParam) << ")"
+            << (cs.zeroStage > 0 ? ", ZeRO " + std::to_string(cs.zeroStage) + " shards them over the data-parallel axes" : "")
+            << "\n";
+    }
     for (int a : axesNoOpCanSplit(model))
         out << "  note            no op can split anything over axis " << mesh.axes[static_cast<size_t>(a)].name << " (size "
             << mesh.axes[static_cast<size_t>(a)].size << "): no loop of the model divides by it, so its devices only repeat the"

@@ -37,10 +37,10 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
     if (!isUnchangedPreset(model.hardware())) doc["hardware"]["spec"] = hardwareToJson(model.hardware());
     doc["overlap_chunks"] = model.settings().overlapChunks;
     const CostSettings& s = model.settings();
-    doc["framework"] = {{"grad_overlap", s.overlapGradientReduction},
-                        {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
-                        {"tp_overlap", s.overlapTensorParallelBackward},
-                        {"zero", s.zeroStage}};
+    doc["framework"] = {
+        {"grad_overlap", s.overlapGradientReduction},    {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
+        {"tp_overlap", s.overlapTensorParallelBackward}, {"zero", s.zeroStage},
+        {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam}};
 }
 
 std::string writePlanFile(const json& document) { return document.dump(2) + "\n"; }
@@ -361,6 +361,16 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
             if (stage > 3) r.fail("/framework/zero", "is " + v->dump() + ", expected 0, 1, 2 or 3");
             settings.zeroStage = static_cast<int>(stage);
         }
+        auto bytesPerParam = [&](const char* key, double& into) {
+            if (const json* v = r.optional(*fw, key)) {
+                const double b = r.number(*v, std::string("/framework/") + key);
+                if (!(b >= 0 && b <= 64))
+                    r.fail(std::string("/framework/") + key, "is " + v->dump() + ", expected 0 to 64 bytes");
+                into = b;
+            }
+        };
+        bytesPerParam("grad_bytes_per_param", settings.gradBytesPerParam);
+        bytesPerParam("optimizer_bytes_per_param", settings.optimizerBytesPerParam);
     }
     r.integer(r.field(doc, "", "batch"), "/batch", 0);
     r.integer(r.field(doc, "", "seq"), "/seq", 0);

@@ -91,7 +91,7 @@ std::string workspaceKeyOf(const PlanRequest& r)
     key.precision(17);
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
-        << r.overlapTensorParallel << '|' << r.zero;
+        << r.overlapTensorParallel << '|' << r.zero << '|' << r.gradDtype << '|' << r.optimizerDtype;
     return key.str();
 }
 
@@ -119,6 +119,13 @@ CostSettings costSettingsOf(const PlanRequest& request)
     if (request.zero < kAuto || request.zero > 3)
         throw InputError("ZeRO stage " + std::to_string(request.zero) + ": use auto, 0, 1, 2 or 3");
     settings.zeroStage = std::max(0, request.zero);
+    if (request.gradDtype != "bf16" && request.gradDtype != "fp32")
+        throw InputError("gradient dtype '" + request.gradDtype + "': use bf16 or fp32");
+    if (request.optimizerDtype != "bf16" && request.optimizerDtype != "fp32")
+        throw InputError("optimizer dtype '" + request.optimizerDtype + "': use fp32 or bf16");
+    settings.gradBytesPerParam = request.gradDtype == "fp32" ? 4 : 2;
+    // The fp32 master weight is kept either way; the two Adam moments take the dtype.
+    settings.optimizerBytesPerParam = request.optimizerDtype == "fp32" ? 12 : 8;
     recomputeOf(request.recompute); // rejects a bad word before anything is built
     return settings;
 }

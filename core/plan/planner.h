@@ -45,6 +45,11 @@ struct PlanRequest {
     /// distributed optimizer), 2 also gradients, 3 also parameters (FSDP); CostSettings::zeroStage.
     /// -1 (auto): Planner::plan chooses the stage.
     int zero = kAuto;
+    /// Model-state accounting (--grad-dtype, --optimizer-dtype): "bf16" gradients (2 B/param,
+    /// the ZeRO paper's 16 B/param in all) or Megatron's "fp32" main gradients (4 B: 18 in all);
+    /// "fp32" Adam states (master weight and two moments, 12 B) or "bf16" moments (8 B).
+    std::string gradDtype = "bf16";
+    std::string optimizerDtype = "fp32";
     int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
