@@ -3,6 +3,7 @@
 // on timing (the two measured times are printed with qInfo).
 #include <QAbstractItemModelTester>
 #include <QLineEdit>
+#include <QComboBox>
 #include <QLabel>
 #include <QTableView>
 #include <QTableWidget>
@@ -81,6 +82,7 @@ private slots:
     void projectKeepsOverridesAndOverlap();
     void runCardSaysWhenLayoutsAreMixed();
     void statusNamesAxisNothingDivides();
+    void zeroAndMicroBatchAreChosenAndUndoable();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -1023,3 +1025,40 @@ void TestGui::statusNamesAxisNothingDivides()
 
 QTEST_MAIN(TestGui)
 #include "tst_gui.moc"
+
+// The Mesh & Hardware panel: ZeRO and the micro-batch are auto by default and the panel says what
+// the planner chose; fixing the stage is an edit the plan follows, and undo brings auto back.
+void TestGui::zeroAndMicroBatchAreChosenAndUndoable()
+{
+    MainWindow window(false);
+    window.resize(1280, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    PlanSettings base;
+    base.mesh = "2x8";
+    QVERIFY(window.openSource(QStringLiteral("llama3-8b"), base));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    auto* choice = window.meshPanel()->findChild<QLabel*>(QStringLiteral("settingsChoice"));
+    auto* zero = window.meshPanel()->findChild<QComboBox*>(QStringLiteral("zeroStage"));
+    QVERIFY(choice && zero);
+    QCOMPARE(zero->currentData().toInt(), kAuto);
+    // 4 stages x the 10 divisors of the batch of 512 (tst_planner checks the choice itself).
+    QVERIFY2(choice->text().startsWith(QStringLiteral("Chosen: ZeRO")) &&
+                 choice->text().contains(QStringLiteral("of 40 combinations")),
+             qPrintable(choice->text()));
+    const int stage1 = zero->findData(1);
+    zero->setCurrentIndex(stage1);
+    emit zero->activated(stage1);
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().zero, 1);
+    QCOMPARE(doc.workspace()->costModel->settings().zeroStage, 1);
+    // The micro-batch is still chosen: 10 combinations at stage 1.
+    QVERIFY2(choice->text().startsWith(QStringLiteral("Chosen: ZeRO 1")) &&
+                 choice->text().contains(QStringLiteral("of 10 combinations")),
+             qPrintable(choice->text()));
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().zero, kAuto);
+    QCOMPARE(zero->currentData().toInt(), kAuto);
+}

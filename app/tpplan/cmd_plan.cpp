@@ -213,28 +213,14 @@ void printChoices(const PlannerResult& planned, std::ostream& out)
 {
     if (planned.candidates.empty()) return;
     std::map<std::string, int> counts;
-    const SettingsCandidate* runnerUp = nullptr;
-    for (const auto& c : planned.candidates) {
-        ++counts[outcomeName(c.outcome)];
-        if (c.outcome == SettingsCandidate::Outcome::Slower && (!runnerUp || c.stepSeconds < runnerUp->stepSeconds))
-            runnerUp = &c;
-    }
-    auto name = [](const SettingsCandidate& c) {
-        return "ZeRO " + std::to_string(c.zero) + ", micro-batch " + (c.microBatch > 0 ? std::to_string(c.microBatch) : "whole") +
-               (c.recompute == "auto" || c.recompute.empty() ? "" : ", recompute " + c.recompute);
-    };
-    const auto chosen = std::find_if(planned.candidates.begin(), planned.candidates.end(),
-                                     [](const auto& c) { return c.outcome == SettingsCandidate::Outcome::Chosen; });
-    out << "  chosen          " << name(*chosen) << " of " << planned.candidates.size() << " combinations (";
+    for (const auto& c : planned.candidates) ++counts[outcomeName(c.outcome)];
+    out << "  chosen          " << choiceSummary(planned.candidates) << "\n    (";
     bool first = true;
     for (const auto& [what, n] : counts) {
         out << (first ? "" : ", ") << n << " " << what;
         first = false;
     }
     out << ")\n";
-    if (runnerUp)
-        out << "    next best     " << name(*runnerUp) << ": " << formatSeconds(runnerUp->stepSeconds) << ", "
-            << formatBytes(runnerUp->bytes) << "\n";
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "../cost/baselines.h"
 #include "../search/evaluate.h"
 #include "../util/error.h"
+#include "../util/format.h"
 #include "../util/units.h"
 
 namespace tp {
@@ -259,6 +260,29 @@ const char* outcomeName(SettingsCandidate::Outcome outcome)
         return "too large";
     }
     return "?";
+}
+
+std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute)
+{
+    return "ZeRO " + std::to_string(zero) + ", micro-batch " + (microBatch > 0 ? std::to_string(microBatch) : "whole") +
+           (recompute.empty() || recompute == "auto" ? "" : ", recompute " + recompute);
+}
+
+std::string choiceSummary(const std::vector<SettingsCandidate>& candidates)
+{
+    const SettingsCandidate* chosen = nullptr;
+    const SettingsCandidate* next = nullptr;
+    for (const auto& c : candidates) {
+        if (c.outcome == SettingsCandidate::Outcome::Chosen) chosen = &c;
+        if (c.outcome == SettingsCandidate::Outcome::Slower && (!next || c.stepSeconds < next->stepSeconds)) next = &c;
+    }
+    if (!chosen) return {};
+    std::string out = settingsText(chosen->zero, chosen->microBatch, chosen->recompute) + " of " +
+                      std::to_string(candidates.size()) + " combinations";
+    if (next)
+        out += "; next best " + settingsText(next->zero, next->microBatch, next->recompute) + ": " +
+               formatSecondsDelta(next->stepSeconds - chosen->stepSeconds) + ", " + formatBytesDelta(next->bytes - chosen->bytes);
+    return out;
 }
 
 // ---------------------------------------------------------------------------------------------

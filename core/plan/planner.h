@@ -136,6 +136,13 @@ struct SettingsCandidate {
 };
 /// "chosen", "slower", "bounded", "fits nothing", "too large".
 const char* outcomeName(SettingsCandidate::Outcome outcome);
+/// "ZeRO 3, micro-batch 2" ("micro-batch whole" for the whole local batch; ", recompute full"
+/// when the candidate chose a recompute word): the one text for a combination, CLI and GUI.
+std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute = "");
+/// The chosen candidate's and the fastest other that fits, as the CLI and the GUI show them:
+/// "ZeRO 3, micro-batch 1 of 40 combinations; next best ZeRO 1, micro-batch 1: +195.0 ms,
+/// +25.86 GiB". Empty without candidates.
+std::string choiceSummary(const std::vector<SettingsCandidate>& candidates);
 
 /// What Planner::plan returns: the plan and what the request asked to compare it with, all
 /// costed by the same workspace.

@@ -62,6 +62,9 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         out->unlocked = std::move(planned.unlocked);
         out->megatron = std::move(planned.baselines.at("megatron"));
         out->dataParallel = std::move(planned.baselines.at("dp"));
+        out->megatronWorkspace = planned.baselineWorkspaces.at("megatron");
+        out->dataParallelWorkspace = planned.baselineWorkspaces.at("dp");
+        out->candidates = std::move(planned.candidates);
         out->wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         return out;
     });

@@ -28,6 +28,10 @@ struct PlanOutcome {
     std::optional<SearchResult> unlocked; ///< the same search without locks, when there are locks
     SearchResult megatron;
     SearchResult dataParallel;
+    /// The baselines' workspaces: each chose its own micro-batch and ZeRO stage (planner.h).
+    std::shared_ptr<const PlanWorkspace> megatronWorkspace, dataParallelWorkspace;
+    /// The combinations of settings the planner chose among (empty when all were fixed).
+    std::vector<SettingsCandidate> candidates;
     double prepareMs = 0; ///< model load + cost model + fold, when redone
     double wallMs = 0;    ///< request to result, on the worker
 };

@@ -90,6 +90,7 @@ void BreakdownView::refresh()
 {
     const auto plan = document_ ? document_->plan() : nullptr;
     plans_.clear();
+    settings_.clear();
     std::vector<const SearchResult*> results;
     if (plan) {
         const int locks = static_cast<int>(plan->locks.size());
@@ -102,6 +103,17 @@ void BreakdownView::refresh()
         plans_ << tr("Megatron") << tr("Data parallel");
         results.push_back(&plan->megatron);
         results.push_back(&plan->dataParallel);
+        // Each plan under its own micro-batch and ZeRO stage (the planner chooses them per plan),
+        // short enough for a bar's label: "ZeRO 3 · mb 1".
+        auto settingsOf = [](const PlanWorkspace* ws) {
+            if (!ws) return QString();
+            const CostSettings& c = ws->costModel->settings();
+            return tr("<br>ZeRO %1 · mb %2").arg(c.zeroStage).arg(c.microBatch > 0 ? QString::number(c.microBatch) : tr("whole"));
+        };
+        const PlanWorkspace* own[] = {plan->workspace.get(), plan->unlocked ? plan->workspace.get() : nullptr,
+                                      plan->megatronWorkspace.get(), plan->dataParallelWorkspace.get()};
+        for (int i = 0; i < 4; ++i)
+            if (i != 1 || plan->unlocked) settings_ << settingsOf(own[i]);
     }
     showMemory(results);
     showStepTime(results);
@@ -133,7 +145,8 @@ void BreakdownView::showMemory(const std::vector<const SearchResult*>& results)
     for (size_t i = 0; i < results.size(); ++i)
         labels << QStringLiteral("%1<br>%2")
                       .arg(plans_[static_cast<int>(i)],
-                           QString::fromStdString(formatBytes(results[i]->breakdown.perDeviceBytes)));
+                           QString::fromStdString(formatBytes(results[i]->breakdown.perDeviceBytes)) +
+                               settings_.value(static_cast<int>(i)));
     if (capacity > 0) top = std::min(top, 2.5 * capacity / kGiB);
     auto* categories = new QBarCategoryAxis;
     categories->append(labels);
@@ -197,7 +210,8 @@ void BreakdownView::showStepTime(const std::vector<const SearchResult*>& results
     QStringList labels;
     for (size_t i = 0; i < results.size(); ++i)
         labels << QStringLiteral("%1<br>%2")
-                      .arg(plans_[static_cast<int>(i)], QString::fromStdString(formatSeconds(results[i]->breakdown.stepSeconds)));
+                      .arg(plans_[static_cast<int>(i)], QString::fromStdString(formatSeconds(results[i]->breakdown.stepSeconds)) +
+                                                            settings_.value(static_cast<int>(i)));
     auto* categories = new QBarCategoryAxis;
     categories->append(labels);
     chart->addAxis(categories, Qt::AlignBottom);

@@ -31,6 +31,7 @@ private:
     QChartView* time_;
     QChartView* blocks_;
     QStringList plans_;
+    QStringList settings_; ///< per plan: "<br>ZeRO 3, micro-batch 1", its bar label's second line
 };
 
 } // namespace tp

@@ -191,6 +191,10 @@ MeshPanel::MeshPanel(QWidget* parent) :
     zero_->addItem(tr("3: + parameters (FSDP)"), 3);
     zero_->setToolTip(tr("ZeRO: shard model states over each weight's data-parallel axes (auto: the planner chooses)"));
     form->addRow(tr("&ZeRO"), zero_);
+    choice_ = new QLabel(this);
+    choice_->setObjectName(QStringLiteral("settingsChoice"));
+    choice_->setWordWrap(true);
+    form->addRow(QString(), choice_);
     mode_ = new QComboBox(this);
     mode_->addItems({QStringLiteral("train"), QStringLiteral("infer")});
     form->addRow(tr("M&ode"), mode_);
@@ -442,8 +446,14 @@ void MeshPanel::showMesh()
     const PlanWorkspace* ws = document_ ? document_->workspace() : nullptr;
     if (!ws) {
         axes_->clear();
+        choice_->clear();
         return;
     }
+    const CostSettings& chosen = ws->costModel->settings();
+    const std::string summary = choiceSummary(document_->plan()->candidates);
+    choice_->setText(summary.empty()
+                         ? tr("%1 (as set)").arg(QString::fromStdString(settingsText(chosen.zeroStage, chosen.microBatch)))
+                         : tr("Chosen: %1").arg(QString::fromStdString(summary)));
     QStringList lines;
     for (const auto& axis : ws->mesh.axes)
         lines << tr("axis %1: %2 devices, %3, %4 (%5)")

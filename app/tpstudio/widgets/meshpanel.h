@@ -83,6 +83,7 @@ private:
     QSpinBox* seq_;
     QSpinBox* microBatch_;
     QComboBox* zero_;
+    QLabel* choice_; ///< what the planner chose for the auto settings
     QComboBox* mode_;
     QLineEdit* memoryLimit_;
     QSpinBox* overlap_;
