@@ -83,6 +83,56 @@ double layerActivation(const CostModel& m, const std::vector<int>& plan, Recompu
 class TestCost : public QObject {
     Q_OBJECT
 private slots:
+    // A cost model derived from another's analysis of the graph (the planner's combinations of
+    // micro-batch and ZeRO stage) costs every op and candidate exactly as one built afresh.
+    void derivedModelEqualsFreshOne_data()
+    {
+        QTest::addColumn<int>("zero");
+        QTest::addColumn<qint64>("microBatch");
+        QTest::addColumn<double>("gradBytes");
+        QTest::newRow("micro-batch 2") << 0 << qint64(2) << 2.0;
+        QTest::newRow("ZeRO 3") << 3 << qint64(0) << 2.0;
+        QTest::newRow("ZeRO 1, micro-batch 1, fp32 grads") << 1 << qint64(1) << 4.0;
+    }
+
+    void derivedModelEqualsFreshOne()
+    {
+        QFETCH(int, zero);
+        QFETCH(qint64, microBatch);
+        QFETCH(double, gradBytes);
+        ModelOptions o;
+        o.batch = 8;
+        o.overrides = {"layers=2"};
+        const LoadedModel lm = loadModel("llama2-7b", o);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const Mesh mesh = parseMesh("2x4", hw);
+        const CostModel base(lm.graph, mesh, hw);
+        CostSettings settings;
+        settings.zeroStage = zero;
+        settings.microBatch = microBatch;
+        settings.gradBytesPerParam = gradBytes;
+        const Graph copy = lm.graph;
+        const CostModel derived(base, copy, settings), fresh(lm.graph, mesh, hw, settings);
+        bool anyDiffers = false; // from the base: the settings change something
+        for (const auto& op : lm.graph.ops) {
+            QCOMPARE(derived.strategies(op.id).size(), fresh.strategies(op.id).size());
+            for (int st = 0; st < static_cast<int>(fresh.strategies(op.id).size()); ++st)
+                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                    const OpCost& a = derived.opCost(op.id, st, r);
+                    const OpCost& b = fresh.opCost(op.id, st, r);
+                    QCOMPARE(a.seconds(), b.seconds());
+                    QCOMPARE(a.memoryBytes(), b.memoryBytes());
+                    QCOMPARE(a.collectives.size(), b.collectives.size());
+                    anyDiffers = anyDiffers || a.seconds() != base.opCost(op.id, st, r).seconds() ||
+                                 a.memoryBytes() != base.opCost(op.id, st, r).memoryBytes();
+                }
+        }
+        QVERIFY(anyDiffers);
+        CostSettings structural = settings;
+        structural.fusedKernels = !settings.fusedKernels;
+        QVERIFY_THROWS_EXCEPTION(std::logic_error, CostModel(base, copy, structural));
+    }
+
     // Ring alpha-beta times; n = bytes a device holds with the axis not splitting the tensor.
     void collectiveFormula_data()
     {

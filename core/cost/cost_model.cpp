@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "../graph/opkinds.h"
@@ -60,7 +61,7 @@ struct OpFacts {
         bool weight;
         bool ownsWeight;
         bool gathered;
-        bool fused; ///< read in-kernel from a fused producer (never from HBM)
+        bool fused;  ///< read in-kernel from a fused producer (never from HBM)
         bool batch0; ///< dim 0 is the graph's batch
     };
     struct Out {
@@ -140,11 +141,30 @@ struct CostModel::Impl {
     bool overlapChunksOff() const { return settings.overlapChunks <= 1; }
 
     Impl(const Graph& g, const Mesh& m, const Hardware& h, CostSettings s) : graph(g), mesh(m), hw(h), settings(s) {}
+    /// `base`'s analysis of the graph (classes, strategies, specs, batch tensors) for `g`, a
+    /// copy of base's graph, under other cost settings; the costs are yet to be computed.
+    Impl(const Impl& base, const Graph& g, CostSettings s) :
+        graph(g),
+        mesh(base.mesh),
+        hw(base.hw),
+        settings(std::move(s)),
+        classOf(base.classOf),
+        classes(base.classes),
+        producer(base.producer),
+        producerSlot(base.producerSlot),
+        firstUse(base.firstUse),
+        firstUseInGroup(base.firstUseInGroup),
+        graphBatch(base.graphBatch),
+        batch0(base.batch0),
+        matmulReaders(base.matmulReaders)
+    {}
 
     const OpClass& cls(OpId op) const { return classes.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
 
+    void validateSettings() const;
     void build();
-    void costClass(OpClass& c) const;
+    void layOutClass(OpClass& c) const; ///< candidate strategies and their operand specs
+    void costClass(OpClass& c) const;   ///< every candidate's costs under the settings
     PassTimes passTimes(const OpClass& c, size_t s, double flopRate) const;
     void weightTerms(const OpClass& c, size_t s, const PassTimes& t, OpCost& cost) const;
 };
@@ -224,12 +244,17 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
 
 } // namespace
 
-void CostModel::Impl::build()
+void CostModel::Impl::validateSettings() const
 {
     if (settings.overlapChunks < 1) throw InputError("cost settings: field 'overlapChunks' must be at least 1");
     if (settings.zeroStage < 0 || settings.zeroStage > 3)
         throw InputError("cost settings: field 'zeroStage' must be 0, 1, 2 or 3");
     if (settings.microBatch < 0) throw InputError("cost settings: field 'microBatch' must not be negative");
+}
+
+void CostModel::Impl::build()
+{
+    validateSettings();
     const size_t nOps = graph.ops.size(), nTensors = graph.tensors.size();
     producer = graph.producers();
     producerSlot.assign(nTensors, -1);
@@ -365,7 +390,10 @@ void CostModel::Impl::build()
         }
         classOf[static_cast<size_t>(op.id)] = it->second;
     }
-    for (auto& c : classes) costClass(c);
+    for (auto& c : classes) {
+        layOutClass(c);
+        costClass(c);
+    }
 }
 
 namespace {
@@ -592,13 +620,23 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
 }
 
 // Node costs of every strategy of one class, for the three recomputation modes.
+void CostModel::Impl::layOutClass(OpClass& c) const
+{
+    c.strategies = enumerateStrategies(c.sig, mesh);
+    const size_t n = c.strategies.size();
+    c.in.assign(n, {});
+    c.out.assign(n, {});
+    for (size_t s = 0; s < n; ++s) {
+        const auto& st = c.strategies[s];
+        for (size_t i = 0; i < c.sig.inputs.size(); ++i) c.in[s].push_back(tp::inputSpec(c.sig, st, i));
+        for (size_t o = 0; o < c.sig.outputs.size(); ++o) c.out[s].push_back(tp::outputSpec(c.sig, st, o));
+    }
+}
+
 void CostModel::Impl::costClass(OpClass& c) const
 {
     const auto& info = opKindInfo(c.kind);
-    c.strategies = enumerateStrategies(c.sig, mesh);
     const size_t n = c.strategies.size();
-    c.in.resize(n);
-    c.out.resize(n);
     c.cost.resize(n);
     c.forwardSeconds.resize(n);
     c.backwardSeconds.resize(n);
@@ -612,9 +650,6 @@ void CostModel::Impl::costClass(OpClass& c) const
     const double peak = hw.peak(computeType);
 
     for (size_t s = 0; s < n; ++s) {
-        const auto& st = c.strategies[s];
-        for (size_t i = 0; i < c.sig.inputs.size(); ++i) c.in[s].push_back(tp::inputSpec(c.sig, st, i));
-        for (size_t o = 0; o < c.sig.outputs.size(); ++o) c.out[s].push_back(tp::outputSpec(c.sig, st, o));
         const PassTimes t = passTimes(c, s, c.gemm ? peak : peak * hw.matmulEfficiency);
         c.forwardSeconds[s] = t.forward;
         c.backwardSeconds[s] = t.backward;
@@ -673,6 +708,20 @@ CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardw
     impl_(std::make_unique<Impl>(graph, mesh, hardware, settings))
 {
     impl_->build();
+}
+
+CostModel::CostModel(const CostModel& structure, const Graph& graph, CostSettings settings)
+{
+    const CostSettings& was = structure.settings();
+    // What an op's class, strategies and specs depend on must be the same.
+    if (settings.training != was.training || settings.flashAttention != was.flashAttention ||
+        settings.fusedKernels != was.fusedKernels || settings.fusedCrossEntropy != was.fusedCrossEntropy ||
+        settings.readerGroupOfOp != was.readerGroupOfOp || graph.ops.size() != structure.graph().ops.size() ||
+        graph.tensors.size() != structure.graph().tensors.size())
+        throw std::logic_error("CostModel: a structural setting or the graph differs from the model it is derived from");
+    impl_ = std::make_unique<Impl>(*structure.impl_, graph, std::move(settings));
+    impl_->validateSettings();
+    for (auto& c : impl_->classes) impl_->costClass(c);
 }
 
 CostModel::~CostModel() = default;

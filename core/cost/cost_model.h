@@ -139,6 +139,12 @@ struct Breakdown {
 class CostModel {
 public:
     CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings = {});
+    /// The model of `graph` (a copy of structure's graph) on structure's mesh and hardware under
+    /// other settings, reusing structure's analysis of the graph: for settings that change only
+    /// costs (micro-batch, ZeRO stage, model-state bytes, overlap). Throws std::logic_error when
+    /// a setting the op classes depend on (training, kernel fusion, FlashAttention, the fused
+    /// loss, reader groups) or the graph's size differs.
+    CostModel(const CostModel& structure, const Graph& graph, CostSettings settings);
     ~CostModel();
     CostModel(const CostModel&) = delete;
     CostModel& operator=(const CostModel&) = delete;

@@ -171,12 +171,14 @@ void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNo
 namespace {
 
 /// The cost model of a workspace whose graph, hardware, mesh and fold are set, with the fold's
-/// reader groups and the model config's kernel settings.
-void attachCostModel(PlanWorkspace& ws, CostSettings settings)
+/// reader groups and the model config's kernel settings; derived from `structure` (the model of
+/// another combination of the same graph) when given.
+void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* structure = nullptr)
 {
     settings.readerGroupOfOp = readerGroupsOf(ws.folded);
     applyKernelSettings(settings, ws.model.config);
-    ws.costModel = std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+    ws.costModel = structure ? std::make_unique<CostModel>(*structure, ws.model.graph, std::move(settings))
+                             : std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
 }
 
 } // namespace
@@ -371,7 +373,7 @@ struct Planner::State {
             ws->folded = base.folded;
             ws->foldMs = base.foldMs;
             ws->context = base.context;
-            attachCostModel(*ws, costSettingsOf(concrete));
+            attachCostModel(*ws, costSettingsOf(concrete), base.costModel.get());
             slot->workspace = std::move(ws);
         }
         slot->prepareMs = msSince(start);
