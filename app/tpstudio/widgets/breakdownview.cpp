@@ -104,11 +104,12 @@ void BreakdownView::refresh()
         results.push_back(&plan->megatron);
         results.push_back(&plan->dataParallel);
         // Each plan under its own micro-batch and ZeRO stage (the planner chooses them per plan),
-        // short enough for a bar's label: "ZeRO 3 · mb 1".
+        // a line each so that narrow bars do not elide them.
         auto settingsOf = [](const PlanWorkspace* ws) {
             if (!ws) return QString();
             const CostSettings& c = ws->costModel->settings();
-            return tr("<br>ZeRO %1 · mb %2").arg(c.zeroStage).arg(c.microBatch > 0 ? QString::number(c.microBatch) : tr("whole"));
+            // "mbs": Megatron's --micro-batch-size, short enough for the narrowest bar.
+            return tr("<br>ZeRO %1<br>mbs %2").arg(c.zeroStage).arg(c.microBatch > 0 ? QString::number(c.microBatch) : tr("all"));
         };
         const PlanWorkspace* own[] = {plan->workspace.get(), plan->unlocked ? plan->workspace.get() : nullptr,
                                       plan->megatronWorkspace.get(), plan->dataParallelWorkspace.get()};

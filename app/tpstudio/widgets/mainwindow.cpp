@@ -452,7 +452,12 @@ void MainWindow::updateStatus()
     if (plan) {
         const Breakdown& b = plan->result.breakdown;
         const double capacity = plan->result.memoryLimitBytes > 0 ? plan->result.memoryLimitBytes : b.capacityBytes;
-        parts << tr("searched in %1").arg(QString::fromStdString(formatSeconds(plan->result.searchMs / 1e3)));
+        // The whole job (every combination of settings the planner chose among, the baselines),
+        // not the chosen combination's search alone.
+        parts << (plan->candidates.empty() ? tr("searched in %1").arg(QString::fromStdString(formatSeconds(plan->wallMs / 1e3)))
+                                           : tr("searched in %1 (%2 combinations)")
+                                                 .arg(QString::fromStdString(formatSeconds(plan->wallMs / 1e3)))
+                                                 .arg(plan->candidates.size()));
         parts << tr("step %1").arg(QString::fromStdString(formatSeconds(b.stepSeconds)));
         parts << QStringLiteral("%1 / %2%3")
                      .arg(QString::fromStdString(formatBytes(b.perDeviceBytes)), QString::fromStdString(formatBytes(capacity)),
