@@ -585,23 +585,24 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         best.candidates.push_back(cand);
         return fits;
     };
+    auto combination = [&](const CandidateGroup& g, std::int64_t m) {
+        PlanRequest c = request;
+        c.zero = g.zero;
+        c.microBatch = m;
+        c.recompute = g.recompute;
+        return c;
+    };
+    auto choiceKey = [](const PlanRequest& c) { return workspaceKeyOf(c) + "|" + c.recompute; };
+    const std::string last = lastChoice[request.baseline];
     // The last winner first: after an edit it is usually still the best, and its bound prunes.
     for (const auto& g : groups)
-        for (std::int64_t m : g.microBatches) {
-            PlanRequest c = request;
-            c.zero = g.zero;
-            c.microBatch = m;
-            c.recompute = g.recompute;
-            if (workspaceKeyOf(c) + "|" + c.recompute == lastChoice[request.baseline]) consider(c);
-        }
+        for (std::int64_t m : g.microBatches)
+            if (const PlanRequest c = combination(g, m); choiceKey(c) == last) consider(c);
     for (const auto& g : groups) {
         bool tooLarge = false;
         for (std::int64_t m : g.microBatches) {
-            PlanRequest c = request;
-            c.zero = g.zero;
-            c.microBatch = m;
-            c.recompute = g.recompute;
-            if (workspaceKeyOf(c) + "|" + c.recompute == lastChoice[request.baseline]) continue;
+            const PlanRequest c = combination(g, m);
+            if (choiceKey(c) == last) continue;
             if (tooLarge) {
                 best.candidates.push_back({c.zero, m, c.recompute, SettingsCandidate::Outcome::TooLarge});
                 continue;
@@ -613,11 +614,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     }
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
-    PlanRequest w = request;
-    w.zero = won.zero;
-    w.microBatch = won.microBatch;
-    w.recompute = won.recompute;
-    lastChoice[request.baseline] = workspaceKeyOf(w) + "|" + w.recompute;
+    const PlanRequest w = combination({won.zero, won.recompute, {}}, won.microBatch);
+    lastChoice[request.baseline] = choiceKey(w);
     trimSessions(best.slot);
     if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = unlockedOf(*best.slot, w, limit);
     return best;
