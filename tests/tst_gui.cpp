@@ -83,6 +83,7 @@ private slots:
     void runCardSaysWhenLayoutsAreMixed();
     void statusNamesAxisNothingDivides();
     void zeroAndMicroBatchAreChosenAndUndoable();
+    void statusNamesTheMeshThatFits();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -1061,4 +1062,38 @@ void TestGui::zeroAndMicroBatchAreChosenAndUndoable()
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().zero, kAuto);
     QCOMPARE(zero->currentData().toInt(), kAuto);
+}
+
+// Where nothing fits, the status bar names the smallest preset mesh on which a plan does
+// (tst_planner checks which one), and the action switches to it as one undoable mesh edit.
+// gpt2 (124M parameters, 1.99e9 B of model states) under 1 GiB: not on 1 device, on 2.
+void TestGui::statusNamesTheMeshThatFits()
+{
+    MainWindow window(false);
+    window.resize(1280, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    PlanSettings base;
+    base.mesh = "1";
+    base.memoryLimit = "1GiB";
+    QVERIFY(window.openSource(QStringLiteral("gpt2"), base));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(!doc.plan()->result.fits);
+    QVERIFY2(window.statusText().contains(QStringLiteral("(does not fit)")) &&
+                 window.statusText().contains(QStringLiteral("fits on 2 (2 devices)")),
+             qPrintable(window.statusText()));
+    QAction* use = window.useFittingMeshAction();
+    QVERIFY(use->isEnabled());
+    QCOMPARE(use->text(), QStringLiteral("Use 2"));
+    use->trigger();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().mesh, std::string("2"));
+    QVERIFY(doc.plan()->result.fits);
+    QVERIFY(!use->isEnabled());
+    QVERIFY2(!window.statusText().contains(QStringLiteral("fits on")), qPrintable(window.statusText()));
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().mesh, std::string("1"));
+    QVERIFY(use->isEnabled());
 }

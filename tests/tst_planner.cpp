@@ -9,6 +9,7 @@
 
 #include "graph/validate.h"
 #include "import/graph_json.h"
+#include "plan/mesh_fit.h"
 #include "plan/planner.h"
 #include "search/evaluate.h"
 #include "search/factor.h"
@@ -263,6 +264,72 @@ private slots:
         QVERIFY(planned.candidates.empty());
         QCOMPARE(planned.workspace->costModel->settings().zeroStage, 1);
         QCOMPARE(planned.workspace->costModel->settings().microBatch, std::int64_t{2});
+    }
+
+    // Where nothing fits, the hint names the first preset mesh with more devices on which the
+    // planner's plan fits: the same answer as planning every larger preset mesh in turn. The
+    // model-state bound skips meshes unsearched: gpt3-175b cut to 8 layers has 12 h^2 L + (V +
+    // s) h = 12 * 12288^2 * 8 + (51200 + 2048) * 12288 = 1.515e10 parameters, 2.42e11 B of
+    // model states at 16 B/param; under 5 GiB (5.37e9 B) 16 and 32 devices hold more than that
+    // each even evenly spread (1.51e10, 7.6e9 B), 64 hold 3.8e9: 8x8 is the one mesh searched.
+    // gpt2's 124M parameters (1.99e9 B) on 2 devices: 1.0e9 B under 1 GiB, searched at once; under
+    // 1 MiB no preset mesh (512 devices: 3.9e6 B) passes the bound.
+    void smallestFittingMeshIsTheFirstThatFits_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("overrides");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("limit");
+        QTest::addColumn<QString>("expected"); // "" none fits
+        QTest::addColumn<int>("searched");
+        QTest::newRow("gpt3-175b 8 layers on 8, 5 GiB") << "gpt3-175b" << QStringList{"layers=8"} << "8" << "5GiB" << "8x8" << 1;
+        QTest::newRow("gpt2 on 1, 1 GiB") << "gpt2" << QStringList{} << "1" << "1GiB" << "2" << 1;
+        QTest::newRow("gpt2 on 1, 1 MiB") << "gpt2" << QStringList{} << "1" << "1MiB" << "" << 0;
+    }
+
+    void smallestFittingMeshIsTheFirstThatFits()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, overrides);
+        QFETCH(QString, mesh);
+        QFETCH(QString, limit);
+        QFETCH(QString, expected);
+        QFETCH(int, searched);
+        PlanRequest request = requestFor(model.toStdString(), mesh.toStdString(), limit.toStdString());
+        for (const auto& o : overrides) request.modelOptions.overrides.push_back(o.toStdString());
+        Planner planner;
+        const PlannerResult here = planner.plan(request);
+        QVERIFY(!here.result.fits);
+        const auto fit = smallestFittingMesh(request, *here.workspace);
+        QCOMPARE(fit ? QString::fromStdString(fit->mesh) : QString(), expected);
+        if (!fit) return;
+        QCOMPARE(fit->meshesSearched, searched);
+        // Every larger preset mesh planned in turn: the first that fits is the hint's, with its plan.
+        for (const auto& candidate : presetMeshes(here.workspace->hardware.gpusPerNode)) {
+            PlanRequest wider = request;
+            wider.mesh = candidate;
+            const int devices = parseMesh(candidate, here.workspace->hardware).devices();
+            if (devices <= here.workspace->mesh.devices()) continue;
+            Planner fresh;
+            const PlannerResult there = fresh.plan(wider);
+            if (!there.result.fits) continue;
+            QCOMPARE(QString::fromStdString(candidate), expected);
+            QCOMPARE(fit->devices, devices);
+            QCOMPARE(fit->stepSeconds, there.result.breakdown.stepSeconds);
+            QCOMPARE(fit->bytes, there.result.breakdown.perDeviceBytes);
+            QVERIFY(QString::fromStdString(meshFitText(*fit)).startsWith("fits on " + expected + " ("));
+            return;
+        }
+        QFAIL("no larger preset mesh fits, yet the hint named one");
+    }
+
+    // The ladder the hint climbs: powers of two inside a node, the node, then 2-64 nodes.
+    void presetMeshesClimbByNodes()
+    {
+        QCOMPARE(presetMeshes(8), (std::vector<std::string>{"1", "2", "4", "8", "2x8", "4x8", "8x8", "16x8", "32x8", "64x8"}));
+        QCOMPARE(presetMeshes(16).front(), std::string("1"));
+        QCOMPARE(presetMeshes(16)[4], std::string("16"));
+        QCOMPARE(presetMeshes(16)[5], std::string("2x16"));
     }
 
     // A fixed micro-batch that does not divide the batch, and out-of-range values, are refused

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "graph/opkinds.h"
 #include "mesh/calibration.h"
+#include "plan/mesh_fit.h"
 #include "plan/planner.h"
 
 namespace tp::cli {
@@ -247,6 +248,7 @@ int runPlan(const Options& o, std::ostream& out)
     if (!r.fits) {
         std::cerr << "tpplan: no plan fits " << formatBytes(r.memoryLimitBytes) << " per device; the smallest found needs "
                   << formatBytes(r.breakdown.perDeviceBytes) << "\n";
+        if (const auto fit = smallestFittingMesh(request, ws)) std::cerr << "tpplan: " << meshFitText(*fit) << "\n";
         return 1;
     }
     return 0;

@@ -15,6 +15,7 @@ PlanRequest guiPlanRequest(const PlanSettings& settings, const std::vector<LockR
 PlannerService::PlannerService(QObject* parent) :
     QObject(parent),
     planner_(std::make_shared<Planner>()),
+    fitHints_(std::make_shared<std::map<std::string, std::optional<MeshFit>>>()),
     jobs_([this](quint64 jobId, std::shared_ptr<PlanOutcome> outcome) {
         outcome->jobId = jobId;
         emit finished(std::move(outcome));
@@ -49,9 +50,11 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
     latestProgress_ = progress;
     latestStart_.start();
     std::shared_ptr<Planner> planner = planner_;
-    return jobs_.start([planner, settings, locks, progress](const std::atomic<bool>& cancel) {
+    auto fitHints = fitHints_;
+    return jobs_.start([planner, fitHints, settings, locks, progress](const std::atomic<bool>& cancel) {
         const auto start = std::chrono::steady_clock::now();
-        PlannerResult planned = planner->plan(guiPlanRequest(settings, locks), &cancel, progress.get());
+        const PlanRequest request = guiPlanRequest(settings, locks);
+        PlannerResult planned = planner->plan(request, &cancel, progress.get());
         auto out = std::make_shared<PlanOutcome>();
         out->settings = settings;
         out->locks = locks;
@@ -65,6 +68,13 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         out->megatronWorkspace = planned.baselineWorkspaces.at("megatron");
         out->dataParallelWorkspace = planned.baselineWorkspaces.at("dp");
         out->candidates = std::move(planned.candidates);
+        if (!out->result.fits) {
+            const std::string key = workspaceKeyOf(request) + "|" + request.memoryLimit + "|" + request.recompute;
+            auto hint = fitHints->find(key);
+            if (hint == fitHints->end())
+                hint = fitHints->emplace(key, smallestFittingMesh(request, *out->workspace, &cancel)).first;
+            out->fitsOn = hint->second;
+        }
         out->wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         return out;
     });

@@ -5,6 +5,7 @@
 // is running (PlannerSession's cancel flag), and cancel() stops the newest job on request; a
 // cancelled job delivers neither a plan nor an error. The planner, with its cached workspace and
 // class tables, lives between requests; this class holds no planning logic of its own.
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -13,6 +14,7 @@
 #include <QString>
 
 #include "latestjob.h"
+#include "plan/mesh_fit.h"
 #include "plansettings.h"
 
 namespace tp {
@@ -32,6 +34,9 @@ struct PlanOutcome {
     std::shared_ptr<const PlanWorkspace> megatronWorkspace, dataParallelWorkspace;
     /// The combinations of settings the planner chose among (empty when all were fixed).
     std::vector<SettingsCandidate> candidates;
+    /// Where no plan fits: the smallest preset mesh on which one does (core/plan/mesh_fit.h),
+    /// std::nullopt when the plan fits or no preset mesh helps.
+    std::optional<MeshFit> fitsOn;
     double prepareMs = 0; ///< model load + cost model + fold, when redone
     double wallMs = 0;    ///< request to result, on the worker
 };
@@ -79,6 +84,10 @@ signals:
 
 private:
     std::shared_ptr<Planner> planner_; // used by one job at a time (LatestJob runs them in order)
+    /// Where a plan that fits nothing would fit, by workspace key and memory limit: a lock or
+    /// a re-plan of the same settings does not search the larger meshes again (same one job
+    /// at a time as planner_).
+    std::shared_ptr<std::map<std::string, std::optional<MeshFit>>> fitHints_;
     LatestJob<std::shared_ptr<PlanOutcome>> jobs_;
     /// The newest job's counters and when it was requested (GUI thread; the job holds its own
     /// reference).

@@ -89,6 +89,11 @@ MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(p
     cancelButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
     cancelButton_->setVisible(false);
     statusBar()->addPermanentWidget(cancelButton_);
+    fitButton_ = new QToolButton(this);
+    fitButton_->setDefaultAction(useFittingMesh_);
+    fitButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    fitButton_->setVisible(false);
+    statusBar()->addPermanentWidget(fitButton_);
     searchClock_ = new QTimer(this);
     searchClock_->setInterval(250);
     connect(searchClock_, &QTimer::timeout, this, &MainWindow::updateStatus);
@@ -254,6 +259,13 @@ void MainWindow::createActions()
     });
     cancelSearch_->setToolTip(tr("Stop the running search (Esc); the last edit stays, without a plan"));
     cancelSearch_->setEnabled(false);
+    // Where nothing fits the mesh, the status bar names the smallest preset mesh on which a plan
+    // fits (core/plan/mesh_fit.h); this switches to it, as an undoable mesh edit.
+    useFittingMesh_ = plan->addAction(tr("Use the Mesh That &Fits"), QKeySequence(tr("Ctrl+Shift+M")), this, [this] {
+        const auto outcome = document_ ? document_->plan() : nullptr;
+        if (outcome && outcome->fitsOn) document_->setMesh(QString::fromStdString(outcome->fitsOn->mesh));
+    });
+    useFittingMesh_->setEnabled(false);
 
     // Help
     QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -262,6 +274,7 @@ void MainWindow::createActions()
                                  tr("Ctrl+O open · Ctrl+S save · Ctrl+E export plan\n"
                                     "Ctrl+Z undo · Ctrl+Shift+Z redo\n"
                                     "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
+                                    "Ctrl+Shift+M use the smallest mesh that fits (when nothing fits)\n"
                                     "Ctrl+Shift+E explain the selected op\n"
                                     "Ctrl+F find op · F fit · Shift+F fit width\n"
                                     "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
@@ -436,6 +449,10 @@ void MainWindow::updateStatus()
     const bool busy = document_->service().isBusy();
     cancelSearch_->setEnabled(busy);
     cancelButton_->setVisible(busy);
+    const bool fitHint = plan && !plan->result.fits && plan->fitsOn;
+    useFittingMesh_->setEnabled(fitHint && !busy);
+    if (fitHint) useFittingMesh_->setText(tr("Use %1").arg(QString::fromStdString(plan->fitsOn->mesh)));
+    fitButton_->setVisible(fitHint && !busy);
     if (busy && !searchClock_->isActive()) searchClock_->start();
     if (!busy) searchClock_->stop();
     if (busy) {
@@ -462,6 +479,7 @@ void MainWindow::updateStatus()
         parts << QStringLiteral("%1 / %2%3")
                      .arg(QString::fromStdString(formatBytes(b.perDeviceBytes)), QString::fromStdString(formatBytes(capacity)),
                           plan->result.fits ? QString() : tr(" (does not fit)"));
+        if (!plan->result.fits && plan->fitsOn) parts << QString::fromStdString(meshFitText(*plan->fitsOn));
         if (plan->workspace && plan->workspace != axesNoteWorkspace_.lock()) {
             axesNoteWorkspace_ = plan->workspace;
             QStringList axes;

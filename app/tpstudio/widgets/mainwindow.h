@@ -69,6 +69,7 @@ public:
     /// Save/Discard/Cancel for unsaved edits; true when the document may go.
     bool maybeSave();
     QAction* cancelSearchAction() const { return cancelSearch_; }
+    QAction* useFittingMeshAction() const { return useFittingMesh_; }
 
     /// Answers the window's questions instead of a modal QMessageBox (tests): gets the title,
     /// the text and the buttons offered, returns the button chosen. Null: ask the user.
@@ -105,6 +106,8 @@ private:
     Recovery* recovery_ = nullptr;
     QAction* cancelSearch_ = nullptr;
     QToolButton* cancelButton_ = nullptr;
+    QAction* useFittingMesh_ = nullptr; ///< switches to the mesh the status bar names (PlanOutcome::fitsOn)
+    QToolButton* fitButton_ = nullptr;
     QTimer* searchClock_ = nullptr; ///< refreshes the status line's progress while a search runs
     bool persistent_;
     QStackedWidget* stack_ = nullptr;
