@@ -267,26 +267,7 @@ void MainWindow::createActions()
     });
     useFittingMesh_->setEnabled(false);
 
-    // Help
-    QMenu* help = menuBar()->addMenu(tr("&Help"));
-    help->addAction(tr("&Keyboard Shortcuts"), this, [this] {
-        QMessageBox::information(this, tr("Keyboard shortcuts"),
-                                 tr("Ctrl+O open · Ctrl+S save · Ctrl+E export plan\n"
-                                    "Ctrl+Z undo · Ctrl+Shift+Z redo\n"
-                                    "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
-                                    "Ctrl+Shift+M use the smallest mesh that fits (when nothing fits)\n"
-                                    "Ctrl+Shift+E explain the selected op\n"
-                                    "Ctrl+F find op · F fit · Shift+F fit width\n"
-                                    "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
-                                    "Double-click a block header to expand or collapse it;\n"
-                                    "double-click a candidate in the Inspector to lock it."));
-    });
-    help->addAction(tr("&About TP Studio"), this, [this] {
-        QMessageBox::about(this, tr("About TP Studio"),
-                           tr("<b>TP Studio</b> %1<p>A visualizer and planner for tensor parallelism: folded graphs, exact "
-                              "search of every operator's sharding, live re-search around your locks.</p>")
-                               .arg(QApplication::applicationVersion()));
-    });
+    createHelpMenu();
 
     // Toolbar
     QToolBar* bar = addToolBar(tr("Plan inputs"));
@@ -329,6 +310,29 @@ void MainWindow::createActions()
     });
     connect(meshCombo_, &QComboBox::activated, this, [this] { document_->setMesh(meshCombo_->currentText()); });
     connect(hardwareCombo_, &QComboBox::activated, this, [this] { document_->setHardware(hardwareCombo_->currentText()); });
+}
+
+void MainWindow::createHelpMenu()
+{
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&Keyboard Shortcuts"), this, [this] {
+        QMessageBox::information(this, tr("Keyboard shortcuts"),
+                                 tr("Ctrl+O open · Ctrl+S save · Ctrl+E export plan\n"
+                                    "Ctrl+Z undo · Ctrl+Shift+Z redo\n"
+                                    "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
+                                    "Ctrl+Shift+M use the smallest mesh that fits (when nothing fits)\n"
+                                    "Ctrl+Shift+E explain the selected op\n"
+                                    "Ctrl+F find op · F fit · Shift+F fit width\n"
+                                    "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
+                                    "Double-click a block header to expand or collapse it;\n"
+                                    "double-click a candidate in the Inspector to lock it."));
+    });
+    help->addAction(tr("&About TP Studio"), this, [this] {
+        QMessageBox::about(this, tr("About TP Studio"),
+                           tr("<b>TP Studio</b> %1<p>A visualizer and planner for tensor parallelism: folded graphs, exact "
+                              "search of every operator's sharding, live re-search around your locks.</p>")
+                               .arg(QApplication::applicationVersion()));
+    });
 }
 
 void MainWindow::setDocument(std::unique_ptr<Document> document)

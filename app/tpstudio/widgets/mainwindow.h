@@ -85,6 +85,7 @@ protected:
 
 private:
     void createActions();
+    void createHelpMenu();
     void createDocks();
     void setDocument(std::unique_ptr<Document> document);
     void updateStatus();
