@@ -147,6 +147,35 @@ private slots:
         QCOMPARE(baselinesThatFit, 2);
     }
 
+    // explain --versus a baseline compares with the baseline as tpplan plan --baseline plans it
+    // (its own ZeRO stage and micro-batch, chosen), so that both say the same step time and
+    // memory for it; the base side is tpplan plan's own plan. gpt2 (2 layers, batch 16) on 2x4.
+    void versusBaselineIsTheBaselinesOwnPlan_data()
+    {
+        QTest::addColumn<QString>("baseline");
+        QTest::newRow("megatron") << "megatron";
+        QTest::newRow("dp") << "dp";
+    }
+
+    void versusBaselineIsTheBaselinesOwnPlan()
+    {
+        QFETCH(QString, baseline);
+        const QStringList common{"gpt2", "--set", "layers=2", "--batch", "16", "--mesh", "2x4", "--json"};
+        const Run versus = tpplan(QStringList{"explain"} + common + QStringList{"--versus", baseline});
+        const Run own = tpplan(QStringList{"plan"} + common + QStringList{"--baseline", baseline});
+        const Run plan = tpplan(QStringList{"plan"} + common);
+        QVERIFY2(versus.code == 0, versus.err.constData());
+        QCOMPARE(own.code, 0);
+        QCOMPARE(plan.code, 0);
+        const auto compare = QJsonDocument::fromJson(versus.out).object()["compare"].toObject();
+        const auto cost = [](const Run& r) { return QJsonDocument::fromJson(r.out).object()["cost"].toObject(); };
+        const auto other = compare["other_total"].toObject(), base = compare["base_total"].toObject();
+        QCOMPARE(other["step_s"].toDouble(), cost(own)["step_time_s"].toDouble());
+        QCOMPARE(base["step_s"].toDouble(), cost(plan)["step_time_s"].toDouble());
+        QCOMPARE(other["memory_bytes"].toDouble(),
+                 QJsonDocument::fromJson(own.out).object()["memory"].toObject()["per_device_bytes"].toDouble());
+    }
+
     // --baseline megatron --zero 1 is Megatron with its distributed optimizer: on 2x4 (TP 4 on
     // y, data parallel 2 on x) the optimizer states are halved (the position table, which no
     // batch-splitting reader makes data-parallel, aside), the gradient all-reduce becomes a

@@ -602,13 +602,17 @@ void TestGui::explainDockShowsCoreNumbers()
                  QString::fromStdString(formatSeconds(steps[static_cast<size_t>(r)].seconds)));
     }
 
-    // Compare with data parallel: core's per-block sums.
+    // Compare with data parallel: core's per-block sums, the baseline costed under the settings
+    // it chose itself, so the dock says what the breakdown's bar says.
     QSignalSpy compared(&panel, &ExplainPanel::comparisonShown);
     panel.setCompareWith(CompareWith::DataParallel);
     QVERIFY(compared.wait(kPlanTimeoutMs));
-    const explain::PlanDiff diff = explain::comparePlans(*ws.costModel, ws.folded, doc.plan()->result, doc.plan()->dataParallel);
+    const explain::PlanDiff diff = explain::comparePlans(*ws.costModel, ws.folded, doc.plan()->result, doc.plan()->dataParallel,
+                                                         doc.plan()->dataParallelWorkspace->costModel.get());
     QVERIFY(panel.comparison());
     QCOMPARE(panel.comparison()->other.stepSeconds, diff.other.stepSeconds);
+    QCOMPARE(panel.comparison()->other.stepSeconds, doc.plan()->dataParallel.breakdown.stepSeconds);
+    QCOMPARE(panel.comparison()->other.memoryBytes, doc.plan()->dataParallel.breakdown.perDeviceBytes);
     QCOMPARE(panel.comparisonTable()->rowCount(), static_cast<int>(diff.blocks.size()));
     for (int r = 0; r < static_cast<int>(diff.blocks.size()); ++r) {
         const auto& b = diff.blocks[static_cast<size_t>(r)];

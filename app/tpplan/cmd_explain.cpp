@@ -53,21 +53,35 @@ Loaded load(const Options& o, const std::string& source)
     return l;
 }
 
-// The plan to compare against, costed by the same model.
-SearchResult versusPlan(const Options& o, Loaded& base)
+/// The plan to compare against and the workspace that costs it.
+struct Versus {
+    SearchResult result;
+    std::shared_ptr<const PlanWorkspace> ws; ///< null: the base plan's own
+};
+
+// A baseline or the unlocked search of a model is planned as tpplan plan plans it, choosing its
+// own settings (the GUI's breakdown and explain dock show it so); against a plan file, and for
+// a plan file's own layout, the file's settings cost both.
+Versus versusPlan(const Options& o, Loaded& base)
 {
     const CostModel& model = *base.ws->costModel;
     if (o.versus == "megatron" || o.versus == "megatron-sp" || o.versus == "dp" || o.versus == "search") {
         PlanRequest r = base.request;
+        r.locks.clear();
+        r.baseline = o.versus == "search" ? "" : o.versus;
+        Versus v;
         if (base.fromFile) {
             r.model = base.ws->context.modelSource;
             r.mode = base.ws->context.mode;
+            v.result = tp::runPlan(*base.ws, r);
+        } else {
+            Planner planner;
+            PlannerResult planned = planner.plan(r);
+            v.result = std::move(planned.result);
+            v.ws = std::move(planned.workspace);
         }
-        r.locks.clear();
-        r.baseline = o.versus == "search" ? "" : o.versus;
-        SearchResult s = tp::runPlan(*base.ws, r);
-        if (o.versus == "search") s.method = "search (no locks)";
-        return s;
+        if (o.versus == "search") v.result.method = "search (no locks)";
+        return v;
     }
     if (!isPlanFile(o.versus))
         throw UsageError("--versus '" + o.versus + "': use megatron, megatron-sp, dp, search or a .tpplan.json file");
@@ -92,7 +106,8 @@ SearchResult versusPlan(const Options& o, Loaded& base)
         strategies[static_cast<size_t>(op.id)] = s;
         if (!other.result.recomputeOfOp.empty()) recompute[static_cast<size_t>(op.id)] = other.result.recomputeOfOp[k];
     }
-    return evaluatePlan(model, &base.ws->folded, strategies, recompute, std::filesystem::path(o.versus).filename().string());
+    return {evaluatePlan(model, &base.ws->folded, strategies, recompute, std::filesystem::path(o.versus).filename().string()),
+            nullptr};
 }
 
 json componentsJson(const explain::Components& c)
@@ -280,8 +295,9 @@ int runExplain(const Options& o, std::ostream& out)
             printExplanation(x, model.mesh(), out);
     }
     if (!o.versus.empty()) {
-        const SearchResult other = versusPlan(o, base);
-        const auto d = explain::comparePlans(model, base.ws->folded, base.result, other);
+        const Versus other = versusPlan(o, base);
+        const auto d = explain::comparePlans(model, base.ws->folded, base.result, other.result,
+                                             other.ws ? other.ws->costModel.get() : nullptr);
         if (o.json)
             doc["compare"] = diffJson(d);
         else {

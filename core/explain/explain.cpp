@@ -1,6 +1,7 @@
 #include "explain.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cstdio>
 
 #include "../graph/opkinds.h"
@@ -488,14 +489,18 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     return x;
 }
 
-PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const SearchResult& base, const SearchResult& other)
+PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const SearchResult& base, const SearchResult& other,
+                      const CostModel* otherModel)
 {
     const Graph& g = model.graph();
     const Mesh& mesh = model.mesh();
+    const CostModel& otherCosts = otherModel ? *otherModel : model;
+    if (otherCosts.graph().ops.size() != g.ops.size() || otherCosts.mesh().shapeText() != mesh.shapeText())
+        throw std::logic_error("comparePlans: the two cost models are of different graphs or meshes");
     PlanDiff d;
     d.baseMethod = base.method;
     d.otherMethod = other.method;
-    const auto a = opComponents(model, &folded, base), b = opComponents(model, &folded, other);
+    const auto a = opComponents(model, &folded, base), b = opComponents(otherCosts, &folded, other);
     d.blocks.resize(folded.classes.size());
     for (size_t c = 0; c < folded.classes.size(); ++c) {
         d.blocks[c].block = folded.classes[c].label;

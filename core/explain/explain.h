@@ -133,6 +133,10 @@ struct PlanDiff {
     std::vector<OpChange> changes; ///< representative ops (first instance of a class) that differ
 };
 
-PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const SearchResult& base, const SearchResult& other);
+/// `base` costed by `model`, `other` by `otherModel` when given (a baseline under the settings it
+/// chose itself: its ZeRO stage and micro-batch, as the breakdown shows it), else by `model`.
+/// Both models must be of the same graph and mesh (their strategy lists are the same).
+PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const SearchResult& base, const SearchResult& other,
+                      const CostModel* otherModel = nullptr);
 
 } // namespace tp::explain

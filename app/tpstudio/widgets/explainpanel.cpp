@@ -397,7 +397,12 @@ void ExplainPanel::requestComparison()
         const SearchResult& other = with == CompareWith::Megatron       ? plan->megatron
                                     : with == CompareWith::DataParallel ? plan->dataParallel
                                                                         : *plan->unlocked;
-        return explain::comparePlans(*ws.costModel, ws.folded, plan->result, other);
+        // A baseline under the settings it chose itself, as the breakdown's bar shows it.
+        const PlanWorkspace* otherWs = with == CompareWith::Megatron       ? plan->megatronWorkspace.get()
+                                       : with == CompareWith::DataParallel ? plan->dataParallelWorkspace.get()
+                                                                           : nullptr;
+        return explain::comparePlans(*ws.costModel, ws.folded, plan->result, other,
+                                     otherWs ? otherWs->costModel.get() : nullptr);
     });
 }
 
