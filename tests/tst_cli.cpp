@@ -247,23 +247,32 @@ private slots:
     void forcedRecomputeIsForTheLayers_data()
     {
         QTest::addColumn<QStringList>("how");
-        QTest::newRow("megatron baseline") << QStringList{"--baseline", "megatron"};
-        QTest::newRow("search") << QStringList{};
+        QTest::addColumn<QString>("mode");
+        for (const char* mode : {"full", "op"}) {
+            QTest::addRow("megatron baseline %s", mode) << QStringList{"--baseline", "megatron"} << mode;
+            QTest::addRow("search %s", mode) << QStringList{} << mode;
+        }
     }
 
+    // The plan file records the mode per op and tpplan check re-costs it to the same figures.
     void forcedRecomputeIsForTheLayers()
     {
         QFETCH(QStringList, how);
-        const Run r = tpplan(QStringList{"plan", "gpt2", "--set", "layers=2", "--mesh", "2", "--recompute", "full",
-                                         "--memory-limit", "none", "--json"} +
+        QFETCH(QString, mode);
+        QTemporaryDir dir;
+        const QString path = dir.filePath("p.tpplan.json");
+        const Run r = tpplan(QStringList{"plan", "gpt2", "--set", "layers=2", "--mesh", "2", "--recompute", mode,
+                                         "--memory-limit", "none", "--json", "-o", path} +
                              how);
         QCOMPARE(r.code, 0);
+        const Run check = tpplan({"check", path});
+        QVERIFY2(check.code == 0, check.out.constData());
         int layers = 0, others = 0;
         for (const auto& v : QJsonDocument::fromJson(r.out).object()["ops"].toArray()) {
             const auto op = v.toObject();
             const bool layer = op["name"].toString().startsWith("layers.");
-            const QString mode = op["recompute"].toString("none");
-            QVERIFY2(mode == (layer ? "full" : "none"), qPrintable(op["name"].toString() + ": " + mode));
+            const QString opMode = op["recompute"].toString("none");
+            QVERIFY2(opMode == (layer ? mode : "none"), qPrintable(op["name"].toString() + ": " + opMode));
             ++(layer ? layers : others);
         }
         QVERIFY(layers > 0 && others > 0);

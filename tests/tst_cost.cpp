@@ -9,8 +9,10 @@
 #include "cost/collectives.h"
 #include "cost/cost_model.h"
 #include "cost/kernels.h"
+#include "fold/fold.h"
 #include "import/catalog.h"
 #include "models/models.h"
+#include "search/search.h"
 #include "util/error.h"
 
 using namespace tp;
@@ -117,7 +119,7 @@ private slots:
         for (const auto& op : lm.graph.ops) {
             QCOMPARE(derived.strategies(op.id).size(), fresh.strategies(op.id).size());
             for (int st = 0; st < static_cast<int>(fresh.strategies(op.id).size()); ++st)
-                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::Op}) {
                     const OpCost& a = derived.opCost(op.id, st, r);
                     const OpCost& b = fresh.opCost(op.id, st, r);
                     QCOMPARE(a.seconds(), b.seconds());
@@ -131,6 +133,81 @@ private slots:
         CostSettings structural = settings;
         structural.fusedKernels = !settings.fusedKernels;
         QVERIFY_THROWS_EXCEPTION(std::logic_error, CostModel(base, copy, structural));
+    }
+
+    // Op-level recomputation (torchtitan's policy): of a LLaMA layer's seven weight matmuls in
+    // order (q, k, v, out, gate, up, down) the first, third, fifth and seventh keep their outputs
+    // and so does the FlashAttention kernel (its closing contraction, context: 8 * 32 * 4096 * 128
+    // * 2 B); the other ops keep nothing and pay their forward again; the rest of the
+    // FlashAttention core keeps what it keeps in any mode. llama2-7b, batch 8, seq 4096 on one device: q, v and
+    // down keep 8 * 4096 * 4096 * 2 B = 268435456 B each, gate 8 * 4096 * 11008 * 2 B = 721420288 B.
+    void opLevelRecomputeKeepsEveryOtherMatmul()
+    {
+        ModelOptions o;
+        o.batch = 8;
+        o.overrides = {"layers=2"};
+        const LoadedModel lm = loadModel("llama2-7b", o);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings settings;
+        settings.flashAttention = true;
+        settings.readerGroupOfOp = readerGroupsOf(foldGraph(lm.graph)); // as the planner costs it: per block
+        const CostModel m(lm.graph, parseMesh("1", hw), hw, settings);
+        const std::map<std::string, double> keptBytes{{"layers.1/attn/q", 268435456.0},
+                                                      {"layers.1/attn/v", 268435456.0},
+                                                      {"layers.1/mlp/gate", 721420288.0},
+                                                      {"layers.1/mlp/down", 268435456.0},
+                                                      {"layers.1/attn/context", 268435456.0}};
+        int kept = 0, recomputed = 0;
+        for (const auto& op : lm.graph.ops) {
+            if (op.name.rfind("layers.1/", 0) != 0) continue;
+            const OpCost &none = m.opCost(op.id, 0, Recompute::None), &sel = m.opCost(op.id, 0, Recompute::Selective),
+                         &opl = m.opCost(op.id, 0, Recompute::Op);
+            const auto it = keptBytes.find(op.name);
+            const bool flashCore = op.name == "layers.1/attn/scores" || op.name == "layers.1/attn/softmax";
+            if (it != keptBytes.end()) {
+                ++kept;
+                QCOMPARE(opl.activationBytes, it->second);
+                QCOMPARE(opl.computeSeconds, none.computeSeconds);
+            } else if (flashCore) {
+                QCOMPARE(opl.activationBytes, sel.activationBytes);
+                QCOMPARE(opl.computeSeconds, none.computeSeconds);
+            } else {
+                ++recomputed;
+                QCOMPARE(opl.activationBytes, 0.0);
+                QCOMPARE(opl.computeSeconds, none.computeSeconds + none.forwardSeconds);
+            }
+        }
+        QCOMPARE(kept, 5);
+        QVERIFY(recomputed >= 3 + 2 + 2 + 2); // k, out, up; two norms, two residual adds; silu, mul
+    }
+
+    // Eager RMSNorm (no fused kernels): the composite's passes, 36 bytes per element forward and
+    // 60 backward at the streaming rate, 6 bytes kept (core/graph/opkinds.cpp); fused it is one
+    // kernel each way. llama2-7b, batch 8: 8 * 4096 * 4096 = 134217728 elements.
+    void eagerRmsNormStreamsItsPasses()
+    {
+        ModelOptions o;
+        o.batch = 8;
+        o.overrides = {"layers=1"};
+        const LoadedModel lm = loadModel("llama2-7b", o);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings eager;
+        eager.fusedKernels = false;
+        const CostModel fused(lm.graph, parseMesh("1", hw), hw), unfused(lm.graph, parseMesh("1", hw), hw, eager);
+        OpId norm = -1;
+        for (const auto& op : lm.graph.ops)
+            if (op.name == "layers.0/mlp_norm") norm = op.id;
+        QVERIFY(norm >= 0);
+        const double elems = 134217728.0, rate = hw.hbmBandwidth * hw.hbmEfficiency;
+        const OpCost& e = unfused.opCost(norm, 0, Recompute::None);
+        QVERIFY(std::abs(e.forwardSeconds - elems * 36 / rate) <= 1e-9 * e.forwardSeconds);
+        // (computeSeconds also holds the optimizer's step over the norm's own 4096 weights.)
+        QVERIFY(std::abs(e.computeSeconds - e.optimizerSeconds - elems * (36 + 60) / rate) <= 1e-9 * e.computeSeconds);
+        // Its own 6 bytes, and its bf16 output (2) that the MLP's first matmuls keep; fused, the
+        // output alone (its bf16 input, which it keeps then, is counted at the input's producer).
+        QCOMPARE(e.activationBytes, elems * (6 + 2));
+        QCOMPARE(fused.opCost(norm, 0, Recompute::None).activationBytes, elems * 2);
+        QVERIFY(fused.opCost(norm, 0, Recompute::None).computeSeconds < e.computeSeconds / 5);
     }
 
     // Ring alpha-beta times; n = bytes a device holds with the axis not splitting the tensor.

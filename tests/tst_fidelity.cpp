@@ -71,20 +71,21 @@ private slots:
         QVERIFY(predictRun(*full).stepSeconds > 1.2 * predictRun(*sel).stepSeconds);
     }
 
-    // torchtitan's LLaMA-3 8B on 8 H100 with FSDP (ZeRO 3), local batch 2, selective activation
-    // checkpointing, eager: 2.84 s per step measured. The issue asks for 20%; the model is 37%
-    // fast today (docs/FIDELITY.md: torchtitan's op-level selective checkpointing recomputes
-    // half the matmuls, which no recompute mode of the cost model does; the GPUs ran power-capped
-    // at 500 W on HBM2e). Guarded so that it does not get worse.
+    // torchtitan's LLaMA-3 8B on 8 H100 with FSDP (ZeRO 3), local batch 2, op-level selective
+    // activation checkpointing, eager: 2.84 s per step measured. The issue asks for 20%; the
+    // model is 21.6% fast (docs/FIDELITY.md: -36.6% before the op-level recompute mode and the
+    // eager RMSNorm; what is left: rotary embeddings, which the LLaMA graph leaves out, and the
+    // GPUs' 500 W power cap). Guarded so that it does not get worse.
     void fsdpRun()
     {
         const PublishedRun* run = runNamed(runs_, "LLaMA-3 8B, FSDP 8, H100");
         QVERIFY(run && run->stepSeconds);
         QCOMPARE(run->request.zero, 3);
+        QCOMPARE(run->request.recompute, std::string("op"));
         const double e = predictRun(*run).stepSeconds / *run->stepSeconds - 1;
         qInfo("LLaMA-3 8B FSDP: error %+.1f%%", 100 * e);
-        QVERIFY2(std::abs(e) <= 0.40, qPrintable(QString::number(e)));
-        QEXPECT_FAIL("", "op-level selective checkpointing is not a recompute mode of the cost model", Continue);
+        QVERIFY2(std::abs(e) <= 0.25, qPrintable(QString::number(e)));
+        QEXPECT_FAIL("", "rotary embeddings are not in the LLaMA graph; the 500 W power cap is in no preset", Continue);
         QVERIFY2(std::abs(e) <= 0.20, qPrintable(QString::number(e)));
     }
 

@@ -678,30 +678,46 @@ private slots:
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<int>("layers");
-        QTest::newRow("gpt2 2x2") << "gpt2"
-                                  << "2x2" << 3;
-        QTest::newRow("t5-base 2") << "t5-base"
-                                   << "2" << 2;
+        QTest::addColumn<int>("mode");
+        for (Recompute mode : {Recompute::Full, Recompute::Op}) {
+            const std::string m(recomputeName(mode));
+            QTest::addRow("gpt2 2x2 %s", m.c_str()) << "gpt2"
+                                                   << "2x2" << 3 << static_cast<int>(mode);
+            QTest::addRow("t5-base 2 %s", m.c_str()) << "t5-base"
+                                                    << "2" << 2 << static_cast<int>(mode);
+        }
     }
 
+    // (Op, torchtitan's op-level policy, keeps the block input as Full does: the same paths.)
+    // The search's plan is also what evaluatePlan makes of its assignment.
     void forcedRecomputeReachesInlinedLayers()
     {
         QFETCH(QString, model);
         QFETCH(QString, mesh);
         QFETCH(int, layers);
+        QFETCH(int, mode);
+        const auto forced = static_cast<Recompute>(mode);
         const auto c = costed(model, layers, mesh);
         auto solve = [&](double maxTableEntries) {
             PlannerSession session(*c->cost, c->folded);
             session.setMemoryLimit(-1);
             session.setMaxTableEntries(maxTableEntries);
-            session.setForcedRecompute(Recompute::Full);
+            session.setForcedRecompute(forced);
             return session.solve();
         };
         const SearchResult tabulated = solve(1e300), inlined = solve(0);
         QCOMPARE(tabulated.inlinedClasses, 0);
         QCOMPARE(inlined.inlinedClasses, inlined.blockClasses);
         QCOMPARE(inlined.recomputeOfOp, tabulated.recomputeOfOp);
-        QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::Full) > 0);
+        const SearchResult evaluated = evaluatePlan(*c->cost, &c->folded, tabulated.strategyOfOp, tabulated.recomputeOfOp, "check");
+        QVERIFY2(std::abs(evaluated.breakdown.perDeviceBytes - tabulated.searchedBytes) <= 1e-9 * tabulated.searchedBytes,
+                 qPrintable(QString("evaluated %1 B, searched %2 B").arg(evaluated.breakdown.perDeviceBytes).arg(tabulated.searchedBytes)));
+        QVERIFY(std::abs(evaluated.breakdown.stepSeconds - tabulated.searchedStepSeconds) <= 1e-9 * tabulated.searchedStepSeconds);
+        QVERIFY(std::abs(evaluated.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <=
+                1e-9 * tabulated.breakdown.stepSeconds);
+        QVERIFY(std::abs(evaluated.breakdown.perDeviceBytes - tabulated.breakdown.perDeviceBytes) <=
+                1e-9 * tabulated.breakdown.perDeviceBytes);
+        QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), forced) > 0);
         QVERIFY(std::count(inlined.recomputeOfOp.begin(), inlined.recomputeOfOp.end(), Recompute::None) > 0);
         QVERIFY(std::abs(inlined.breakdown.stepSeconds - tabulated.breakdown.stepSeconds) <=
                 1e-9 * tabulated.breakdown.stepSeconds);

@@ -103,8 +103,9 @@ Options parseArguments(const std::vector<std::string>& args)
             o.baseline = value();
         else if (a == "--recompute") {
             o.recompute = value();
-            if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" && o.recompute != "full")
-                throw UsageError("--recompute '" + o.recompute + "': use auto, none, selective or full");
+            if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" && o.recompute != "full" &&
+                o.recompute != "op")
+                throw UsageError("--recompute '" + o.recompute + "': use auto, none, selective, full or op");
         } else if (a == "--zero") {
             const std::string v = value();
             if (v == "auto")

@@ -36,7 +36,7 @@ struct Options {
     std::vector<std::string> sets;
     std::vector<std::string> locks;
     std::string baseline;
-    std::string recompute = "auto";      ///< --recompute auto|none|selective|full
+    std::string recompute = "auto";      ///< --recompute auto|none|selective|full|op
     bool overlapGradients = true;        ///< --grad-overlap on|off
     double gradientBucketMiB = 25;       ///< --grad-bucket MiB
     bool overlapTensorParallel = false;  ///< --tp-overlap on|off

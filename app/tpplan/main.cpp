@@ -17,7 +17,7 @@ void printHelp(std::ostream& out)
            "                --mode train|infer  --memory-limit 80GiB  --set key=value  --lock 'GLOB=STRATEGY'\n"
            "                --overlap N (chunks)  --intra-node-bw GBps  --inter-node-bw GBps\n"
            "                --baseline megatron|megatron-sp|dp|flat  --threads N  --json  -o FILE\n"
-           "                --recompute auto|none|selective|full  --grad-overlap on|off  --grad-bucket MiB\n"
+           "                --recompute auto|none|selective|full|op  --grad-overlap on|off  --grad-bucket MiB\n"
            "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n"
            "                --set fused_cross_entropy=true  --zero auto|0|1|2|3\n"
            "                --grad-dtype bf16|fp32  --optimizer-dtype fp32|bf16\n";

@@ -15,7 +15,7 @@ namespace tp {
 
 std::string_view recomputeName(Recompute r)
 {
-    static constexpr std::array<std::string_view, 3> names{"none", "selective", "full"};
+    static constexpr std::array<std::string_view, kRecomputeModes> names{"none", "selective", "full", "op"};
     return names[static_cast<size_t>(r)];
 }
 
@@ -74,7 +74,8 @@ struct OpFacts {
     std::vector<In> inputs;
     std::vector<Out> outputs;
     bool recomputedSelective = false;
-    bool flash = false; ///< inside a FlashAttention kernel (CostSettings::flashAttention)
+    bool flash = false;       ///< inside a FlashAttention kernel (CostSettings::flashAttention)
+    bool keptUnderOp = false; ///< its output is kept under Recompute::Op (an odd-numbered weight matmul)
 };
 
 /// One op's kernel times per device and step under one strategy.
@@ -93,7 +94,7 @@ struct OpClass {
     bool gemm = false; ///< a product of two floating operands (cuBLAS): its rate follows its shape
     std::vector<OpStrategy> strategies;
     std::vector<std::vector<TensorSpec>> in, out;        // [strategy][operand]
-    std::vector<std::array<OpCost, 3>> cost;             // [strategy][recompute]
+    std::vector<std::array<OpCost, kRecomputeModes>> cost; // [strategy][recompute]
     std::vector<double> forwardSeconds, backwardSeconds; // per device, one pass each
     std::vector<double> weightGradientSeconds;           // of backwardSeconds
 };
@@ -192,6 +193,7 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
     }
     k += f.recomputedSelective ? "R" : "-";
     k += f.flash ? "F" : "-";
+    k += f.keptUnderOp ? "K" : "-";
     return k;
 }
 
@@ -242,6 +244,30 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
     return recomputedSel;
 }
 
+// Recompute::Op keeps every other weight matmul's output, counted in op order within each
+// reader group (block instance; the whole graph without groups), as torchtitan's policy counts
+// its aten.mm calls per checkpointed block, and the attention kernel's output (FlashAttention:
+// the contraction that closes the attention core; without it the core's matmuls are recomputed).
+std::vector<bool> keptUnderOpRecompute(const Graph& graph, const std::vector<bool>& matmul,
+                                       const std::vector<bool>& recomputedSel, bool flashAttention,
+                                       const std::vector<int>& readerGroupOfOp)
+{
+    std::vector<bool> kept(graph.ops.size(), false);
+    std::map<int, int> weightMatmulsInGroup;
+    for (const auto& op : graph.ops) {
+        const auto i = static_cast<size_t>(op.id);
+        if (!matmul[i]) continue;
+        const bool weighted = std::any_of(op.inputs.begin(), op.inputs.end(),
+                                          [&](TensorId t) { return graph.tensor(t).role == TensorRole::Weight; });
+        const int group = readerGroupOfOp.empty() ? 0 : readerGroupOfOp.at(i);
+        if (weighted)
+            kept[i] = weightMatmulsInGroup[group]++ % 2 == 0;
+        else
+            kept[i] = flashAttention && !recomputedSel[i];
+    }
+    return kept;
+}
+
 } // namespace
 
 void CostModel::Impl::validateSettings() const
@@ -282,8 +308,9 @@ void CostModel::Impl::build()
     std::vector<bool> kept(nTensors, false);
     for (const auto& op : graph.ops) {
         const auto& info = opKindInfo(op.kind);
-        // An unfused loss keeps its own fp32 softmax, not its input (costClass).
-        const bool keepsOwn = !settings.fusedCrossEntropy && unfusedPasses(op.kind);
+        // An unfused loss keeps its own fp32 softmax, an eager RMSNorm its fp32 input and
+        // output, not its input (costClass).
+        const bool keepsOwn = unfusedPasses(op.kind, settings.fusedKernels, settings.fusedCrossEntropy) != nullptr;
         for (size_t i = 0; i < op.inputs.size(); ++i)
             if (i < 32 && (info.savedInputs & (1u << i)) && !keepsOwn) kept[static_cast<size_t>(op.inputs[i])] = true;
         if (info.savesOutput && !op.outputs.empty()) kept[static_cast<size_t>(op.outputs[0])] = true;
@@ -292,6 +319,8 @@ void CostModel::Impl::build()
         if (producer[t] < 0 || graph.tensors[t].role == TensorRole::Weight) kept[t] = false;
 
     const std::vector<bool> recomputedSel = selectivelyRecomputed(graph, producer, consumers, matmul);
+    const std::vector<bool> keptUnderOp =
+        keptUnderOpRecompute(graph, matmul, recomputedSel, settings.flashAttention, settings.readerGroupOfOp);
     matmulReaders.assign(nTensors, 0);
     for (size_t t = 0; t < nTensors; ++t)
         for (OpId c : consumers[t]) matmulReaders[t] += matmul[static_cast<size_t>(c)] ? 1 : 0;
@@ -375,6 +404,7 @@ void CostModel::Impl::build()
         }
         f.recomputedSelective = recomputedSel[static_cast<size_t>(op.id)];
         f.flash = settings.flashAttention && f.recomputedSelective;
+        f.keptUnderOp = keptUnderOp[static_cast<size_t>(op.id)];
         const std::string key = classKey(op, sig, f, graph);
         auto [it, inserted] = classIndex.try_emplace(key, static_cast<int>(classes.size()));
         if (inserted) {
@@ -493,7 +523,7 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
         return t;
     }
     if (view || c.facts.flash) return t; // a view moves nothing; FlashAttention runs it in-kernel
-    if (const UnfusedPasses* u = settings.fusedCrossEntropy ? nullptr : unfusedPasses(c.kind)) {
+    if (const UnfusedPasses* u = unfusedPasses(c.kind, settings.fusedKernels, settings.fusedCrossEntropy)) {
         const double elems = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh));
         t.forward = std::max(streamSeconds(hw, elems * u->forwardBytes), launch);
         if (training) t.backward = std::max(streamSeconds(hw, elems * u->backwardBytes), launch);
@@ -678,7 +708,7 @@ void CostModel::Impl::costClass(OpClass& c) const
                 keptAll += b;
                 if (!out.droppedSelective) keptSelective += b;
             }
-            if (const UnfusedPasses* u = settings.fusedCrossEntropy ? nullptr : unfusedPasses(c.kind)) {
+            if (const UnfusedPasses* u = unfusedPasses(c.kind, settings.fusedKernels, settings.fusedCrossEntropy)) {
                 double b = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh)) * u->keptBytes;
                 if (settings.microBatch > 0 && graphBatch > 0 && c.facts.inputs[0].batch0)
                     b *= std::min(1.0, static_cast<double>(settings.microBatch) *
@@ -701,6 +731,19 @@ void CostModel::Impl::costClass(OpClass& c) const
         c.cost[s][2] = base;
         c.cost[s][2].activationBytes = 0;
         if (settings.training) c.cost[s][2].computeSeconds += t.forward;
+        // Op: a FlashAttention kernel keeps what it keeps in any mode and recomputes inside its
+        // own backward; a kept matmul its output only; every other op nothing, its forward again.
+        OpCost& op = c.cost[s][static_cast<size_t>(Recompute::Op)];
+        op = base;
+        if (c.facts.flash) {
+            op.activationBytes = keptSelective;
+        } else if (c.facts.keptUnderOp && settings.training && !c.facts.outputs.empty()) {
+            const double elems = static_cast<double>(c.out[s][0].shardNumel(c.outShapes[0], mesh));
+            op.activationBytes = scaled(c.out[s][0], 0, elems * dtypeBytes(c.facts.outputs[0].dtype));
+        } else {
+            op.activationBytes = 0;
+            if (settings.training) op.computeSeconds += t.forward;
+        }
     }
 }
 
@@ -834,7 +877,7 @@ CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::ve
     const Op& o = impl_->graph.op(op);
     Charge c;
     c.node = &opCost(op, s, r);
-    c.recomputesForward = r == Recompute::Full && impl_->settings.training;
+    c.recomputesForward = checkpointsBlockInput(r) && impl_->settings.training;
     for (size_t i = 0; i < o.inputs.size(); ++i) {
         const TensorId t = o.inputs[i];
         const OpId p = impl_->producer[static_cast<size_t>(t)];
@@ -873,8 +916,8 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         throw InputError("plan: recompute modes must be given for every op or none");
     if (!extraBytesOfOp.empty() && extraBytesOfOp.size() != g.ops.size())
         throw InputError("plan: per-op extra bytes must be given for every op or none");
-    if (extraBytesOfOp.empty() && std::find(recomputeOfOp.begin(), recomputeOfOp.end(), Recompute::Full) != recomputeOfOp.end())
-        throw InputError("plan: full recomputation keeps each block's inputs; cost it with evaluatePlan");
+    if (extraBytesOfOp.empty() && std::any_of(recomputeOfOp.begin(), recomputeOfOp.end(), checkpointsBlockInput))
+        throw InputError("plan: full and op-level recomputation keep each block's inputs; cost it with evaluatePlan");
     for (const auto& op : g.ops) {
         const int s = strategyOfOp[static_cast<size_t>(op.id)];
         if (s < 0 || s >= static_cast<int>(strategies(op.id).size()))

@@ -15,8 +15,18 @@
 
 namespace tp {
 
-enum class Recompute : std::uint8_t { None, Selective, Full };
+/// How a block's activations are kept for the backward pass. None: all of them. Selective
+/// (Korthikanti et al.): all but the attention core, whose forward is recomputed. Full: only the
+/// block's input, the whole forward recomputed. Op (torchtitan's op-level selective
+/// checkpointing, torchtitan/models/llama3/infra/parallelize.py `_save_list`): the block's input,
+/// the attention kernel's output and every other weight matmul's output (the first, third, ...
+/// in the block) are kept; every other op's forward is recomputed from them.
+enum class Recompute : std::uint8_t { None, Selective, Full, Op };
+inline constexpr int kRecomputeModes = 4;
 std::string_view recomputeName(Recompute r);
+/// Whether a block in this mode keeps its input and runs its forward again in the backward pass
+/// (so the forward collectives into its ops run again too): Full and Op.
+constexpr bool checkpointsBlockInput(Recompute r) { return r == Recompute::Full || r == Recompute::Op; }
 
 struct CostSettings {
     bool training = true;

@@ -51,7 +51,8 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
     for (int a : axes.dataAxes) dp *= mesh.axes[static_cast<size_t>(a)].size;
     bool selective = false, full = false;
     for (Recompute r : result.recomputeOfOp) {
-        selective = selective || r == Recompute::Selective;
+        // Megatron-LM has no op-level policy; its selective recompute is the closest.
+        selective = selective || r == Recompute::Selective || r == Recompute::Op;
         full = full || r == Recompute::Full;
     }
     std::ostringstream out;

@@ -202,7 +202,7 @@ const std::vector<OpKindInfo>& allOpKinds() { return kOpKinds; }
 
 const OpKindInfo& opKindInfo(OpKind kind) { return kOpKinds.at(static_cast<size_t>(kind)); }
 
-const UnfusedPasses* unfusedPasses(OpKind kind)
+const UnfusedPasses* unfusedPasses(OpKind kind, bool fusedKernels, bool fusedCrossEntropy)
 {
     // The loss as Megatron-LM (megatron/core/tensor_parallel/cross_entropy.py), torchtitan and
     // Transformers run it: the logits cast to fp32 (read 2, write 4), their max (read 4),
@@ -210,7 +210,19 @@ const UnfusedPasses* unfusedPasses(OpKind kind)
     // 38 bytes per logit forward; backward scales the kept fp32 softmax (4 + 4) and casts the
     // gradient back (4 + 2): 14 bytes; the softmax (4 bytes) is what backward keeps.
     static const UnfusedPasses crossEntropy{38, 14, 4};
-    return kind == OpKind::CrossEntropy ? &crossEntropy : nullptr;
+    // RMSNorm as eager PyTorch runs torch.nn.RMSNorm (aten rms_norm, a composite of kernels):
+    // the input cast to fp32 (read 2, write 4), squared (4 + 4), its mean (4), the product
+    // with the reciprocal root (4 + 4), the cast back (4 + 2) and the weight's product
+    // (2 + 2): 36 bytes per element forward. Autograd keeps the fp32 input and the bf16
+    // normalised tensor (4 + 2 = 6 bytes); its backward runs each step's gradient in turn: the
+    // weight product (2 + 2, and 2 + 2 for the weight's gradient), the casts (2 + 4, 4 + 2),
+    // the product (4 + 4 + 4) and its reduction (4 + 4), the square (4 + 4) and the sum of the
+    // two input gradients (4 + 4 + 4): 60 bytes. Fused (Megatron, Transformer Engine,
+    // torch.compile) it is one kernel each way.
+    static const UnfusedPasses eagerRmsNorm{36, 60, 6};
+    if (kind == OpKind::CrossEntropy && !fusedCrossEntropy) return &crossEntropy;
+    if (kind == OpKind::RMSNorm && !fusedKernels) return &eagerRmsNorm;
+    return nullptr;
 }
 
 std::optional<OpKind> parseOpKind(std::string_view name)

@@ -39,14 +39,16 @@ struct OpKindInfo {
 
 const OpKindInfo& opKindInfo(OpKind kind);
 
-/// How an op runs where no fused kernel does it (CostSettings::fusedCrossEntropy false): as
-/// separate fp32 passes over its input 0. Bytes per element of input 0 streamed in the forward
-/// and the backward pass, and kept for backward in place of input 0.
+/// How an op runs where no fused kernel does it: as separate passes over its input 0 (the loss
+/// without a fused cross-entropy kernel, CostSettings::fusedCrossEntropy; RMSNorm as eager
+/// PyTorch's composite, without fused kernels, CostSettings::fusedKernels). Bytes per element of
+/// input 0 streamed in the forward and the backward pass, and kept for backward in place of
+/// input 0.
 struct UnfusedPasses {
     double forwardBytes, backwardBytes, keptBytes;
 };
-/// The unfused form of `kind`, or null when it runs as one kernel either way.
-const UnfusedPasses* unfusedPasses(OpKind kind);
+/// The unfused form of `kind` under these kernel settings, or null when it runs as one kernel.
+const UnfusedPasses* unfusedPasses(OpKind kind, bool fusedKernels, bool fusedCrossEntropy);
 const std::vector<OpKindInfo>& allOpKinds();
 std::optional<OpKind> parseOpKind(std::string_view name);
 std::string_view opKindName(OpKind kind);

@@ -243,12 +243,12 @@ void readPlanOp(const JsonReader& r, const json& ops, size_t i, OpId id, const P
         if (!rc->is_string()) r.fail(p + "/recompute", opLabel + "must be a string, not " + rc->dump());
         const std::string v = rc->get<std::string>();
         bool known = false;
-        for (Recompute m : {Recompute::None, Recompute::Selective, Recompute::Full})
+        for (Recompute m : {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::Op})
             if (recomputeName(m) == v) {
                 result.recomputeOfOp[static_cast<size_t>(id)] = m;
                 known = true;
             }
-        if (!known) r.fail(p + "/recompute", opLabel + "is '" + v + "', expected none, selective or full");
+        if (!known) r.fail(p + "/recompute", opLabel + "is '" + v + "', expected none, selective, full or op");
     }
     if (const json* locked = r.optional(entry, "locked"))
         result.lockedOp[static_cast<size_t>(id)] = r.boolean(*locked, p + "/locked");

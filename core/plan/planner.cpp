@@ -134,9 +134,9 @@ CostSettings costSettingsOf(const PlanRequest& request)
 std::optional<Recompute> recomputeOf(const std::string& mode)
 {
     if (mode == "auto" || mode.empty()) return std::nullopt;
-    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::Op})
         if (mode == recomputeName(r)) return r;
-    throw InputError("recompute '" + mode + "': use auto, none, selective or full");
+    throw InputError("recompute '" + mode + "': use auto, none, selective, full or op");
 }
 
 void applyKernelSettings(CostSettings& settings, const nlohmann::json& config)

@@ -179,7 +179,7 @@ std::shared_ptr<const ModeSolve> PlannerSession::Impl::solveMode(ClassTable& ct,
     solve->domains = domains;
     const std::vector<Factor>& structure = structureFactors(ct, rep, sibs, domains, key);
     std::vector<Factor> factors(structure.begin(), structure.end());
-    if (mode == Recompute::Full) {
+    if (checkpointsBlockInput(mode)) {
         const std::vector<Factor>& again = recomputeFactors(ct, rep, sibs, domains, key);
         factors.insert(factors.end(), again.begin(), again.end());
     }
@@ -388,7 +388,7 @@ void PlannerSession::Impl::nodeFactors(const ClassTable& ct, const BlockInstance
         }
         out.push_back(std::move(f));
     }
-    if (mode != Recompute::Full) return;
+    if (!checkpointsBlockInput(mode)) return;
     for (size_t k = 0; k < rep.inputs.size(); ++k) {
         if (ct.inputVar[k] < 0) continue;
         Factor f{{ct.inputVar[k]}, {}};

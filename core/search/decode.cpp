@@ -40,7 +40,7 @@ std::shared_ptr<const DecodedEntry> PlannerSession::Impl::decodedEntry(const Cla
         d->strategies.push_back(assignment[i]);
         d->memoryBytes += model.opCost(rep.ops[i], assignment[i], d->mode).memoryBytes();
     }
-    if (d->mode == Recompute::Full)
+    if (checkpointsBlockInput(d->mode))
         for (size_t k = 0; k < rep.inputs.size(); ++k)
             if (ct.inputVar[k] >= 0)
                 d->memoryBytes +=

@@ -24,7 +24,7 @@ std::vector<double> keptInputBytesOfOp(const CostModel& model, const FoldedGraph
 {
     const Graph& g = model.graph();
     std::vector<double> kept(g.ops.size(), 0.0);
-    const bool anyFull = std::find(recomputeOfOp.begin(), recomputeOfOp.end(), Recompute::Full) != recomputeOfOp.end();
+    const bool anyFull = std::any_of(recomputeOfOp.begin(), recomputeOfOp.end(), checkpointsBlockInput);
     if (!anyFull) return kept;
     if (recomputeOfOp.size() != g.ops.size() || strategyOfOp.size() != g.ops.size())
         throw InputError("plan: strategies and recompute modes must be given for every op");
@@ -32,7 +32,7 @@ std::vector<double> keptInputBytesOfOp(const CostModel& model, const FoldedGraph
     const auto producers = g.producers();
     for (const auto& bc : folded->classes)
         for (const auto& inst : bc.instances) {
-            if (inst.ops.empty() || recomputeOfOp[static_cast<size_t>(inst.ops[0])] != Recompute::Full) continue;
+            if (inst.ops.empty() || !checkpointsBlockInput(recomputeOfOp[static_cast<size_t>(inst.ops[0])])) continue;
             double& charged = kept[static_cast<size_t>(inst.ops[0])];
             for (TensorId t : inst.inputs) {
                 const OpId p = producers[static_cast<size_t>(t)];

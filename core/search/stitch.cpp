@@ -270,7 +270,7 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
             gated.vars.insert(gated.vars.end(), again.vars.begin(), again.vars.end());
             for (int m = 0; m < modeCount; ++m)
                 for (double v : again.values)
-                    gated.values.push_back(top.modes[static_cast<size_t>(m)] == Recompute::Full ? v : 0.0);
+                    gated.values.push_back(checkpointsBlockInput(top.modes[static_cast<size_t>(m)]) ? v : 0.0);
             factors.push_back(std::move(gated));
         }
     }
@@ -288,7 +288,7 @@ void PlannerSession::Impl::inlinedFactors(const TopLevel& top, double lambda, st
             for (int m = 0; m < modeCount; ++m)
                 for (int d = 0; d < domain; ++d)
                     f.values.push_back(
-                        top.modes[static_cast<size_t>(m)] != Recompute::Full ? 0.0 : lambda * keptBytes(model, t, specOf(tv, d)));
+                        !checkpointsBlockInput(top.modes[static_cast<size_t>(m)]) ? 0.0 : lambda * keptBytes(model, t, specOf(tv, d)));
             factors.push_back(std::move(f));
         }
     }
@@ -308,7 +308,7 @@ void PlannerSession::Impl::decodeInlined(const TopLevel& top, const std::vector<
     }
     for (size_t i = 0; i < top.inlinedInstances.size(); ++i) {
         const int modeVar = top.modeVarOfInstance[i];
-        if (modeVar < 0 || top.modes[static_cast<size_t>(assignment[static_cast<size_t>(modeVar)])] != Recompute::Full) continue;
+        if (modeVar < 0 || !checkpointsBlockInput(top.modes[static_cast<size_t>(assignment[static_cast<size_t>(modeVar)])])) continue;
         for (TensorId t : top.inlinedInstances[i]->inputs) {
             if (!hasVariable(t)) continue;
             const TensorVar& tv = top.varOfTensor.at(t);
