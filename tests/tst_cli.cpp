@@ -37,6 +37,8 @@ private slots:
                                     << "--grad-dtype 'fp16': use bf16 or fp32";
         QTest::newRow("optimizer dtype") << QStringList{"plan", "gpt2", "--optimizer-dtype", "int8"}
                                          << "--optimizer-dtype 'int8': use fp32 or bf16";
+        QTest::newRow("zero shard") << QStringList{"plan", "gpt2", "--zero-shard", "rack"}
+                                    << "--zero-shard 'rack': use auto, all or node";
         QTest::newRow("micro-batch 0") << QStringList{"plan", "gpt2", "--micro-batch", "0"}
                                        << "--micro-batch '0': use auto or a positive integer";
         QTest::newRow("micro-batch word") << QStringList{"plan", "gpt2", "--micro-batch", "some"}
@@ -174,6 +176,31 @@ private slots:
         QCOMPARE(base["step_s"].toDouble(), cost(plan)["step_time_s"].toDouble());
         QCOMPARE(other["memory_bytes"].toDouble(),
                  QJsonDocument::fromJson(own.out).object()["memory"].toObject()["per_device_bytes"].toDouble());
+    }
+
+    // HSDP end to end: gpt2 (2 layers, batch 16) data parallel on 2x8, ZeRO 3 sharded inside a
+    // node: the plan says so, its file records it and re-checks, and the DTensor script builds
+    // FSDP2's 2-D (replicate x, shard y) mesh.
+    void hybridShardingEndToEnd()
+    {
+        QTemporaryDir dir;
+        const QString plan = dir.filePath("p.tpplan.json"), script = dir.filePath("p.py");
+        const Run r = tpplan({"plan", "gpt2", "--set", "layers=2", "--batch", "16", "--mesh", "2x8", "--baseline", "dp",
+                              "--zero", "3", "--zero-shard", "node", "--micro-batch", "16", "-o", plan});
+        QVERIFY2(r.code == 0, r.err.constData());
+        QVERIFY2(r.out.contains("inside a node, replicated across nodes (HSDP)"), r.out.constData());
+        QFile file(plan);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(file.readAll()).object()["framework"].toObject()["zero_shard"].toString(),
+                 QStringLiteral("node"));
+        const Run check = tpplan({"check", plan});
+        QVERIFY2(check.code == 0, check.out.constData());
+        const Run exported = tpplan({"export", plan, "--format", "pytorch", "-o", script});
+        QCOMPARE(exported.code, 0);
+        QFile py(script);
+        QVERIFY(py.open(QIODevice::ReadOnly));
+        const QByteArray text = py.readAll();
+        QVERIFY2(text.contains("HSDP_REPLICATE_DIMS = (\"x\",)") && text.contains("ZERO_STAGE = 3"), text.constData());
     }
 
     // --baseline megatron --zero 1 is Megatron with its distributed optimizer: on 2x4 (TP 4 on

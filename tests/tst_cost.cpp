@@ -210,6 +210,45 @@ private slots:
         QVERIFY(fused.opCost(norm, 0, Recompute::None).computeSeconds < e.computeSeconds / 5);
     }
 
+    // Hybrid sharding (HSDP) on 2x8 A100 nodes, data parallel over both axes, ZeRO 3: the model
+    // states are sharded over y (inside a node, 8) instead of x*y (16); the gradient is
+    // reduce-scattered over y and all-reduced over x on its 1/8 shard; the parameters are
+    // gathered over y only, before forward and backward. gpt2's fc1 weight and bias: 768 x 3072
+    // + 3072 = 2362368 elements; bf16 parameters 4724736 B, so 590592 B per device under HSDP
+    // and 295296 B fully sharded.
+    void hybridShardingShardsInsideANode()
+    {
+        ModelOptions o;
+        o.batch = 16;
+        o.overrides = {"layers=1"};
+        const LoadedModel lm = loadModel("gpt2", o);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const Mesh mesh = parseMesh("2x8", hw);
+        QVERIFY(mesh.axes[0].crossesNodes && !mesh.axes[1].crossesNodes);
+        CostSettings full, hybrid;
+        full.zeroStage = hybrid.zeroStage = 3;
+        hybrid.zeroAcrossNodes = false;
+        const CostModel a(lm.graph, mesh, hw, full), b(lm.graph, mesh, hw, hybrid);
+        OpId fc1 = -1;
+        for (const auto& op : lm.graph.ops)
+            if (op.name == "layers.0/mlp/fc1") fc1 = op.id;
+        QVERIFY(fc1 >= 0);
+        const int s = dataParallelAssignment(a)[static_cast<size_t>(fc1)];
+        const OpCost &sharded = a.opCost(fc1, s, Recompute::None), &hsdp = b.opCost(fc1, s, Recompute::None);
+        QCOMPARE(sharded.paramBytes, 295296.0);
+        QCOMPARE(hsdp.paramBytes, 590592.0);
+        QCOMPARE(hsdp.optimizerBytes, 2362368.0 * 12 / 8);
+        std::map<std::string, double> bytesOf; // "kind axis phase" -> bytes
+        for (const auto& c : hsdp.collectives)
+            bytesOf[std::string(collectiveName(c.kind)) + " " + std::to_string(c.axis) + " " + std::string(phaseName(c.phase))] += c.bytes;
+        const double grads = 2362368.0 * 2, params = 2362368.0 * 2;
+        QCOMPARE(bytesOf.size(), size_t{4});
+        QCOMPARE(bytesOf["reduce-scatter 1 gradient"], grads);
+        QCOMPARE(bytesOf["all-reduce 0 gradient"], grads / 8);
+        QCOMPARE(bytesOf["all-gather 1 forward"], params);
+        QCOMPARE(bytesOf["all-gather 1 backward"], params);
+    }
+
     // Ring alpha-beta times; n = bytes a device holds with the axis not splitting the tensor.
     void collectiveFormula_data()
     {

@@ -80,7 +80,7 @@ PlanRequest requestFor(const std::string& model, const std::string& mesh, const 
 
 /// Every combination the planner may choose among, each solved on its own (no pruning): the
 /// fastest plan that fits, else the one with the least memory.
-SearchResult everyCombinationSolved(const PlanRequest& request, std::int64_t batch, Best& best)
+SearchResult everyCombinationSolved(const PlanRequest& request, std::int64_t batch, Best& best, bool hybrid = false)
 {
     std::vector<std::int64_t> micro;
     for (std::int64_t m = 1; m < batch; ++m)
@@ -89,9 +89,12 @@ SearchResult everyCombinationSolved(const PlanRequest& request, std::int64_t bat
     SearchResult chosen;
     bool any = false;
     for (int z = 0; z <= 3; ++z)
+        for (const char* shard : {"all", "node"})
         for (std::int64_t m : micro) {
+            if (std::string(shard) == "node" && !(hybrid && z == 3)) continue;
             PlanRequest c = request;
             c.zero = z;
+            c.zeroShard = shard;
             c.microBatch = m;
             const auto ws = preparePlan(c);
             SearchResult r = runPlan(*ws, c);
@@ -121,10 +124,13 @@ private slots:
     {
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<int>("seed");
+        QTest::addColumn<int>("gpusPerNode"); // 2: the 2x2 mesh's x axis crosses nodes, so HSDP is a choice
         const int seeds = kSanitized ? 3 : 55;
         for (int seed = 0; seed < seeds; ++seed) {
-            QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed;
-            QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed;
+            QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed << 8;
+            QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed << 8;
+            if (seed % 3 == 0)
+                QTest::newRow(qPrintable(QStringLiteral("mesh2x2-nodes-%1").arg(seed))) << "2x2" << seed << 2;
         }
     }
 
@@ -132,15 +138,22 @@ private slots:
     {
         QFETCH(QString, mesh);
         QFETCH(int, seed);
+        QFETCH(int, gpusPerNode);
         std::mt19937 rng(static_cast<unsigned>(seed) * 104729u + 3u);
         QTemporaryDir dir;
         const std::string path = dir.filePath("random.tpgraph.json").toStdString();
+        Hardware nodes = loadHardware("a100-80g-dgx");
+        nodes.gpusPerNode = gpusPerNode;
+        const std::string hardwarePath = dir.filePath("nodes.json").toStdString();
+        std::ofstream(hardwarePath) << hardwareToJsonText(nodes);
+        const bool hybrid = gpusPerNode < 4;
         for (int ops = 7; ops >= 1; --ops) {
             std::mt19937 attempt(rng());
             const Graph g = randomGraph(attempt, ops);
             validateGraph(g);
             std::ofstream(path) << writeGraphJson(g);
             PlanRequest request = requestFor(path, mesh.toStdString(), "none");
+            request.hardware = hardwarePath;
             PlanRequest probe = request;
             probe.zero = 0;
             probe.microBatch = 0;
@@ -150,13 +163,16 @@ private slots:
             QCOMPARE(first->costModel->graphBatch(), std::int64_t{4});
             Best brute;
             for (int z = 0; z <= 3; ++z)
-                for (std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{0}}) {
-                    PlanRequest c = request;
-                    c.zero = z;
-                    c.microBatch = m;
-                    const double t = exhaustive(*preparePlan(c));
-                    if (t < brute.seconds) brute = {t, z, m};
-                }
+                for (const char* shard : {"all", "node"})
+                    for (std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{0}}) {
+                        if (std::string(shard) == "node" && !(hybrid && z == 3)) continue;
+                        PlanRequest c = request;
+                        c.zero = z;
+                        c.zeroShard = shard;
+                        c.microBatch = m;
+                        const double t = exhaustive(*preparePlan(c));
+                        if (t < brute.seconds) brute = {t, z, m};
+                    }
             Planner planner;
             const PlannerResult planned = planner.plan(request);
             QVERIFY(planned.result.fits);
@@ -169,8 +185,8 @@ private slots:
                                     .arg(brute.seconds, 0, 'g', 12)
                                     .arg(brute.zero)
                                     .arg(brute.microBatch)));
-            // 3 micro-batches x 4 stages considered, one chosen.
-            QCOMPARE(planned.candidates.size(), size_t{12});
+            // 3 micro-batches x 4 stages considered (and stage 3 with HSDP where x crosses nodes).
+            QCOMPARE(planned.candidates.size(), size_t{hybrid ? 15u : 12u});
             return;
         }
         QFAIL("no small enough graph generated");
@@ -191,6 +207,10 @@ private slots:
             const QString tag = QString::number(f);
             QTest::newRow(qPrintable("gpt2-2L 2x2 " + tag)) << "gpt2"
                                                             << "2x2" << f;
+            // x crosses nodes: HSDP is a choice, and skipped where sharding over both fits nothing.
+            if (!kSanitized)
+                QTest::newRow(qPrintable("gpt2-2L 2x8 " + tag)) << "gpt2"
+                                                                << "2x8" << f;
             if (!kSanitized) {
                 QTest::newRow(qPrintable("llama2-7b-2L 4 " + tag)) << "llama2-7b"
                                                                    << "4" << f;
@@ -214,7 +234,7 @@ private slots:
             request.model = path;
         } else {
             request.modelOptions.overrides = {"layers=2"};
-            request.modelOptions.batch = 8;
+            request.modelOptions.batch = mesh == "2x8" ? 16 : 8;
         }
         PlanRequest probe = request;
         probe.zero = 0;
@@ -223,7 +243,8 @@ private slots:
         const double unlimited = runPlan(*ws, probe).breakdown.perDeviceBytes;
         request.memoryLimit = std::to_string(static_cast<long long>(fraction * unlimited));
         Best expected;
-        const SearchResult every = everyCombinationSolved(request, ws->costModel->graphBatch(), expected);
+        const bool hybrid = ws->mesh.axes.size() == 2 && ws->mesh.axes[0].crossesNodes;
+        const SearchResult every = everyCombinationSolved(request, ws->costModel->graphBatch(), expected, hybrid);
         Planner planner;
         for (int pass = 0; pass < 2; ++pass) {
             const PlannerResult planned = planner.plan(request);

@@ -114,6 +114,10 @@ Options parseArguments(const std::vector<std::string>& args)
                 throw UsageError("--zero '" + v + "': use auto, 0, 1, 2 or 3");
             else
                 o.zero = v[0] - '0';
+        } else if (a == "--zero-shard") {
+            o.zeroShard = value();
+            if (o.zeroShard != "auto" && o.zeroShard != "all" && o.zeroShard != "node")
+                throw UsageError("--zero-shard '" + o.zeroShard + "': use auto, all or node");
         } else if (a == "--grad-dtype") {
             o.gradDtype = value();
             if (o.gradDtype != "bf16" && o.gradDtype != "fp32")

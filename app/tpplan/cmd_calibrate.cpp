@@ -39,6 +39,7 @@ void rejectPlanningOptions(const Options& o)
         {o.overlapTensorParallel != d.overlapTensorParallel, "--tp-overlap"},
         {o.gradientBucketMiB != d.gradientBucketMiB, "--grad-bucket"},
         {o.zero != d.zero, "--zero"},
+        {o.zeroShard != d.zeroShard, "--zero-shard"},
         {o.gradDtype != d.gradDtype, "--grad-dtype"},
         {o.optimizerDtype != d.optimizerDtype, "--optimizer-dtype"},
         {!o.plot.empty(), "--plot"},

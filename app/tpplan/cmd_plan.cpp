@@ -42,6 +42,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.gradientBucketMiB = o.gradientBucketMiB;
     r.overlapTensorParallel = o.overlapTensorParallel;
     r.zero = o.zero;
+    r.zeroShard = o.zeroShard;
     r.gradDtype = o.gradDtype;
     r.optimizerDtype = o.optimizerDtype;
     return r;
@@ -95,7 +96,9 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         out << "    model states  " << whole(cs.paramBytesPerParam + cs.gradBytesPerParam + cs.optimizerBytesPerParam)
             << " B/param (parameters " << whole(cs.paramBytesPerParam) << ", gradients " << whole(cs.gradBytesPerParam)
             << ", optimizer " << whole(cs.optimizerBytesPerParam) << ")"
-            << (cs.zeroStage > 0 ? ", ZeRO " + std::to_string(cs.zeroStage) + " shards them over the data-parallel axes" : "")
+            << (cs.zeroStage > 0 ? ", ZeRO " + std::to_string(cs.zeroStage) + " shards them over the data-parallel axes" +
+                                       (cs.zeroAcrossNodes ? "" : " inside a node, replicated across nodes (HSDP)")
+                                 : "")
             << "\n";
     }
     for (int a : axesNoOpCanSplit(model))

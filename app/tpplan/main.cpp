@@ -19,7 +19,7 @@ void printHelp(std::ostream& out)
            "                --baseline megatron|megatron-sp|dp|flat  --threads N  --json  -o FILE\n"
            "                --recompute auto|none|selective|full|op  --grad-overlap on|off  --grad-bucket MiB\n"
            "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n"
-           "                --set fused_cross_entropy=true  --zero auto|0|1|2|3\n"
+           "                --set fused_cross_entropy=true  --zero auto|0|1|2|3  --zero-shard auto|all|node\n"
            "                --grad-dtype bf16|fp32  --optimizer-dtype fp32|bf16\n";
 }
 

@@ -604,14 +604,21 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
     for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
         if (!c.facts.inputs[i].ownsWeight) continue;
         const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
-        std::vector<int> dpAxes;
+        // The data-parallel axes ZeRO shards over (all, or under HSDP those inside a node) and
+        // those the model states stay replicated across.
+        std::vector<int> dpAxes, replicaAxes;
         double dp = 1;
         const AxisMask partial = settings.training ? inputGradientPartial(c.sig, st, i) : AxisMask{0};
-        for (int a = 0; a < mesh.rank(); ++a)
-            if ((partial & bit(a)) && mesh.axes[static_cast<size_t>(a)].size > 1) {
-                dpAxes.push_back(a);
-                dp *= mesh.axes[static_cast<size_t>(a)].size;
+        for (int a = 0; a < mesh.rank(); ++a) {
+            const MeshAxis& axis = mesh.axes[static_cast<size_t>(a)];
+            if (!(partial & bit(a)) || axis.size <= 1) continue;
+            if (zero > 0 && !settings.zeroAcrossNodes && axis.crossesNodes) {
+                replicaAxes.push_back(a);
+                continue;
             }
+            dpAxes.push_back(a);
+            dp *= axis.size;
+        }
         const double params = zero >= 3 ? dp : 1, grads = zero >= 2 ? dp : 1, states = zero >= 1 ? dp : 1;
         cost.paramBytes += elems * settings.paramBytesPerParam / params;
         if (!settings.training) continue;
@@ -620,7 +627,7 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
         const double step = streamSeconds(hw, elems / states * optimizerStepBytesPerParam(settings));
         cost.optimizerSeconds += step;
         cost.computeSeconds += step;
-        if (dpAxes.empty()) continue;
+        if (dpAxes.empty() && replicaAxes.empty()) continue;
         const double gradBytes = elems * settings.gradBytesPerParam, paramBytes = elems * settings.paramBytesPerParam;
         if (zero == 0) {
             for (int a : dpAxes) record(CollectiveKind::AllReduce, a, gradBytes, 1, Phase::Gradient, &underBackward);
@@ -633,6 +640,7 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             record(CollectiveKind::ReduceScatter, a, shard, reductions, Phase::Gradient, &underBackward);
             shard /= mesh.axes[static_cast<size_t>(a)].size;
         }
+        for (int a : replicaAxes) record(CollectiveKind::AllReduce, a, shard, reductions, Phase::Gradient, &underBackward);
         double gathered = paramBytes / dp;
         for (auto it = dpAxes.rbegin(); it != dpAxes.rend(); ++it) {
             gathered *= mesh.axes[static_cast<size_t>(*it)].size;

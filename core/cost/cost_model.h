@@ -75,6 +75,11 @@ struct CostSettings {
     /// optimizer: reduce-scatter of gradients, all-gather of updated parameters); 2 also the
     /// gradients; 3 also the parameters (FSDP: gathered before forward and backward).
     int zeroStage = 0;
+    /// What ZeRO shards over: every data-parallel axis (true), or only the axes inside a node,
+    /// the model states replicated across nodes (false: hybrid sharding, HSDP): the gradient is
+    /// reduce-scattered inside the node and all-reduced across nodes on its shard, parameters
+    /// are gathered inside the node only.
+    bool zeroAcrossNodes = true;
 };
 
 /// Time and memory of one op under one strategy, per device.

@@ -87,6 +87,9 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         break;
     case 3:
         out << "--use-megatron-fsdp\n--data-parallel-sharding-strategy optim_grads_params\n";
+        if (!model.settings().zeroAcrossNodes)
+            out << "# The plan shards inside each node and replicates across nodes (HSDP); these arguments shard\n"
+                   "# over the whole data-parallel group.\n";
         break;
     default:
         break;

@@ -140,6 +140,14 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
         py << (i ? ", " : "") << pyString(mesh.axes[static_cast<size_t>(axes.dataAxes[i])].name);
     py << (axes.dataAxes.size() == 1 ? ",)\n" : ")\n");
     py << "ZERO_STAGE = " << zero << "\n";
+    // HSDP (CostSettings::zeroAcrossNodes false): the dims that cross nodes replicate the states.
+    std::vector<std::string> replicate;
+    if (zero > 0 && !model.settings().zeroAcrossNodes)
+        for (int a : axes.dataAxes)
+            if (mesh.axes[static_cast<size_t>(a)].crossesNodes) replicate.push_back(pyString(mesh.axes[static_cast<size_t>(a)].name));
+    py << "HSDP_REPLICATE_DIMS = (";
+    for (size_t i = 0; i < replicate.size(); ++i) py << (i ? ", " : "") << replicate[i];
+    py << (replicate.size() == 1 ? ",)\n" : ")\n");
     // The cost model's stage 3 gathers the parameters again for backward (docs/FIDELITY.md).
     py << "RESHARD_AFTER_FORWARD = " << (zero == 3 ? "True" : "False") << "\n";
     const BlockClass* layers = ws.folded.largestClass();
@@ -187,7 +195,17 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
           "        from torch.distributed.fsdp import fully_shard\n"
           "    except ImportError:  # PyTorch 2.4 and 2.5\n"
           "        from torch.distributed._composable.fsdp import fully_shard\n"
-          "    dp_mesh = mesh[DP_DIMS] if len(DP_DIMS) > 1 else mesh[DP_DIMS[0]]\n"
+          "    shard_dims = tuple(d for d in DP_DIMS if d not in HSDP_REPLICATE_DIMS)\n"
+          "    if HSDP_REPLICATE_DIMS:\n"
+          "        # Hybrid sharding: FSDP2 replicates over the first dim of a 2-D mesh, shards over the second.\n"
+          "        if len(HSDP_REPLICATE_DIMS) != 1 or len(shard_dims) != 1:\n"
+          "            raise NotImplementedError(\"HSDP over several replicate or shard dims: flatten them first\")\n"
+          "        dp_mesh = mesh[HSDP_REPLICATE_DIMS + shard_dims]\n"
+          "    elif len(DP_DIMS) > 1:\n"
+          "        # Sharded over every data-parallel dim: one flattened dim (a 2-D mesh would be HSDP).\n"
+          "        dp_mesh = mesh[DP_DIMS]._flatten(\"_\".join(DP_DIMS))\n"
+          "    else:\n"
+          "        dp_mesh = mesh[DP_DIMS[0]]\n"
           "    for name, module in model.named_modules():\n"
           "        if any(fnmatch.fnmatchcase(name, pattern) for pattern in FSDP_UNITS):\n"
           "            fully_shard(module, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)\n"

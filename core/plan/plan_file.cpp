@@ -40,6 +40,7 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
     doc["framework"] = {
         {"grad_overlap", s.overlapGradientReduction},    {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
         {"tp_overlap", s.overlapTensorParallelBackward}, {"zero", s.zeroStage},
+        {"zero_shard", s.zeroAcrossNodes ? "all" : "node"},
         {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam}};
 }
 
@@ -360,6 +361,11 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
             const std::int64_t stage = r.integer(*v, "/framework/zero", 0);
             if (stage > 3) r.fail("/framework/zero", "is " + v->dump() + ", expected 0, 1, 2 or 3");
             settings.zeroStage = static_cast<int>(stage);
+        }
+        if (const json* v = r.optional(*fw, "zero_shard")) {
+            if (!v->is_string() || (*v != "all" && *v != "node"))
+                r.fail("/framework/zero_shard", "is " + v->dump() + ", expected \"all\" or \"node\"");
+            settings.zeroAcrossNodes = *v == "all";
         }
         auto bytesPerParam = [&](const char* key, double& into) {
             if (const json* v = r.optional(*fw, key)) {

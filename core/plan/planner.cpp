@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "../cost/baselines.h"
@@ -92,7 +93,7 @@ std::string workspaceKeyOf(const PlanRequest& r)
     key.precision(17);
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
-        << r.overlapTensorParallel << '|' << r.zero << '|' << r.gradDtype << '|' << r.optimizerDtype;
+        << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.gradDtype << '|' << r.optimizerDtype;
     return key.str();
 }
 
@@ -120,6 +121,9 @@ CostSettings costSettingsOf(const PlanRequest& request)
     if (request.zero < kAuto || request.zero > 3)
         throw InputError("ZeRO stage " + std::to_string(request.zero) + ": use auto, 0, 1, 2 or 3");
     settings.zeroStage = std::max(0, request.zero);
+    if (request.zeroShard != "auto" && request.zeroShard != "all" && request.zeroShard != "node")
+        throw InputError("ZeRO sharding '" + request.zeroShard + "': use auto, all or node");
+    settings.zeroAcrossNodes = request.zeroShard != "node";
     if (request.gradDtype != "bf16" && request.gradDtype != "fp32")
         throw InputError("gradient dtype '" + request.gradDtype + "': use bf16 or fp32");
     if (request.optimizerDtype != "bf16" && request.optimizerDtype != "fp32")
@@ -244,7 +248,8 @@ SearchResult runPlan(const PlanWorkspace& ws, const PlanRequest& request, Search
 
 bool choosesSettings(const PlanRequest& request)
 {
-    return request.microBatch == kAuto || request.zero == kAuto || (!isSearch(request) && request.recompute == "auto");
+    return request.microBatch == kAuto || request.zero == kAuto || (request.zero == 3 && request.zeroShard == "auto") ||
+           (!isSearch(request) && request.recompute == "auto");
 }
 
 const char* outcomeName(SettingsCandidate::Outcome outcome)
@@ -264,9 +269,9 @@ const char* outcomeName(SettingsCandidate::Outcome outcome)
     return "?";
 }
 
-std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute)
+std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute, bool hybrid)
 {
-    return "ZeRO " + std::to_string(zero) + ", micro-batch " + (microBatch > 0 ? std::to_string(microBatch) : "whole") +
+    return "ZeRO " + std::to_string(zero) + (hybrid && zero > 0 ? " (HSDP)" : "") + ", micro-batch " + (microBatch > 0 ? std::to_string(microBatch) : "whole") +
            (recompute.empty() || recompute == "auto" ? "" : ", recompute " + recompute);
 }
 
@@ -279,10 +284,10 @@ std::string choiceSummary(const std::vector<SettingsCandidate>& candidates)
         if (c.outcome == SettingsCandidate::Outcome::Slower && (!next || c.stepSeconds < next->stepSeconds)) next = &c;
     }
     if (!chosen) return {};
-    std::string out = settingsText(chosen->zero, chosen->microBatch, chosen->recompute) + " of " +
+    std::string out = settingsText(chosen->zero, chosen->microBatch, chosen->recompute, chosen->hybrid) + " of " +
                       std::to_string(candidates.size()) + " combinations";
     if (next)
-        out += "; next best " + settingsText(next->zero, next->microBatch, next->recompute) + ": " +
+        out += "; next best " + settingsText(next->zero, next->microBatch, next->recompute, next->hybrid) + ": " +
                formatSecondsDelta(next->stepSeconds - chosen->stepSeconds) + ", " + formatBytesDelta(next->bytes - chosen->bytes);
     return out;
 }
@@ -508,9 +513,22 @@ struct CandidateGroup {
     int zero = 0;
     std::string recompute;
     std::vector<std::int64_t> microBatches;
+    bool hybrid = false; ///< ZeRO shards inside a node only (HSDP)
 };
 
-std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int64_t batch, bool training)
+/// Whether hybrid sharding differs from sharding over every axis on this mesh: some axis of
+/// more than one device crosses nodes and some other stays inside one.
+bool hybridShardingApplies(const Mesh& mesh)
+{
+    bool across = false, inside = false;
+    for (const auto& axis : mesh.axes) {
+        if (axis.size <= 1) continue;
+        (axis.crossesNodes ? across : inside) = true;
+    }
+    return across && inside;
+}
+
+std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int64_t batch, bool training, const Mesh& mesh)
 {
     std::vector<int> zeros = {request.zero};
     if (request.zero == kAuto) zeros = training ? std::vector<int>{3, 2, 1, 0} : std::vector<int>{0};
@@ -520,8 +538,14 @@ std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int
     const std::vector<std::int64_t> micro =
         request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
     std::vector<CandidateGroup> groups;
-    for (int z : zeros)
-        for (const auto& rc : recomputes) groups.push_back({z, rc, micro});
+    for (int z : zeros) {
+        // HSDP is FSDP's form (stage 3): at stages 1-2 an all-reduce across nodes of the shard
+        // moves what the reduce-scatter and all-gather across nodes move, and holds more.
+        std::vector<bool> hybrids = {request.zeroShard == "node"};
+        if (request.zeroShard == "auto" && z == 3 && hybridShardingApplies(mesh)) hybrids = {false, true};
+        for (bool hybrid : hybrids)
+            for (const auto& rc : recomputes) groups.push_back({z, rc, micro, hybrid});
+    }
     return groups;
 }
 
@@ -532,10 +556,12 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     PlanRequest probe = request;
     probe.zero = std::max(0, request.zero);
     probe.microBatch = std::max<std::int64_t>(0, request.microBatch);
+    probe.zeroShard = request.zeroShard == "node" ? "node" : "all";
     const PlanWorkspace& first = *slotFor(probe).workspace;
     const std::int64_t batch = first.costModel->graphBatch();
     checkMicroBatch(request.microBatch, batch);
-    const std::vector<CandidateGroup> groups = candidateGroups(request, batch, first.costModel->settings().training);
+    const std::vector<CandidateGroup> groups =
+        candidateGroups(request, batch, first.costModel->settings().training, first.costModel->mesh());
 
     Choice best;
     auto better = [&](const SearchResult& r) {
@@ -548,7 +574,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     auto consider = [&](const PlanRequest& c) {
         check();
         Slot& slot = slotFor(c);
-        SettingsCandidate cand{c.zero, c.microBatch, c.recompute};
+        SettingsCandidate cand{c.zero, c.microBatch, c.recompute, c.zeroShard == "node"};
         // A combination that cannot beat the best so far is not solved (its plan without limit
         // and locks, known from an earlier solve) or stops as soon as its search proves it.
         const bool incumbent = best.slot && best.result.fits;
@@ -590,6 +616,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         c.zero = g.zero;
         c.microBatch = m;
         c.recompute = g.recompute;
+        c.zeroShard = g.hybrid ? "node" : "all";
         return c;
     };
     auto choiceKey = [](const PlanRequest& c) { return workspaceKeyOf(c) + "|" + c.recompute; };
@@ -598,23 +625,32 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combination(g, m); choiceKey(c) == last) consider(c);
+    // (ZeRO stage, micro-batch) pairs at which sharding over every axis fits nothing: HSDP holds
+    // at least as much per device for every plan (its shards are over fewer devices), so it
+    // fits nothing there either.
+    std::set<std::pair<int, std::int64_t>> fullShardingTooLarge;
     for (const auto& g : groups) {
         bool tooLarge = false;
         for (std::int64_t m : g.microBatches) {
             const PlanRequest c = combination(g, m);
             if (choiceKey(c) == last) continue;
+            if (g.hybrid && fullShardingTooLarge.count({g.zero, m})) tooLarge = true;
             if (tooLarge) {
-                best.candidates.push_back({c.zero, m, c.recompute, SettingsCandidate::Outcome::TooLarge});
+                if (!g.hybrid) fullShardingTooLarge.insert({g.zero, m});
+                best.candidates.push_back({c.zero, m, c.recompute, g.hybrid, SettingsCandidate::Outcome::TooLarge});
                 continue;
             }
             // Memory grows with the micro-batch for every plan: once one fits nothing, so
             // does every larger one at this stage.
-            if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) tooLarge = true;
+            if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
+                tooLarge = true;
+                if (!g.hybrid) fullShardingTooLarge.insert({g.zero, m});
+            }
         }
     }
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
-    const PlanRequest w = combination({won.zero, won.recompute, {}}, won.microBatch);
+    const PlanRequest w = combination({won.zero, won.recompute, {}, won.hybrid}, won.microBatch);
     lastChoice[request.baseline] = choiceKey(w);
     trimSessions(best.slot);
     if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = unlockedOf(*best.slot, w, limit);
@@ -646,6 +682,7 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     PlanRequest neutral = request;
     neutral.zero = 0;
     neutral.microBatch = 0;
+    neutral.zeroShard = "all";
     const std::string family = workspaceKeyOf(neutral);
     if (family != s.modelKey) {
         s.slots.clear();

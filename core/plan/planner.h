@@ -45,6 +45,10 @@ struct PlanRequest {
     /// distributed optimizer), 2 also gradients, 3 also parameters (FSDP); CostSettings::zeroStage.
     /// -1 (auto): Planner::plan chooses the stage.
     int zero = kAuto;
+    /// What ZeRO shards over (--zero-shard): "all" the data-parallel axes, "node" only those
+    /// inside a node, replicated across nodes (HSDP; CostSettings::zeroAcrossNodes), or "auto":
+    /// Planner::plan tries both for stage 3 where the data-parallel axes cross nodes.
+    std::string zeroShard = "auto";
     /// Model-state accounting (--grad-dtype, --optimizer-dtype): "bf16" gradients (2 B/param,
     /// the ZeRO paper's 16 B/param in all) or Megatron's "fp32" main gradients (4 B: 18 in all);
     /// "fp32" Adam states (master weight and two moments, 12 B) or "bf16" moments (8 B).
@@ -123,6 +127,7 @@ struct SettingsCandidate {
     int zero = 0;
     std::int64_t microBatch = 0;
     std::string recompute; ///< the recompute word it ran under (a baseline's auto tries each)
+    bool hybrid = false;   ///< ZeRO shards inside a node only (HSDP)
     enum class Outcome {
         Chosen,      ///< the plan returned
         Slower,      ///< solved (or evaluated): it fits but is slower than the chosen one
@@ -138,7 +143,7 @@ struct SettingsCandidate {
 const char* outcomeName(SettingsCandidate::Outcome outcome);
 /// "ZeRO 3, micro-batch 2" ("micro-batch whole" for the whole local batch; ", recompute full"
 /// when the candidate chose a recompute word): the one text for a combination, CLI and GUI.
-std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute = "");
+std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute = "", bool hybrid = false);
 /// The chosen candidate's and the fastest other that fits, as the CLI and the GUI show them:
 /// "ZeRO 3, micro-batch 1 of 40 combinations; next best ZeRO 1, micro-batch 1: +195.0 ms,
 /// +25.86 GiB". Empty without candidates.

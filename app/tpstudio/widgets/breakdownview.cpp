@@ -109,7 +109,10 @@ void BreakdownView::refresh()
             if (!ws) return QString();
             const CostSettings& c = ws->costModel->settings();
             // "mbs": Megatron's --micro-batch-size, short enough for the narrowest bar.
-            return tr("<br>ZeRO %1<br>mbs %2").arg(c.zeroStage).arg(c.microBatch > 0 ? QString::number(c.microBatch) : tr("all"));
+            return tr("<br>ZeRO %1%2<br>mbs %3")
+                .arg(c.zeroStage)
+                .arg(c.zeroStage > 0 && !c.zeroAcrossNodes ? tr(" HSDP") : QString())
+                .arg(c.microBatch > 0 ? QString::number(c.microBatch) : tr("all"));
         };
         const PlanWorkspace* own[] = {plan->workspace.get(), plan->unlocked ? plan->workspace.get() : nullptr,
                                       plan->megatronWorkspace.get(), plan->dataParallelWorkspace.get()};

@@ -25,6 +25,7 @@ MESH_DIM_NAMES = ("x", "y")
 TP_DIM = "y"
 DP_DIMS = ("x",)
 ZERO_STAGE = 0
+HSDP_REPLICATE_DIMS = ()
 RESHARD_AFTER_FORWARD = False
 FSDP_UNITS = ("layers.*",)
 
@@ -82,7 +83,17 @@ def apply_fsdp(model, mesh):
         from torch.distributed.fsdp import fully_shard
     except ImportError:  # PyTorch 2.4 and 2.5
         from torch.distributed._composable.fsdp import fully_shard
-    dp_mesh = mesh[DP_DIMS] if len(DP_DIMS) > 1 else mesh[DP_DIMS[0]]
+    shard_dims = tuple(d for d in DP_DIMS if d not in HSDP_REPLICATE_DIMS)
+    if HSDP_REPLICATE_DIMS:
+        # Hybrid sharding: FSDP2 replicates over the first dim of a 2-D mesh, shards over the second.
+        if len(HSDP_REPLICATE_DIMS) != 1 or len(shard_dims) != 1:
+            raise NotImplementedError("HSDP over several replicate or shard dims: flatten them first")
+        dp_mesh = mesh[HSDP_REPLICATE_DIMS + shard_dims]
+    elif len(DP_DIMS) > 1:
+        # Sharded over every data-parallel dim: one flattened dim (a 2-D mesh would be HSDP).
+        dp_mesh = mesh[DP_DIMS]._flatten("_".join(DP_DIMS))
+    else:
+        dp_mesh = mesh[DP_DIMS[0]]
     for name, module in model.named_modules():
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in FSDP_UNITS):
             fully_shard(module, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
