@@ -84,6 +84,7 @@ private slots:
     void statusNamesAxisNothingDivides();
     void zeroAndMicroBatchAreChosenAndUndoable();
     void statusNamesTheMeshThatFits();
+    void windowFitsA1280x800Screen();
 };
 
 void TestGui::openGpt3ShowsOneClassTimes96()
@@ -1101,4 +1102,22 @@ void TestGui::statusNamesTheMeshThatFits()
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().mesh, std::string("1"));
     QVERIFY(use->isEnabled());
+}
+
+// The window, with a plan on screen, fits a 1280x800 screen: no page or dock holds it larger
+// (the start page's buttons, the Mesh & Hardware form and the explain panel once did, so that
+// the status bar fell off the bottom of the screen).
+void TestGui::windowFitsA1280x800Screen()
+{
+    MainWindow window(false);
+    window.resize(1280, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(window.openSource(QStringLiteral("gpt2"), PlanSettings{}));
+    QVERIFY(waitForPlan(*window.document()));
+    QCoreApplication::processEvents();
+    const QSize least = window.minimumSizeHint();
+    QVERIFY2(least.width() <= 1280 && least.height() <= 800,
+             qPrintable(QStringLiteral("minimum %1x%2").arg(least.width()).arg(least.height())));
+    QCOMPARE(window.size(), QSize(1280, 800));
 }

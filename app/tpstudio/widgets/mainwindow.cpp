@@ -15,6 +15,7 @@
 #include <QMimeData>
 #include <QPainter>
 #include <QSaveFile>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -71,9 +72,15 @@ MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(p
     setAcceptDrops(true);
     resize(1500, 940);
     stack_ = new QStackedWidget(this);
-    start_ = new StartPage(stack_);
+    // The start page scrolls: a stack is as large as its largest page, and the start page's
+    // buttons would otherwise hold the window wider than a 1280-pixel screen.
+    startScroll_ = new QScrollArea(stack_);
+    start_ = new StartPage(startScroll_);
+    startScroll_->setWidget(start_);
+    startScroll_->setWidgetResizable(true);
+    startScroll_->setFrameShape(QFrame::NoFrame);
     graph_ = new GraphView(stack_);
-    stack_->addWidget(start_);
+    stack_->addWidget(startScroll_);
     stack_->addWidget(graph_);
     setCentralWidget(stack_);
     connect(start_, &StartPage::openRequested, this, [this](const QString& s) { openSource(s); });
@@ -152,7 +159,13 @@ void MainWindow::createDocks()
     meshPanel_ = new MeshPanel(this);
     auto* meshDock = new QDockWidget(tr("Mesh && Hardware"), this);
     meshDock->setObjectName(QStringLiteral("MeshDock"));
-    meshDock->setWidget(meshPanel_);
+    // Scrolled: its form is taller than a 1280x800 screen leaves the right column, and unscrolled
+    // it set the window's minimum height past the screen (the status bar fell off the bottom).
+    auto* meshScroll = new QScrollArea(meshDock);
+    meshScroll->setWidget(meshPanel_);
+    meshScroll->setWidgetResizable(true);
+    meshScroll->setFrameShape(QFrame::NoFrame);
+    meshDock->setWidget(meshScroll);
     addDockWidget(Qt::RightDockWidgetArea, meshDock);
     tabifyDockWidget(meshDock, inspectorDock);
     inspectorDock->raise();
@@ -167,7 +180,11 @@ void MainWindow::createDocks()
     explain_ = new ExplainPanel(this);
     explainDock_ = new QDockWidget(tr("Explain"), this);
     explainDock_->setObjectName(QStringLiteral("ExplainDock"));
-    explainDock_->setWidget(explain_);
+    auto* explainScroll = new QScrollArea(explainDock_); // as the mesh panel, below
+    explainScroll->setWidget(explain_);
+    explainScroll->setWidgetResizable(true);
+    explainScroll->setFrameShape(QFrame::NoFrame);
+    explainDock_->setWidget(explainScroll);
     addDockWidget(Qt::BottomDockWidgetArea, explainDock_);
     tabifyDockWidget(breakdownDock_, explainDock_);
     breakdownDock_->raise();
@@ -440,7 +457,7 @@ void MainWindow::showStartPage()
         start_->setRecentFiles(QSettings().value(QStringLiteral("recentFiles")).toStringList());
     else
         start_->setRecentFiles({});
-    stack_->setCurrentWidget(start_);
+    stack_->setCurrentWidget(startScroll_);
 }
 
 QString MainWindow::statusText() const { return status_->text(); }

@@ -17,6 +17,7 @@ class QMenu;
 class QStackedWidget;
 class QTimer;
 class QToolButton;
+class QScrollArea;
 class QTreeView;
 
 namespace tp {
@@ -113,6 +114,7 @@ private:
     bool persistent_;
     QStackedWidget* stack_ = nullptr;
     StartPage* start_ = nullptr;
+    QScrollArea* startScroll_ = nullptr; ///< holds start_ in the stack
     GraphView* graph_ = nullptr;
     BlockOutlineModel* outline_ = nullptr;
     OutlineFeed* outlineFeed_ = nullptr;
