@@ -633,8 +633,9 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             for (int a : dpAxes) record(CollectiveKind::AllReduce, a, gradBytes, 1, Phase::Gradient, &underBackward);
             continue;
         }
-        // Stage 2 and up keep only the gradient's shard, so every micro-batch reduce-scatters.
-        const double reductions = zero >= 2 ? t.microBatches : 1;
+        // Stage 2 and up keep only the gradient's shard, so every micro-batch reduce-scatters
+        // (HSDP with nothing to shard inside a node keeps the whole gradient: once a step).
+        const double reductions = zero >= 2 && !dpAxes.empty() ? t.microBatches : 1;
         double shard = gradBytes;
         for (int a : dpAxes) {
             record(CollectiveKind::ReduceScatter, a, shard, reductions, Phase::Gradient, &underBackward);
