@@ -39,6 +39,8 @@ private slots:
                                          << "--optimizer-dtype 'int8': use fp32 or bf16";
         QTest::newRow("zero shard") << QStringList{"plan", "gpt2", "--zero-shard", "rack"}
                                     << "--zero-shard 'rack': use auto, all or node";
+        QTest::newRow("reshard after forward") << QStringList{"plan", "gpt2", "--reshard-after-forward", "maybe"}
+                                               << "--reshard-after-forward 'maybe': use auto, on or off";
         QTest::newRow("micro-batch 0") << QStringList{"plan", "gpt2", "--micro-batch", "0"}
                                        << "--micro-batch '0': use auto or a positive integer";
         QTest::newRow("micro-batch word") << QStringList{"plan", "gpt2", "--micro-batch", "some"}
@@ -94,7 +96,10 @@ private slots:
     {
         const QStringList base{"plan",       "gpt2", "--set",          "layers=2", "--mesh", "8",
                                "--baseline", "dp",   "--memory-limit", "none",     "--json"};
-        const Run zero = tpplan(base + QStringList{"--zero", "0"}), fsdp = tpplan(base + QStringList{"--zero", "3"});
+        // Resharded after forward: without a memory limit the planner would keep the gathered
+        // weights (faster), which holds each whole next to its shard (keptGatheredEndToEnd).
+        const Run zero = tpplan(base + QStringList{"--zero", "0"}),
+                  fsdp = tpplan(base + QStringList{"--zero", "3", "--reshard-after-forward", "on"});
         QCOMPARE(zero.code, 0);
         QCOMPARE(fsdp.code, 0);
         const auto a = QJsonDocument::fromJson(zero.out).object(), b = QJsonDocument::fromJson(fsdp.out).object();
@@ -201,6 +206,56 @@ private slots:
         QVERIFY(py.open(QIODevice::ReadOnly));
         const QByteArray text = py.readAll();
         QVERIFY2(text.contains("HSDP_REPLICATE_DIMS = (\"x\",)") && text.contains("ZERO_STAGE = 3"), text.constData());
+    }
+
+    // FSDP with the weights kept gathered from forward to backward, end to end: gpt2 (2 layers)
+    // data parallel over 8, ZeRO 3, one micro-batch: the backward all-gathers are gone (half the
+    // gathered bytes), the parameters grow by what the forward gathers (each sharded weight
+    // whole, on top of its shard); the plan says so, records the choice and re-checks, and the
+    // script passes reshard_after_forward=False to fully_shard.
+    void keptGatheredEndToEnd()
+    {
+        QTemporaryDir dir;
+        const QString plan = dir.filePath("p.tpplan.json"), script = dir.filePath("p.py");
+        const QStringList base{"plan", "gpt2", "--set", "layers=2", "--batch", "16", "--mesh", "8", "--baseline", "dp",
+                               "--zero", "3", "--micro-batch", "16", "--json"};
+        const Run on = tpplan(base + QStringList{"--reshard-after-forward", "on"});
+        const Run off = tpplan(base + QStringList{"--reshard-after-forward", "off"});
+        QVERIFY2(on.code == 0 && off.code == 0, off.err.constData());
+        const auto a = QJsonDocument::fromJson(on.out).object(), b = QJsonDocument::fromJson(off.out).object();
+        const double paramsOn = a["memory"].toObject()["params_bytes"].toDouble(),
+                     paramsOff = b["memory"].toObject()["params_bytes"].toDouble();
+        auto gathered = [](const QJsonObject& o, const char* phase) {
+            double bytes = 0;
+            for (const auto& v : o["collectives"].toArray()) {
+                const QJsonObject c = v.toObject();
+                if (c["kind"].toString() == "all-gather" && c["phase"].toString() == phase)
+                    bytes += c["bytes"].toDouble() * c["count"].toDouble();
+            }
+            return bytes;
+        };
+        const double forward = gathered(a, "forward");
+        QVERIFY(forward > 0);
+        QCOMPARE(gathered(a, "backward"), forward);
+        QCOMPARE(gathered(b, "backward"), 0.0);
+        QCOMPARE(gathered(b, "forward"), forward);
+        QVERIFY2(std::abs(paramsOff - paramsOn - forward) <= 1e-9 * paramsOff,
+                 qPrintable(QString("%1 - %2 vs %3").arg(paramsOff).arg(paramsOn).arg(forward)));
+        const Run r = tpplan({"plan", "gpt2", "--set", "layers=2", "--batch", "16", "--mesh", "8", "--baseline", "dp", "--zero",
+                              "3", "--reshard-after-forward", "off", "--micro-batch", "16", "-o", plan});
+        QVERIFY2(r.code == 0, r.err.constData());
+        QVERIFY2(r.out.contains("gathered weights are held from their forward to their backward"), r.out.constData());
+        QFile file(plan);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(file.readAll()).object()["framework"].toObject()["reshard_after_forward"].toBool(true),
+                 false);
+        const Run check = tpplan({"check", plan});
+        QVERIFY2(check.code == 0, check.out.constData());
+        QCOMPARE(tpplan({"export", plan, "--format", "pytorch", "-o", script}).code, 0);
+        QFile py(script);
+        QVERIFY(py.open(QIODevice::ReadOnly));
+        const QByteArray text = py.readAll();
+        QVERIFY2(text.contains("RESHARD_AFTER_FORWARD = False") && text.contains("ZERO_STAGE = 3"), text.constData());
     }
 
     // --baseline megatron --zero 1 is Megatron with its distributed optimizer: on 2x4 (TP 4 on

@@ -249,6 +249,51 @@ private slots:
         QCOMPARE(bytesOf["all-gather 1 backward"], params);
     }
 
+    // FSDP without reshard after forward, same fc1 on 2x8, ZeRO 3 over all 16 devices: the
+    // gathered weight (4724736 B) is held from forward to backward next to its 1/16 shard
+    // (295296 B), so 5020032 B of parameters; the backward all-gathers are gone, the forward
+    // ones and the reduce-scatters stay as they were; gradients and optimizer states stay
+    // sharded (1/16).
+    void keptGatheredWeightsSkipTheBackwardGather()
+    {
+        ModelOptions o;
+        o.batch = 16;
+        o.overrides = {"layers=1"};
+        const LoadedModel lm = loadModel("gpt2", o);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const Mesh mesh = parseMesh("2x8", hw);
+        CostSettings resharded, kept;
+        resharded.zeroStage = kept.zeroStage = 3;
+        kept.reshardAfterForward = false;
+        const CostModel a(lm.graph, mesh, hw, resharded), b(lm.graph, mesh, hw, kept);
+        OpId fc1 = -1;
+        for (const auto& op : lm.graph.ops)
+            if (op.name == "layers.0/mlp/fc1") fc1 = op.id;
+        QVERIFY(fc1 >= 0);
+        const int s = dataParallelAssignment(a)[static_cast<size_t>(fc1)];
+        const OpCost &on = a.opCost(fc1, s, Recompute::None), &off = b.opCost(fc1, s, Recompute::None);
+        QCOMPARE(on.paramBytes, 295296.0);
+        QCOMPARE(off.paramBytes, 295296.0 + 4724736.0);
+        QCOMPARE(off.gradBytes, on.gradBytes);
+        QCOMPARE(off.optimizerBytes, 2362368.0 * 12 / 16);
+        auto phases = [](const OpCost& c) {
+            std::map<std::string, double> bytes;
+            for (const auto& call : c.collectives) bytes[std::string(collectiveName(call.kind)) + " " + std::string(phaseName(call.phase))] += call.bytes;
+            return bytes;
+        };
+        auto was = phases(on), now = phases(off);
+        QVERIFY(was["all-gather backward"] > 0);
+        QCOMPARE(now.count("all-gather backward"), size_t{0});
+        QCOMPARE(now["all-gather forward"], was["all-gather forward"]);
+        QCOMPARE(now["reduce-scatter gradient"], was["reduce-scatter gradient"]);
+        QVERIFY(off.commSeconds < on.commSeconds);
+        // Below stage 3 the setting changes nothing.
+        resharded.zeroStage = kept.zeroStage = 2;
+        const CostModel c(lm.graph, mesh, hw, resharded), d(lm.graph, mesh, hw, kept);
+        QCOMPARE(d.opCost(fc1, s, Recompute::None).paramBytes, c.opCost(fc1, s, Recompute::None).paramBytes);
+        QCOMPARE(d.opCost(fc1, s, Recompute::None).commSeconds, c.opCost(fc1, s, Recompute::None).commSeconds);
+    }
+
     // Ring alpha-beta times; n = bytes a device holds with the axis not splitting the tensor.
     void collectiveFormula_data()
     {

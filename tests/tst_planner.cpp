@@ -90,11 +90,14 @@ SearchResult everyCombinationSolved(const PlanRequest& request, std::int64_t bat
     bool any = false;
     for (int z = 0; z <= 3; ++z)
         for (const char* shard : {"all", "node"})
+            for (const char* reshard : {"on", "off"})
         for (std::int64_t m : micro) {
             if (std::string(shard) == "node" && !(hybrid && z == 3)) continue;
+            if (std::string(reshard) == "off" && z != 3) continue;
             PlanRequest c = request;
             c.zero = z;
             c.zeroShard = shard;
+            c.reshardAfterForward = reshard;
             c.microBatch = m;
             const auto ws = preparePlan(c);
             SearchResult r = runPlan(*ws, c);
@@ -164,11 +167,14 @@ private slots:
             Best brute;
             for (int z = 0; z <= 3; ++z)
                 for (const char* shard : {"all", "node"})
+                    for (const char* reshard : {"on", "off"})
                     for (std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{0}}) {
                         if (std::string(shard) == "node" && !(hybrid && z == 3)) continue;
+                        if (std::string(reshard) == "off" && z != 3) continue;
                         PlanRequest c = request;
                         c.zero = z;
                         c.zeroShard = shard;
+                        c.reshardAfterForward = reshard;
                         c.microBatch = m;
                         const double t = exhaustive(*preparePlan(c));
                         if (t < brute.seconds) brute = {t, z, m};
@@ -185,8 +191,10 @@ private slots:
                                     .arg(brute.seconds, 0, 'g', 12)
                                     .arg(brute.zero)
                                     .arg(brute.microBatch)));
-            // 3 micro-batches x 4 stages considered (and stage 3 with HSDP where x crosses nodes).
-            QCOMPARE(planned.candidates.size(), size_t{hybrid ? 15u : 12u});
+            // 3 micro-batches x 4 stages considered, stage 3 with its weights resharded after
+            // forward or kept gathered (and each with HSDP where x crosses nodes): 3 x (3 + 2)
+            // or 3 x (3 + 4).
+            QCOMPARE(planned.candidates.size(), size_t{hybrid ? 21u : 15u});
             return;
         }
         QFAIL("no small enough graph generated");
@@ -269,8 +277,9 @@ private slots:
         request.modelOptions.batch = 8;
         Planner planner;
         PlannerResult planned = planner.plan(request);
-        // batch 8: micro-batches 1, 2, 4 and the whole; ZeRO 0-3.
-        QCOMPARE(planned.candidates.size(), size_t{16});
+        // batch 8: micro-batches 1, 2, 4 and the whole; ZeRO 0-2 and 3 resharded after forward
+        // or kept gathered: 4 x 5.
+        QCOMPARE(planned.candidates.size(), size_t{20});
         int chosen = 0;
         for (const auto& c : planned.candidates)
             if (c.outcome == SettingsCandidate::Outcome::Chosen) {

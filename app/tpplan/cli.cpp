@@ -118,6 +118,10 @@ Options parseArguments(const std::vector<std::string>& args)
             o.zeroShard = value();
             if (o.zeroShard != "auto" && o.zeroShard != "all" && o.zeroShard != "node")
                 throw UsageError("--zero-shard '" + o.zeroShard + "': use auto, all or node");
+        } else if (a == "--reshard-after-forward") {
+            o.reshardAfterForward = value();
+            if (o.reshardAfterForward != "auto" && o.reshardAfterForward != "on" && o.reshardAfterForward != "off")
+                throw UsageError("--reshard-after-forward '" + o.reshardAfterForward + "': use auto, on or off");
         } else if (a == "--grad-dtype") {
             o.gradDtype = value();
             if (o.gradDtype != "bf16" && o.gradDtype != "fp32")

@@ -42,6 +42,7 @@ struct Options {
     bool overlapTensorParallel = false;  ///< --tp-overlap on|off
     int zero = kAuto;                    ///< --zero auto|0|1|2|3
     std::string zeroShard = "auto";      ///< --zero-shard auto|all|node
+    std::string reshardAfterForward = "auto"; ///< --reshard-after-forward auto|on|off
     std::string gradDtype = "bf16";      ///< --grad-dtype bf16|fp32
     std::string optimizerDtype = "fp32"; ///< --optimizer-dtype fp32|bf16
     std::string format;

@@ -40,6 +40,7 @@ void rejectPlanningOptions(const Options& o)
         {o.gradientBucketMiB != d.gradientBucketMiB, "--grad-bucket"},
         {o.zero != d.zero, "--zero"},
         {o.zeroShard != d.zeroShard, "--zero-shard"},
+        {o.reshardAfterForward != d.reshardAfterForward, "--reshard-after-forward"},
         {o.gradDtype != d.gradDtype, "--grad-dtype"},
         {o.optimizerDtype != d.optimizerDtype, "--optimizer-dtype"},
         {!o.plot.empty(), "--plot"},

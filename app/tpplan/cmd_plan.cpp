@@ -43,6 +43,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.overlapTensorParallel = o.overlapTensorParallel;
     r.zero = o.zero;
     r.zeroShard = o.zeroShard;
+    r.reshardAfterForward = o.reshardAfterForward;
     r.gradDtype = o.gradDtype;
     r.optimizerDtype = o.optimizerDtype;
     return r;
@@ -97,7 +98,10 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
             << " B/param (parameters " << whole(cs.paramBytesPerParam) << ", gradients " << whole(cs.gradBytesPerParam)
             << ", optimizer " << whole(cs.optimizerBytesPerParam) << ")"
             << (cs.zeroStage > 0 ? ", ZeRO " + std::to_string(cs.zeroStage) + " shards them over the data-parallel axes" +
-                                       (cs.zeroAcrossNodes ? "" : " inside a node, replicated across nodes (HSDP)")
+                                       (cs.zeroAcrossNodes ? "" : " inside a node, replicated across nodes (HSDP)") +
+                                       (cs.zeroStage >= 3 && !cs.reshardAfterForward
+                                            ? "; gathered weights are held from their forward to their backward"
+                                            : "")
                                  : "")
             << "\n";
     }

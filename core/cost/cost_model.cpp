@@ -578,7 +578,8 @@ double optimizerStepBytesPerParam(const CostSettings& s)
 // reduce-scatter of the gradient and an all-gather of the updated parameters, the states (and
 // at 2 the gradient) kept as 1/Nd shards and the optimizer stepping its shard only; stage 3
 // (FSDP) also the parameters sharded, all-gathered before the forward and again before the
-// backward of every micro-batch. Collectives over several axes run axis by axis on the
+// backward of every micro-batch (or, not resharded after forward, held gathered from the
+// forward to the backward: one gather per micro-batch and the whole weight held as well). Collectives over several axes run axis by axis on the
 // shrinking (or growing) shard, in buckets; hidden under the op's own compute where the
 // framework overlaps them: gradient reductions and backward gathers under its backward,
 // forward gathers (prefetch) under its forward; the gather of updated parameters after the
@@ -620,7 +621,10 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             dp *= axis.size;
         }
         const double params = zero >= 3 ? dp : 1, grads = zero >= 2 ? dp : 1, states = zero >= 1 ? dp : 1;
+        const bool heldGathered = zero >= 3 && !settings.reshardAfterForward && settings.training && dp > 1;
         cost.paramBytes += elems * settings.paramBytesPerParam / params;
+        // FSDP's gathered copy is storage of its own next to the shard.
+        if (heldGathered) cost.paramBytes += elems * settings.paramBytesPerParam;
         if (!settings.training) continue;
         cost.gradBytes += elems * settings.gradBytesPerParam / grads;
         cost.optimizerBytes += elems * settings.optimizerBytesPerParam / states;
@@ -647,7 +651,7 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             gathered *= mesh.axes[static_cast<size_t>(*it)].size;
             if (zero >= 3) {
                 record(CollectiveKind::AllGather, *it, gathered, t.microBatches, Phase::Forward, &underForward);
-                record(CollectiveKind::AllGather, *it, gathered, t.microBatches, Phase::Backward, &underBackward);
+                if (!heldGathered) record(CollectiveKind::AllGather, *it, gathered, t.microBatches, Phase::Backward, &underBackward);
             } else {
                 record(CollectiveKind::AllGather, *it, gathered, 1, Phase::Gradient, nullptr);
             }

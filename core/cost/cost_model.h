@@ -80,6 +80,11 @@ struct CostSettings {
     /// reduce-scattered inside the node and all-reduced across nodes on its shard, parameters
     /// are gathered inside the node only.
     bool zeroAcrossNodes = true;
+    /// FSDP's reshard_after_forward (stage 3 only): each weight's gathered copy is freed after
+    /// its forward and gathered again for its backward (true), or held from its forward to its
+    /// backward (false: one all-gather per micro-batch fewer, the whole weight held at the turn
+    /// of the step, as stages 0-2 hold it).
+    bool reshardAfterForward = true;
 };
 
 /// Time and memory of one op under one strategy, per device.

@@ -90,6 +90,9 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         if (!model.settings().zeroAcrossNodes)
             out << "# The plan shards inside each node and replicates across nodes (HSDP); these arguments shard\n"
                    "# over the whole data-parallel group.\n";
+        if (!model.settings().reshardAfterForward)
+            out << "# The plan keeps gathered parameters from forward to backward (FSDP2's\n"
+                   "# reshard_after_forward=False); optim_grads_params gathers them again for backward.\n";
         break;
     default:
         break;

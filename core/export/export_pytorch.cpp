@@ -71,7 +71,7 @@ std::string axesText(const Mesh& mesh)
 }
 
 /// How the plan's ZeRO stage is run in PyTorch, for the script's header.
-std::string zeroComment(int zero)
+std::string zeroComment(int zero, bool reshardAfterForward)
 {
     switch (zero) {
     case 0:
@@ -82,7 +82,10 @@ std::string zeroComment(int zero)
     case 2:
         return "ZeRO stage 2: apply_fsdp below (fully_shard, parameters kept gathered between forward and backward).";
     default:
-        return "ZeRO stage 3 (FSDP): apply_fsdp below (fully_shard, parameters resharded after forward).";
+        return reshardAfterForward
+                   ? "ZeRO stage 3 (FSDP): apply_fsdp below (fully_shard, parameters resharded after forward)."
+                   : "ZeRO stage 3 (FSDP): apply_fsdp below (fully_shard, parameters kept gathered from each\n"
+                     "# module's forward to its backward: reshard_after_forward=False).";
     }
 }
 
@@ -110,7 +113,7 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     const int zero = model.settings().training ? model.settings().zeroStage : 0;
     for (int a : axes.dataAxes)
         py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name << "' only splits the batch (data parallelism).\n";
-    if (!axes.dataAxes.empty()) py << "# " << zeroComment(zero) << "\n";
+    if (!axes.dataAxes.empty()) py << "# " << zeroComment(zero, model.settings().reshardAfterForward) << "\n";
     bool anyInexpressible = false;
     for (const auto& m : styles)
         if (!m.inexpressible.empty()) {
@@ -148,8 +151,9 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     py << "HSDP_REPLICATE_DIMS = (";
     for (size_t i = 0; i < replicate.size(); ++i) py << (i ? ", " : "") << replicate[i];
     py << (replicate.size() == 1 ? ",)\n" : ")\n");
-    // The cost model's stage 3 gathers the parameters again for backward (docs/FIDELITY.md).
-    py << "RESHARD_AFTER_FORWARD = " << (zero == 3 ? "True" : "False") << "\n";
+    // Stage 3 gathers the parameters again for backward unless the plan keeps them gathered
+    // (CostSettings::reshardAfterForward); stage 2 runs as FSDP's SHARD_GRAD_OP.
+    py << "RESHARD_AFTER_FORWARD = " << (zero == 3 && model.settings().reshardAfterForward ? "True" : "False") << "\n";
     const BlockClass* layers = ws.folded.largestClass();
     py << "FSDP_UNITS = (" << (layers && layers->instances.size() > 1 ? pyString(layers->label) + "," : std::string()) << ")\n";
 

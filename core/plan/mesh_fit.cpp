@@ -49,7 +49,7 @@ std::optional<MeshFit> smallestFittingMesh(const PlanRequest& request, const Pla
         fit.bytes = planned.result.breakdown.perDeviceBytes;
         fit.meshesSearched = searched;
         for (const auto& c : planned.candidates)
-            if (c.outcome == SettingsCandidate::Outcome::Chosen) fit.settings = settingsText(c.zero, c.microBatch, c.recompute, c.hybrid);
+            if (c.outcome == SettingsCandidate::Outcome::Chosen) fit.settings = settingsText(c);
         return fit;
     }
     return std::nullopt;

@@ -40,7 +40,7 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
     doc["framework"] = {
         {"grad_overlap", s.overlapGradientReduction},    {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
         {"tp_overlap", s.overlapTensorParallelBackward}, {"zero", s.zeroStage},
-        {"zero_shard", s.zeroAcrossNodes ? "all" : "node"},
+        {"zero_shard", s.zeroAcrossNodes ? "all" : "node"}, {"reshard_after_forward", s.reshardAfterForward},
         {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam}};
 }
 
@@ -352,6 +352,7 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
         };
         flag("grad_overlap", settings.overlapGradientReduction);
         flag("tp_overlap", settings.overlapTensorParallelBackward);
+        flag("reshard_after_forward", settings.reshardAfterForward);
         if (const json* v = r.optional(*fw, "grad_bucket_mib")) {
             const double mib = r.number(*v, "/framework/grad_bucket_mib");
             if (!(mib >= 0 && mib <= 1e6)) r.fail("/framework/grad_bucket_mib", "is " + v->dump() + ", expected 0 to 1000000");

@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "../cost/baselines.h"
 #include "../search/evaluate.h"
@@ -93,7 +94,7 @@ std::string workspaceKeyOf(const PlanRequest& r)
     key.precision(17);
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
-        << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.gradDtype << '|' << r.optimizerDtype;
+        << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.reshardAfterForward << '|' << r.gradDtype << '|' << r.optimizerDtype;
     return key.str();
 }
 
@@ -124,6 +125,9 @@ CostSettings costSettingsOf(const PlanRequest& request)
     if (request.zeroShard != "auto" && request.zeroShard != "all" && request.zeroShard != "node")
         throw InputError("ZeRO sharding '" + request.zeroShard + "': use auto, all or node");
     settings.zeroAcrossNodes = request.zeroShard != "node";
+    if (request.reshardAfterForward != "auto" && request.reshardAfterForward != "on" && request.reshardAfterForward != "off")
+        throw InputError("reshard after forward '" + request.reshardAfterForward + "': use auto, on or off");
+    settings.reshardAfterForward = request.reshardAfterForward != "off";
     if (request.gradDtype != "bf16" && request.gradDtype != "fp32")
         throw InputError("gradient dtype '" + request.gradDtype + "': use bf16 or fp32");
     if (request.optimizerDtype != "bf16" && request.optimizerDtype != "fp32")
@@ -248,7 +252,8 @@ SearchResult runPlan(const PlanWorkspace& ws, const PlanRequest& request, Search
 
 bool choosesSettings(const PlanRequest& request)
 {
-    return request.microBatch == kAuto || request.zero == kAuto || (request.zero == 3 && request.zeroShard == "auto") ||
+    return request.microBatch == kAuto || request.zero == kAuto ||
+           (request.zero == 3 && (request.zeroShard == "auto" || request.reshardAfterForward == "auto")) ||
            (!isSearch(request) && request.recompute == "auto");
 }
 
@@ -269,10 +274,24 @@ const char* outcomeName(SettingsCandidate::Outcome outcome)
     return "?";
 }
 
-std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute, bool hybrid)
+std::string settingsText(const SettingsCandidate& c)
 {
-    return "ZeRO " + std::to_string(zero) + (hybrid && zero > 0 ? " (HSDP)" : "") + ", micro-batch " + (microBatch > 0 ? std::to_string(microBatch) : "whole") +
-           (recompute.empty() || recompute == "auto" ? "" : ", recompute " + recompute);
+    std::string layout;
+    if (c.hybrid && c.zero > 0) layout = "HSDP";
+    if (!c.reshardAfterForward && c.zero >= 3) layout += std::string(layout.empty() ? "" : ", ") + "kept gathered";
+    return "ZeRO " + std::to_string(c.zero) + (layout.empty() ? "" : " (" + layout + ")") + ", micro-batch " +
+           (c.microBatch > 0 ? std::to_string(c.microBatch) : "whole") +
+           (c.recompute.empty() || c.recompute == "auto" ? "" : ", recompute " + c.recompute);
+}
+
+SettingsCandidate candidateOf(const CostSettings& settings)
+{
+    SettingsCandidate c;
+    c.zero = settings.zeroStage;
+    c.microBatch = settings.microBatch;
+    c.hybrid = !settings.zeroAcrossNodes;
+    c.reshardAfterForward = settings.reshardAfterForward;
+    return c;
 }
 
 std::string choiceSummary(const std::vector<SettingsCandidate>& candidates)
@@ -284,10 +303,10 @@ std::string choiceSummary(const std::vector<SettingsCandidate>& candidates)
         if (c.outcome == SettingsCandidate::Outcome::Slower && (!next || c.stepSeconds < next->stepSeconds)) next = &c;
     }
     if (!chosen) return {};
-    std::string out = settingsText(chosen->zero, chosen->microBatch, chosen->recompute, chosen->hybrid) + " of " +
+    std::string out = settingsText(*chosen) + " of " +
                       std::to_string(candidates.size()) + " combinations";
     if (next)
-        out += "; next best " + settingsText(next->zero, next->microBatch, next->recompute, next->hybrid) + ": " +
+        out += "; next best " + settingsText(*next) + ": " +
                formatSecondsDelta(next->stepSeconds - chosen->stepSeconds) + ", " + formatBytesDelta(next->bytes - chosen->bytes);
     return out;
 }
@@ -513,7 +532,8 @@ struct CandidateGroup {
     int zero = 0;
     std::string recompute;
     std::vector<std::int64_t> microBatches;
-    bool hybrid = false; ///< ZeRO shards inside a node only (HSDP)
+    bool hybrid = false;             ///< ZeRO shards inside a node only (HSDP)
+    bool reshardAfterForward = true; ///< stage 3: gathered weights freed after forward
 };
 
 /// Whether hybrid sharding differs from sharding over every axis on this mesh: some axis of
@@ -543,8 +563,14 @@ std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int
         // moves what the reduce-scatter and all-gather across nodes move, and holds more.
         std::vector<bool> hybrids = {request.zeroShard == "node"};
         if (request.zeroShard == "auto" && z == 3 && hybridShardingApplies(mesh)) hybrids = {false, true};
+        // Holding gathered weights to the backward is a stage-3 choice (stages 0-2 hold them
+        // whole anyway); kept gathered comes first, as its bounds hold for the resharded
+        // layout too (State::choose).
+        std::vector<bool> reshards = {request.reshardAfterForward != "off"};
+        if (request.reshardAfterForward == "auto" && z == 3 && mesh.devices() > 1) reshards = {false, true};
         for (bool hybrid : hybrids)
-            for (const auto& rc : recomputes) groups.push_back({z, rc, micro, hybrid});
+            for (bool reshard : reshards)
+                for (const auto& rc : recomputes) groups.push_back({z, rc, micro, hybrid, reshard});
     }
     return groups;
 }
@@ -557,6 +583,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     probe.zero = std::max(0, request.zero);
     probe.microBatch = std::max<std::int64_t>(0, request.microBatch);
     probe.zeroShard = request.zeroShard == "node" ? "node" : "all";
+    probe.reshardAfterForward = request.reshardAfterForward == "off" ? "off" : "on";
     const PlanWorkspace& first = *slotFor(probe).workspace;
     const std::int64_t batch = first.costModel->graphBatch();
     checkMicroBatch(request.microBatch, batch);
@@ -571,10 +598,19 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
                       : r.breakdown.perDeviceBytes < best.result.breakdown.perDeviceBytes;
     };
     size_t chosenIndex = 0;
+    // Weights kept gathered (stage 3) make every plan at least as fast as resharding them after
+    // forward (the backward all-gathers go; nothing else changes), so the kept layout's fastest
+    // plan with no memory limit (under these locks and this recompute word) bounds the resharded
+    // layout's best under any limit. Only that bound carries over: a priced (Lagrangian) bound
+    // of the kept layout counts its extra memory against it and can exceed the resharded optimum.
+    // By (micro-batch, HSDP, recompute word).
+    std::map<std::tuple<std::int64_t, bool, std::string>, double> keptGatheredBound;
+    auto keptKey = [](const PlanRequest& c) { return std::make_tuple(c.microBatch, c.zeroShard == "node", c.recompute); };
     auto consider = [&](const PlanRequest& c) {
         check();
         Slot& slot = slotFor(c);
-        SettingsCandidate cand{c.zero, c.microBatch, c.recompute, c.zeroShard == "node"};
+        SettingsCandidate cand{c.zero, c.microBatch, c.recompute, c.zeroShard == "node", c.reshardAfterForward != "off"};
+        const bool kept = c.zero == 3 && !cand.reshardAfterForward;
         // A combination that cannot beat the best so far is not solved (its plan without limit
         // and locks, known from an earlier solve) or stops as soon as its search proves it.
         const bool incumbent = best.slot && best.result.fits;
@@ -585,8 +621,13 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
             best.candidates.push_back(cand);
             return true;
         };
+        if (c.zero == 3 && !kept && incumbent) {
+            auto known = keptGatheredBound.find(keptKey(c));
+            if (known != keptGatheredBound.end() && known->second >= stopAbove) return bounded(known->second);
+        }
         if (isSearch(c)) {
             auto known = slot.lowerBound.find(c.baseline + "|" + c.recompute);
+            if (kept && known != slot.lowerBound.end()) keptGatheredBound[keptKey(c)] = known->second;
             if (known != slot.lowerBound.end() && known->second >= stopAbove) return bounded(known->second);
             auto proved = slot.limitBound.find(boundKey(c, limit));
             if (incumbent && proved != slot.limitBound.end() && proved->second >= stopAbove) {
@@ -598,6 +639,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         }
         cand.searched = true;
         SearchResult r = planOne(slot, c, limit, stopAbove);
+        // A search's unpriced plan obeys the locks; a baseline is one plan, faster kept gathered.
+        if (kept) keptGatheredBound[keptKey(c)] = isSearch(c) ? r.unpricedSeconds : r.breakdown.stepSeconds;
         if (r.bounded) return bounded(r.lowerBound);
         cand.stepSeconds = r.breakdown.stepSeconds;
         cand.bytes = r.breakdown.perDeviceBytes;
@@ -617,6 +660,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         c.microBatch = m;
         c.recompute = g.recompute;
         c.zeroShard = g.hybrid ? "node" : "all";
+        c.reshardAfterForward = g.reshardAfterForward ? "on" : "off";
         return c;
     };
     auto choiceKey = [](const PlanRequest& c) { return workspaceKeyOf(c) + "|" + c.recompute; };
@@ -625,32 +669,41 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combination(g, m); choiceKey(c) == last) consider(c);
-    // (ZeRO stage, micro-batch) pairs at which sharding over every axis fits nothing: HSDP holds
-    // at least as much per device for every plan (its shards are over fewer devices), so it
-    // fits nothing there either.
-    std::set<std::pair<int, std::int64_t>> fullShardingTooLarge;
+    // The (ZeRO stage, micro-batch, layout) at which nothing fits. For every plan, HSDP holds at
+    // least as much per device as sharding over every axis (its shards are over fewer devices)
+    // and weights kept gathered at least as much as resharded ones, so a layout that holds
+    // more than one that fits nothing fits nothing either (the groups come leanest first).
+    std::set<std::tuple<int, std::int64_t, bool, bool>> fitsNothing;
+    auto leanerFitsNothing = [&](const CandidateGroup& g, std::int64_t m) {
+        for (bool hybrid : {false, g.hybrid})
+            for (bool reshard : {true, g.reshardAfterForward})
+                if ((hybrid != g.hybrid || reshard != g.reshardAfterForward) && fitsNothing.count({g.zero, m, hybrid, reshard}))
+                    return true;
+        return false;
+    };
     for (const auto& g : groups) {
         bool tooLarge = false;
         for (std::int64_t m : g.microBatches) {
             const PlanRequest c = combination(g, m);
             if (choiceKey(c) == last) continue;
-            if (g.hybrid && fullShardingTooLarge.count({g.zero, m})) tooLarge = true;
+            if (leanerFitsNothing(g, m)) tooLarge = true;
             if (tooLarge) {
-                if (!g.hybrid) fullShardingTooLarge.insert({g.zero, m});
-                best.candidates.push_back({c.zero, m, c.recompute, g.hybrid, SettingsCandidate::Outcome::TooLarge});
+                fitsNothing.insert({g.zero, m, g.hybrid, g.reshardAfterForward});
+                best.candidates.push_back(
+                    {c.zero, m, c.recompute, g.hybrid, g.reshardAfterForward, SettingsCandidate::Outcome::TooLarge});
                 continue;
             }
             // Memory grows with the micro-batch for every plan: once one fits nothing, so
             // does every larger one at this stage.
             if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
                 tooLarge = true;
-                if (!g.hybrid) fullShardingTooLarge.insert({g.zero, m});
+                fitsNothing.insert({g.zero, m, g.hybrid, g.reshardAfterForward});
             }
         }
     }
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
-    const PlanRequest w = combination({won.zero, won.recompute, {}, won.hybrid}, won.microBatch);
+    const PlanRequest w = combination({won.zero, won.recompute, {}, won.hybrid, won.reshardAfterForward}, won.microBatch);
     lastChoice[request.baseline] = choiceKey(w);
     trimSessions(best.slot);
     if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = unlockedOf(*best.slot, w, limit);
@@ -683,6 +736,7 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     neutral.zero = 0;
     neutral.microBatch = 0;
     neutral.zeroShard = "all";
+    neutral.reshardAfterForward = "on";
     const std::string family = workspaceKeyOf(neutral);
     if (family != s.modelKey) {
         s.slots.clear();

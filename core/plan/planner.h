@@ -49,6 +49,10 @@ struct PlanRequest {
     /// inside a node, replicated across nodes (HSDP; CostSettings::zeroAcrossNodes), or "auto":
     /// Planner::plan tries both for stage 3 where the data-parallel axes cross nodes.
     std::string zeroShard = "auto";
+    /// FSDP's reshard_after_forward at stage 3 (--reshard-after-forward): "on" frees each
+    /// gathered weight after its forward, "off" holds it to its backward
+    /// (CostSettings::reshardAfterForward), "auto": Planner::plan tries both.
+    std::string reshardAfterForward = "auto";
     /// Model-state accounting (--grad-dtype, --optimizer-dtype): "bf16" gradients (2 B/param,
     /// the ZeRO paper's 16 B/param in all) or Megatron's "fp32" main gradients (4 B: 18 in all);
     /// "fp32" Adam states (master weight and two moments, 12 B) or "bf16" moments (8 B).
@@ -128,6 +132,7 @@ struct SettingsCandidate {
     std::int64_t microBatch = 0;
     std::string recompute; ///< the recompute word it ran under (a baseline's auto tries each)
     bool hybrid = false;   ///< ZeRO shards inside a node only (HSDP)
+    bool reshardAfterForward = true; ///< stage 3: gathered weights freed after forward (FSDP's default)
     enum class Outcome {
         Chosen,      ///< the plan returned
         Slower,      ///< solved (or evaluated): it fits but is slower than the chosen one
@@ -141,9 +146,12 @@ struct SettingsCandidate {
 };
 /// "chosen", "slower", "bounded", "fits nothing", "too large".
 const char* outcomeName(SettingsCandidate::Outcome outcome);
-/// "ZeRO 3, micro-batch 2" ("micro-batch whole" for the whole local batch; ", recompute full"
-/// when the candidate chose a recompute word): the one text for a combination, CLI and GUI.
-std::string settingsText(int zero, std::int64_t microBatch, const std::string& recompute = "", bool hybrid = false);
+/// "ZeRO 3, micro-batch 2" ("micro-batch whole" for the whole local batch; "ZeRO 3 (HSDP, kept
+/// gathered)" for hybrid sharding and parameters not resharded after forward; ", recompute
+/// full" when the candidate chose a recompute word): the one text for a combination, CLI and GUI.
+std::string settingsText(const SettingsCandidate& candidate);
+/// The combination a cost model was built with (its recompute word left empty).
+SettingsCandidate candidateOf(const CostSettings& settings);
 /// The chosen candidate's and the fastest other that fits, as the CLI and the GUI show them:
 /// "ZeRO 3, micro-batch 1 of 40 combinations; next best ZeRO 1, micro-batch 1: +195.0 ms,
 /// +25.86 GiB". Empty without candidates.

@@ -109,9 +109,12 @@ void BreakdownView::refresh()
             if (!ws) return QString();
             const CostSettings& c = ws->costModel->settings();
             // "mbs": Megatron's --micro-batch-size, short enough for the narrowest bar.
+            // "kept": FSDP without reshard after forward (settingsText says "kept gathered").
+            QString layout = c.zeroStage > 0 && !c.zeroAcrossNodes ? tr(" HSDP") : QString();
+            if (c.zeroStage >= 3 && !c.reshardAfterForward) layout += tr(" kept");
             return tr("<br>ZeRO %1%2<br>mbs %3")
                 .arg(c.zeroStage)
-                .arg(c.zeroStage > 0 && !c.zeroAcrossNodes ? tr(" HSDP") : QString())
+                .arg(layout)
                 .arg(c.microBatch > 0 ? QString::number(c.microBatch) : tr("all"));
         };
         const PlanWorkspace* own[] = {plan->workspace.get(), plan->unlocked ? plan->workspace.get() : nullptr,

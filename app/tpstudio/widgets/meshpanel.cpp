@@ -452,7 +452,7 @@ void MeshPanel::showMesh()
     const CostSettings& chosen = ws->costModel->settings();
     const std::string summary = choiceSummary(document_->plan()->candidates);
     choice_->setText(summary.empty()
-                         ? tr("%1 (as set)").arg(QString::fromStdString(settingsText(chosen.zeroStage, chosen.microBatch, "", !chosen.zeroAcrossNodes)))
+                         ? tr("%1 (as set)").arg(QString::fromStdString(settingsText(candidateOf(chosen))))
                          : tr("Chosen: %1").arg(QString::fromStdString(summary)));
     QStringList lines;
     for (const auto& axis : ws->mesh.axes)
