@@ -80,6 +80,35 @@ double layerActivation(const CostModel& m, const std::vector<int>& plan, Recompu
     return sum;
 }
 
+/// One layer of LLaMA-2 7B, batch 8, on one A100, costed with fused kernels (the default) and
+/// without (eager PyTorch).
+struct EagerAndFused {
+    LoadedModel lm = load();
+    Hardware hw = loadHardware("a100-80g-dgx");
+    CostModel fused{lm.graph, parseMesh("1", hw), hw};
+    CostModel unfused{lm.graph, parseMesh("1", hw), hw, eagerSettings()};
+
+    static LoadedModel load()
+    {
+        ModelOptions o;
+        o.batch = 8;
+        o.overrides = {"layers=1"};
+        return loadModel("llama2-7b", o);
+    }
+    static CostSettings eagerSettings()
+    {
+        CostSettings eager;
+        eager.fusedKernels = false;
+        return eager;
+    }
+    OpId op(const std::string& name) const
+    {
+        for (const auto& o : lm.graph.ops)
+            if (o.name == name) return o.id;
+        return -1;
+    }
+};
+
 } // namespace
 
 class TestCost : public QObject {
@@ -186,17 +215,10 @@ private slots:
     // kernel each way. llama2-7b, batch 8: 8 * 4096 * 4096 = 134217728 elements.
     void eagerRmsNormStreamsItsPasses()
     {
-        ModelOptions o;
-        o.batch = 8;
-        o.overrides = {"layers=1"};
-        const LoadedModel lm = loadModel("llama2-7b", o);
-        const Hardware hw = loadHardware("a100-80g-dgx");
-        CostSettings eager;
-        eager.fusedKernels = false;
-        const CostModel fused(lm.graph, parseMesh("1", hw), hw), unfused(lm.graph, parseMesh("1", hw), hw, eager);
-        OpId norm = -1;
-        for (const auto& op : lm.graph.ops)
-            if (op.name == "layers.0/mlp_norm") norm = op.id;
+        const EagerAndFused m;
+        const CostModel &fused = m.fused, &unfused = m.unfused;
+        const Hardware& hw = m.hw;
+        const OpId norm = m.op("layers.0/mlp_norm");
         QVERIFY(norm >= 0);
         const double elems = 134217728.0, rate = hw.hbmBandwidth * hw.hbmEfficiency;
         const OpCost& e = unfused.opCost(norm, 0, Recompute::None);
@@ -208,6 +230,37 @@ private slots:
         QCOMPARE(e.activationBytes, elems * (6 + 2));
         QCOMPARE(fused.opCost(norm, 0, Recompute::None).activationBytes, elems * 2);
         QVERIFY(fused.opCost(norm, 0, Recompute::None).computeSeconds < e.computeSeconds / 5);
+    }
+
+    // Rotary embeddings of LLaMA-2 7B's q (batch 8, 32 heads, seq 4096, head dim 128: 134217728
+    // elements): eager, 20 bytes per element each way (core/graph/opkinds.cpp); fused, one
+    // kernel that reads q (2 bytes) and the fp32 angle table (4096 x 128 x 4 = 2097152 B) and
+    // writes q (2), and a backward that reads the gradient (2), writes q's (2) and the table's.
+    // Neither keeps anything of its own; its bf16 output (2 bytes) is what the score matmul keeps
+    // for backward (without FlashAttention), charged here at its producer. Without rotary the op
+    // is gone.
+    void rotaryStreamsQAndK()
+    {
+        const EagerAndFused m;
+        const CostModel &fused = m.fused, &unfused = m.unfused;
+        const Hardware& hw = m.hw;
+        const OpId q = m.op("layers.0/attn/q_rotary"), k = m.op("layers.0/attn/k_rotary");
+        QVERIFY(q >= 0 && k >= 0);
+        QCOMPARE(m.lm.graph.op(q).einsum, std::string("bnsd,sd->bnsd"));
+        const double elems = 134217728.0, table = 2097152.0, rate = hw.hbmBandwidth * hw.hbmEfficiency;
+        const OpCost& e = unfused.opCost(q, 0, Recompute::None);
+        QVERIFY(std::abs(e.forwardSeconds - elems * 20 / rate) <= 1e-9 * e.forwardSeconds);
+        QVERIFY(std::abs(e.computeSeconds - elems * 40 / rate) <= 1e-9 * e.computeSeconds);
+        const OpCost& f = fused.opCost(q, 0, Recompute::None);
+        QVERIFY(std::abs(f.forwardSeconds - (elems * 4 + table) / rate) <= 1e-9 * f.forwardSeconds);
+        QVERIFY(std::abs(f.computeSeconds - 2 * (elems * 4 + table) / rate) <= 1e-9 * f.computeSeconds);
+        QCOMPARE(e.activationBytes, elems * 2);
+        QCOMPARE(f.activationBytes, elems * 2);
+        QCOMPARE(unfused.opCost(q, 0, Recompute::Full).activationBytes, 0.0);
+        QCOMPARE(unfused.opCost(k, 0, Recompute::None).computeSeconds, e.computeSeconds); // 32 kv heads: k as q
+        ModelOptions o;
+        o.overrides = {"layers=1", "rotary=false"};
+        for (const auto& op : loadModel("llama2-7b", o).graph.ops) QVERIFY(op.kind != OpKind::Rotary);
     }
 
     // Hybrid sharding (HSDP) on 2x8 A100 nodes, data parallel over both axes, ZeRO 3: the model
@@ -287,11 +340,19 @@ private slots:
         QCOMPARE(now["all-gather forward"], was["all-gather forward"]);
         QCOMPARE(now["reduce-scatter gradient"], was["reduce-scatter gradient"]);
         QVERIFY(off.commSeconds < on.commSeconds);
+        // FSDP2's buffer copies, one micro-batch: each gather copies the 1/16 shard in and the
+        // whole weight out, each read and written (2 x (295296 + 4724736) = 10040064 B), two
+        // gathers resharded and one kept; the reduce-scatter copies the bf16 gradient in
+        // (4724736 + 4724736 = 9449472 B).
+        const double rate = hw.hbmBandwidth * hw.hbmEfficiency;
+        QVERIFY(std::abs(on.bufferCopySeconds - (2 * 10040064.0 + 9449472.0) / rate) <= 1e-9 * on.bufferCopySeconds);
+        QVERIFY(std::abs(off.bufferCopySeconds - (10040064.0 + 9449472.0) / rate) <= 1e-9 * off.bufferCopySeconds);
         // Below stage 3 the setting changes nothing.
         resharded.zeroStage = kept.zeroStage = 2;
         const CostModel c(lm.graph, mesh, hw, resharded), d(lm.graph, mesh, hw, kept);
         QCOMPARE(d.opCost(fc1, s, Recompute::None).paramBytes, c.opCost(fc1, s, Recompute::None).paramBytes);
         QCOMPARE(d.opCost(fc1, s, Recompute::None).commSeconds, c.opCost(fc1, s, Recompute::None).commSeconds);
+        QCOMPARE(d.opCost(fc1, s, Recompute::None).bufferCopySeconds, 0.0);
     }
 
     // Ring alpha-beta times; n = bytes a device holds with the axis not splitting the tensor.

@@ -73,9 +73,9 @@ private slots:
 
     // torchtitan's LLaMA-3 8B on 8 H100 with FSDP (ZeRO 3), local batch 2, op-level selective
     // activation checkpointing, eager: 2.84 s per step measured. The issue asks for 20%; the
-    // model is 21.6% fast (docs/FIDELITY.md: -36.6% before the op-level recompute mode and the
-    // eager RMSNorm; what is left: rotary embeddings, which the LLaMA graph leaves out, and the
-    // GPUs' 500 W power cap). Guarded so that it does not get worse.
+    // model is 21.8% fast (docs/FIDELITY.md: -36.6% before the op-level recompute mode and the
+    // eager RMSNorm, -25.0% before rotary embeddings and FSDP2's buffer copies; what is left is
+    // the GPUs' 500 W power cap). Guarded so that it does not get worse.
     void fsdpRun()
     {
         const PublishedRun* run = runNamed(runs_, "LLaMA-3 8B, FSDP 8, H100");
@@ -84,8 +84,8 @@ private slots:
         QCOMPARE(run->request.recompute, std::string("op"));
         const double e = predictRun(*run).stepSeconds / *run->stepSeconds - 1;
         qInfo("LLaMA-3 8B FSDP: error %+.1f%%", 100 * e);
-        QVERIFY2(std::abs(e) <= 0.25, qPrintable(QString::number(e)));
-        QEXPECT_FAIL("", "rotary embeddings are not in the LLaMA graph; the 500 W power cap is in no preset", Continue);
+        QVERIFY2(std::abs(e) <= 0.22, qPrintable(QString::number(e)));
+        QEXPECT_FAIL("", "the GPUs' 500 W power cap is in no preset", Continue);
         QVERIFY2(std::abs(e) <= 0.20, qPrintable(QString::number(e)));
     }
 

@@ -28,9 +28,15 @@ struct Best {
     std::int64_t microBatch = -1;
 };
 
+/// The least step time and the least memory per device over every plan of one workspace.
+struct Extremes {
+    double seconds = kInfinity;
+    double bytes = kInfinity;
+};
+
 /// Every combination of strategies (one per op) and recompute modes (one per block instance)
-/// of one workspace, costed by the one evaluation: the fastest step time.
-double exhaustive(const PlanWorkspace& ws)
+/// of one workspace, costed by the one evaluation.
+Extremes exhaustive(const PlanWorkspace& ws)
 {
     const CostModel& model = *ws.costModel;
     const size_t n = model.graph().ops.size();
@@ -39,10 +45,12 @@ double exhaustive(const PlanWorkspace& ws)
     std::vector<const BlockInstance*> instances;
     for (const auto& bc : ws.folded.classes)
         for (const auto& inst : bc.instances) instances.push_back(&inst);
-    double best = kInfinity;
+    Extremes best;
     std::function<void(size_t)> modesFrom = [&](size_t k) {
         if (k == instances.size()) {
-            best = std::min(best, evaluatePlan(model, &ws.folded, strategies, modes, "brute").breakdown.stepSeconds);
+            const Breakdown b = evaluatePlan(model, &ws.folded, strategies, modes, "brute").breakdown;
+            best.seconds = std::min(best.seconds, b.stepSeconds);
+            best.bytes = std::min(best.bytes, b.perDeviceBytes);
             return;
         }
         for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
@@ -176,8 +184,18 @@ private slots:
                         c.zeroShard = shard;
                         c.reshardAfterForward = reshard;
                         c.microBatch = m;
-                        const double t = exhaustive(*preparePlan(c));
-                        if (t < brute.seconds) brute = {t, z, m};
+                        const auto ws = preparePlan(c);
+                        const Extremes every = exhaustive(*ws);
+                        if (every.seconds < brute.seconds) brute = {every.seconds, z, m};
+                        // The floor the planner orders and skips combinations by is below
+                        // every plan in time and in memory (CostModel::floor).
+                        const CostModel::Floor floor = ws->costModel->floor();
+                        QVERIFY2(floor.seconds <= every.seconds * (1 + 1e-12) && floor.bytes <= every.bytes * (1 + 1e-12),
+                                 qPrintable(QStringLiteral("floor %1 s, %2 B vs every plan %3 s, %4 B")
+                                                .arg(floor.seconds, 0, 'g', 12)
+                                                .arg(floor.bytes, 0, 'g', 12)
+                                                .arg(every.seconds, 0, 'g', 12)
+                                                .arg(every.bytes, 0, 'g', 12)));
                     }
             Planner planner;
             const PlannerResult planned = planner.plan(request);

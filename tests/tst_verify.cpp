@@ -289,6 +289,7 @@ void TestVerify::backwardByFiniteDifferences_data()
     row("causal softmax", OpKind::Softmax, "st->st", "causal", S{{3, 3}, {3, 3}});
     row("layer norm", OpKind::LayerNorm, "sh,h,h->sh", "", S{{2, 4}, {4}, {4}, {2, 4}});
     row("rms norm", OpKind::RMSNorm, "sh,h->sh", "", S{{2, 4}, {4}, {2, 4}});
+    row("rotary", OpKind::Rotary, "bsd,sd->bsd", "", S{{2, 3, 4}, {3, 4}, {2, 3, 4}});
     row("batch norm", OpKind::BatchNorm, "nchw,c,c->nchw", "", S{{2, 2, 2, 2}, {2}, {2}, {2, 2, 2, 2}});
     row("gelu", OpKind::GeLU, "ab->ab", "", S{{2, 3}, {2, 3}});
     row("silu", OpKind::SiLU, "ab->ab", "", S{{2, 3}, {2, 3}});

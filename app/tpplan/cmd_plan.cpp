@@ -75,6 +75,7 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
     if (b.hiddenCommSeconds > 0) out << ", of which hidden " << formatSeconds(b.hiddenCommSeconds);
     out << ")\n";
     if (b.optimizerSeconds > 0) out << "    optimizer step  " << formatSeconds(b.optimizerSeconds) << "\n";
+    if (b.bufferCopySeconds > 0) out << "    FSDP copies     " << formatSeconds(b.bufferCopySeconds) << "\n";
     const CostSettings& cs = model.settings();
     auto onOff = [](bool on) { return on ? "on" : "off"; };
     out << "  kernels         FlashAttention " << onOff(cs.flashAttention) << ", fused kernels " << onOff(cs.fusedKernels)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -645,6 +646,18 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             record(CollectiveKind::ReduceScatter, a, shard, reductions, Phase::Gradient, &underBackward);
             shard /= mesh.axes[static_cast<size_t>(a)].size;
         }
+        // FSDP2 (fully_shard, the plan's PyTorch export) shards parameter by parameter, so its
+        // collectives run on flat buffers it copies into and out of (torch/distributed/fsdp/
+        // _fully_shard/_fsdp_collectives.py): every gather copies the shard in (read and write
+        // it) and the gathered weight out (read and write it whole); every reduce-scatter copies
+        // the whole gradient in, read in the parameter's dtype and written in the reduction's.
+        if (zero >= 3 && !dpAxes.empty()) {
+            const double gathers = t.microBatches * (heldGathered ? 1 : 2);
+            const double copies = gathers * 2 * (paramBytes / dp + paramBytes) + reductions * (paramBytes + gradBytes);
+            const double seconds = streamSeconds(hw, copies);
+            cost.bufferCopySeconds += seconds;
+            cost.computeSeconds += seconds;
+        }
         for (int a : replicaAxes) record(CollectiveKind::AllReduce, a, shard, reductions, Phase::Gradient, &underBackward);
         double gathered = paramBytes / dp;
         for (auto it = dpAxes.rbegin(); it != dpAxes.rend(); ++it) {
@@ -805,6 +818,25 @@ const OpCost& CostModel::opCost(OpId op, int s, Recompute recompute) const
     return impl_->cls(op).cost.at(static_cast<size_t>(s))[static_cast<size_t>(recompute)];
 }
 
+CostModel::Floor CostModel::floor() const
+{
+    const auto& im = *impl_;
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    std::vector<Floor> least(im.classes.size(), Floor{kNone, kNone});
+    for (size_t k = 0; k < im.classes.size(); ++k)
+        for (const auto& modes : im.classes[k].cost)
+            for (const auto& mode : modes) {
+                least[k].seconds = std::min(least[k].seconds, mode.seconds());
+                least[k].bytes = std::min(least[k].bytes, mode.memoryBytes());
+            }
+    Floor sum;
+    for (int k : im.classOf) {
+        sum.seconds += least[static_cast<size_t>(k)].seconds;
+        sum.bytes += least[static_cast<size_t>(k)].bytes;
+    }
+    return sum;
+}
+
 const TensorSpec& CostModel::inputSpec(OpId op, int s, int input) const
 {
     return impl_->cls(op).in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
@@ -954,6 +986,7 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         b.computeSeconds += oc.computeSeconds;
         b.forwardSeconds += forward;
         b.optimizerSeconds += oc.optimizerSeconds;
+        b.bufferCopySeconds += oc.bufferCopySeconds;
         b.commSeconds += oc.commSeconds;
         b.exposedCommSeconds += oc.commSeconds - oc.hiddenCommSeconds;
         b.hiddenCommSeconds += oc.hiddenCommSeconds;

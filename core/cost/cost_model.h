@@ -92,6 +92,7 @@ struct OpCost {
     double computeSeconds = 0;    ///< forward (+ backward, + recomputed forward) compute, + optimizer step
     double forwardSeconds = 0;    ///< of computeSeconds: the forward pass
     double optimizerSeconds = 0;  ///< of computeSeconds: the optimizer's update of the op's own weights
+    double bufferCopySeconds = 0; ///< of computeSeconds: FSDP's copies into and out of its collective buffers
     double commSeconds = 0;       ///< collectives the op owns (weight-gradient reduction)
     double hiddenCommSeconds = 0; ///< of the op's collectives: the part hidden under compute
     double paramBytes = 0;        ///< weights' model states, sharded
@@ -140,6 +141,7 @@ struct Breakdown {
     double computeSeconds = 0;
     double forwardSeconds = 0;   ///< of computeSeconds plus exposed communication: the forward pass
     double optimizerSeconds = 0; ///< of computeSeconds: the optimizer step
+    double bufferCopySeconds = 0; ///< of computeSeconds: FSDP's copies into and out of its collective buffers
     double commSeconds = 0;
     double exposedCommSeconds = 0;
     double hiddenCommSeconds = 0;
@@ -192,6 +194,15 @@ public:
     /// contractions, and the contraction feeding them) keeps nothing and pays its forward again.
     /// Full: the op keeps nothing and pays its forward again; the caller adds the block input.
     const OpCost& opCost(OpId op, int s, Recompute recompute = Recompute::None) const;
+    /// What every plan of this model costs at least, under any memory limit and any locks: the
+    /// sums over ops of each op's least node time and least node memory over its strategies and
+    /// recompute modes (edges cost time and no memory, the fold only adds kept inputs). One
+    /// minimum per op class, so the planner can rule out a combination of settings unsearched.
+    struct Floor {
+        double seconds = 0;
+        double bytes = 0;
+    };
+    Floor floor() const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
     const TensorSpec& outputSpec(OpId op, int s, int output) const;
 

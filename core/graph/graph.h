@@ -65,6 +65,7 @@ enum class OpKind : std::uint8_t {
     CrossEntropy,
     Dispatch,
     Combine,
+    Rotary,
     Pointwise,
     Opaque,
 };

@@ -39,6 +39,11 @@ const std::vector<OpKindInfo> kOpKinds = {
     {OpKind::CrossEntropy, "CrossEntropy", 2, 2, 1, 1, RoleRule::NormalizedLast,   5.0, 1.0, 0b01, false, 0, false},
     {OpKind::Dispatch,     "Dispatch",     2, 2, 1,-1, RoleRule::Routed,           1.0, 1.0, 0b00, false, 0, false},
     {OpKind::Combine,      "Combine",      2,-1, 1, 1, RoleRule::Routed,           1.0, 1.0, 0b00, false, 0, false},
+    // Rotary position embedding: input 0 [..., s, d] rotated pair by pair by the angles of
+    // input 1 [s, d] (a graph input, no weight): x*cos + pair(x)*sin, 3 FLOPs per element. The
+    // pairs lie along the head dim, which therefore stays whole; backward rotates back by the
+    // angles, which it needs and which are resident anyway (no activation is kept).
+    {OpKind::Rotary,       "Rotary",       2, 2, 1, 1, RoleRule::NormalizedLast,   3.0, 1.0, 0b00, false, 0, false},
     // Elementwise arithmetic without a row of its own (Sub, Div, Pow, Sqrt, Erf, Where, Expand,
     // arithmetic with a constant, ...), as imported from ONNX; attr "op" names the operation.
     {OpKind::Pointwise,    "Pointwise",    1, 3, 1, 1, RoleRule::None,             1.0, 1.0, 0b01, false, 0, true},
@@ -220,8 +225,16 @@ const UnfusedPasses* unfusedPasses(OpKind kind, bool fusedKernels, bool fusedCro
     // two input gradients (4 + 4 + 4): 60 bytes. Fused (Megatron, Transformer Engine,
     // torch.compile) it is one kernel each way.
     static const UnfusedPasses eagerRmsNorm{36, 60, 6};
+    // Rotary embeddings as eager PyTorch runs Meta's and torchtitan's apply_rotary_emb: the
+    // input cast to fp32 (read 2, write 4) and viewed as complex pairs, multiplied by the
+    // complex angles (4 + 4), and cast back (4 + 2): 20 bytes per element forward; backward
+    // runs the same three passes on the gradient (the conjugate angles): 20. Only the angles,
+    // resident anyway, are kept. Fused (Megatron's and Transformer Engine's RoPE kernels,
+    // torch.compile) it is one kernel each way.
+    static const UnfusedPasses eagerRotary{20, 20, 0};
     if (kind == OpKind::CrossEntropy && !fusedCrossEntropy) return &crossEntropy;
     if (kind == OpKind::RMSNorm && !fusedKernels) return &eagerRmsNorm;
+    if (kind == OpKind::Rotary && !fusedKernels) return &eagerRotary;
     return nullptr;
 }
 

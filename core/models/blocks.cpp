@@ -30,11 +30,19 @@ TensorId attention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
         qh = g.op(OpKind::Reshape, "q_heads", {q}, {b, kv, groups, s, d}, "bs(kgd)->bkgsd");
         kh = g.op(OpKind::Reshape, "k_heads", {k}, {b, kv, t, d}, "bs(kd)->bksd");
         vh = g.op(OpKind::Reshape, "v_heads", {v}, {b, kv, t, d}, "bs(kd)->bksd");
+        if (spec.rotary) {
+            qh = g.op(OpKind::Rotary, "q_rotary", {qh, *spec.rotary}, g.shape(qh), "bkgsd,sd->bkgsd");
+            kh = g.op(OpKind::Rotary, "k_rotary", {kh, *spec.rotary}, g.shape(kh), "bksd,sd->bksd");
+        }
         scores = g.op(OpKind::BatchMatMul, "scores", {qh, kh}, {b, kv, groups, s, t}, "bkgsd,bktd->bkgst", scoreAttrs);
     } else {
         qh = g.op(OpKind::Reshape, "q_heads", {q}, {b, n, s, d}, "bs(nd)->bnsd");
         kh = g.op(OpKind::Reshape, "k_heads", {k}, {b, n, t, d}, "bs(nd)->bnsd");
         vh = g.op(OpKind::Reshape, "v_heads", {v}, {b, n, t, d}, "bs(nd)->bnsd");
+        if (spec.rotary) {
+            qh = g.op(OpKind::Rotary, "q_rotary", {qh, *spec.rotary}, g.shape(qh), "bnsd,sd->bnsd");
+            kh = g.op(OpKind::Rotary, "k_rotary", {kh, *spec.rotary}, g.shape(kh), "bnsd,sd->bnsd");
+        }
         scores = g.op(OpKind::BatchMatMul, "scores", {qh, kh}, {b, n, s, t}, "bnsd,bntd->bnst", scoreAttrs);
     }
     if (spec.positionBias)

@@ -22,6 +22,7 @@ struct AttentionSpec {
     bool dropout = false;
     std::optional<TensorId> memory;       ///< cross-attention: keys and values from this [b, t, hm]
     std::optional<TensorId> positionBias; ///< [heads, s, t], added to the scores before the softmax
+    std::optional<TensorId> rotary;       ///< angles [s, headDim]: q and k rotated per head (self-attention)
 };
 
 /// Attention over x [b, s, h] built from its parts (projections, per-head reshape, score and

@@ -1,6 +1,7 @@
 // LLaMA-2/3 and Mistral: RMSNorm, SwiGLU MLP, grouped-query attention, no biases, untied head.
-// Rotary position embeddings have no parameters and cost a few elementwise FLOPs per element of
-// q and k; they are left out of the graph, which keeps the attention einsums plain.
+// Rotary position embeddings have no parameters but stream q and k once more each way (20 bytes
+// per element eager, core/graph/opkinds.cpp): a Rotary op on each, reading one angle table of
+// [seq, head_dim] that every layer shares (config "rotary", default true).
 #include "../util/error.h"
 #include "blocks.h"
 #include "builder.h"
@@ -24,6 +25,9 @@ Graph buildLlama(const ModelConfig& c)
 
     GraphBuilder g(configString(c, "name", "llama"), configDType(c));
     TensorId tokens = g.input("tokens", {batch, seq}, DType::I64);
+    // After the tokens: the batch is dim 0 of the first graph input (core/cost/cost_model.cpp).
+    std::optional<TensorId> angles;
+    if (configBool(c, "rotary", true)) angles = g.input("rotary/angles", {seq, headDim}, DType::F32);
     TensorId table = g.weight("embed/tokens.weight", {vocab, h});
     TensorId x = g.op(OpKind::Embedding, "embed/tokens", {tokens, table}, {batch, seq, h}, "bs,vh->bsh");
 
@@ -34,6 +38,7 @@ Graph buildLlama(const ModelConfig& c)
     attn.bias = false;
     attn.causal = true;
     attn.dropout = dropout;
+    attn.rotary = angles;
     FeedForwardSpec mlp;
     mlp.ffn = ffn;
     mlp.activation = configActivation(c, "activation", OpKind::SiLU);

@@ -22,7 +22,7 @@ std::optional<MeshFit> smallestFittingMesh(const PlanRequest& request, const Pla
 {
     const double limit = memoryLimitOf(request);
     if (limit < 0) return std::nullopt;
-    const double capacity = limit == 0 ? current.hardware.hbmBytes : limit;
+    const double capacity = memoryLimitBytes(limit, current.hardware);
     const CostSettings& s = current.costModel->settings();
     const double bytesPerParam =
         s.paramBytesPerParam + (s.training ? s.gradBytesPerParam + s.optimizerBytesPerParam : 0.0);

@@ -103,6 +103,8 @@ nlohmann::json planToJson(const PlanContext& ctx, const CostModel& model, const 
     doc["cost"] = {{"step_time_s", b.stepSeconds},           {"compute_s", b.computeSeconds},        {"comm_s", b.commSeconds},
                    {"exposed_comm_s", b.exposedCommSeconds}, {"hidden_comm_s", b.hiddenCommSeconds}, {"comm_by_kind", byKind},
                    {"forward_s", b.forwardSeconds},          {"optimizer_s", b.optimizerSeconds}};
+    // Only plans with FSDP's buffers have it (plans made before it re-check unchanged).
+    if (b.bufferCopySeconds > 0) doc["cost"]["buffer_copy_s"] = b.bufferCopySeconds;
     doc["memory"] = {{"per_device_bytes", b.perDeviceBytes},
                      {"params_bytes", b.paramBytes},
                      {"grads_bytes", b.gradBytes},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -61,12 +62,11 @@ SearchResult evaluateBaseline(const PlanWorkspace& ws, const std::string& name, 
     return r;
 }
 
-/// The search's convention: a limit of 0 is the hardware's capacity, a negative one none.
 void judgeAgainstLimit(SearchResult& r, const PlanWorkspace& ws, double limit)
 {
-    const double capacity = limit == 0 ? ws.hardware.hbmBytes : limit;
-    r.memoryLimitBytes = capacity > 0 ? capacity : 0;
-    r.fits = capacity <= 0 || r.breakdown.perDeviceBytes <= capacity;
+    const double capacity = memoryLimitBytes(limit, ws.hardware);
+    r.memoryLimitBytes = capacity > 0 && std::isfinite(capacity) ? capacity : 0;
+    r.fits = !(capacity > 0) || r.breakdown.perDeviceBytes <= capacity;
 }
 
 std::vector<LockRequest> locksOf(const PlanRequest& request)
@@ -103,6 +103,12 @@ double memoryLimitOf(const PlanRequest& request)
     if (request.memoryLimit.empty()) return 0;
     if (request.memoryLimit == "none") return -1;
     return parseBytes(request.memoryLimit);
+}
+
+double memoryLimitBytes(double limit, const Hardware& hardware)
+{
+    if (limit < 0) return std::numeric_limits<double>::infinity();
+    return limit == 0 ? hardware.hbmBytes : limit;
 }
 
 CostSettings costSettingsOf(const PlanRequest& request)
@@ -575,6 +581,46 @@ std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int
     return groups;
 }
 
+/// The concrete request of one combination.
+PlanRequest combinationOf(const PlanRequest& request, const CandidateGroup& g, std::int64_t microBatch)
+{
+    PlanRequest c = request;
+    c.zero = g.zero;
+    c.microBatch = microBatch;
+    c.recompute = g.recompute;
+    c.zeroShard = g.hybrid ? "node" : "all";
+    c.reshardAfterForward = g.reshardAfterForward ? "on" : "off";
+    return c;
+}
+
+std::string choiceKeyOf(const PlanRequest& c) { return workspaceKeyOf(c) + "|" + c.recompute; }
+
+struct Pending {
+    const CandidateGroup* group;
+    std::int64_t microBatch;
+    CostModel::Floor floor;
+};
+
+/// Best first: every combination's floor (CostModel::floor: no plan of it is faster or holds
+/// less) orders those that may fit by their least time, so that the incumbent comes early and
+/// the rest stop at their floor unsearched. Those whose least memory is over the limit come
+/// last: once anything fits they cannot win; while nothing does, the least memory is sought.
+/// The last winner (`last`), solved before the others, is left out.
+std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<CandidateGroup>& groups, const std::string& last,
+                               double capacity, const std::function<const CostModel&(const PlanRequest&)>& modelOf)
+{
+    std::vector<Pending> pending;
+    for (const auto& g : groups)
+        for (std::int64_t m : g.microBatches)
+            if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) != last)
+                pending.push_back({&g, m, modelOf(c).floor()});
+    std::stable_sort(pending.begin(), pending.end(), [&](const Pending& a, const Pending& b) {
+        const bool aOver = a.floor.bytes > capacity, bOver = b.floor.bytes > capacity;
+        return aOver != bOver ? bOver : a.floor.seconds < b.floor.seconds;
+    });
+    return pending;
+}
+
 } // namespace
 
 Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
@@ -654,57 +700,50 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         best.candidates.push_back(cand);
         return fits;
     };
-    auto combination = [&](const CandidateGroup& g, std::int64_t m) {
-        PlanRequest c = request;
-        c.zero = g.zero;
-        c.microBatch = m;
-        c.recompute = g.recompute;
-        c.zeroShard = g.hybrid ? "node" : "all";
-        c.reshardAfterForward = g.reshardAfterForward ? "on" : "off";
-        return c;
-    };
-    auto choiceKey = [](const PlanRequest& c) { return workspaceKeyOf(c) + "|" + c.recompute; };
     const std::string last = lastChoice[request.baseline];
     // The last winner first: after an edit it is usually still the best, and its bound prunes.
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
-            if (const PlanRequest c = combination(g, m); choiceKey(c) == last) consider(c);
-    // The (ZeRO stage, micro-batch, layout) at which nothing fits. For every plan, HSDP holds at
-    // least as much per device as sharding over every axis (its shards are over fewer devices)
-    // and weights kept gathered at least as much as resharded ones, so a layout that holds
-    // more than one that fits nothing fits nothing either (the groups come leanest first).
-    std::set<std::tuple<int, std::int64_t, bool, bool>> fitsNothing;
+            if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) == last) consider(c);
+    const double capacity = memoryLimitBytes(limit, first.hardware);
+    const std::vector<Pending> pending = bestFirst(request, groups, last, capacity, [&](const PlanRequest& c) -> const CostModel& {
+        return *slotFor(c).workspace->costModel;
+    });
+    // The (ZeRO stage, micro-batch, layout) at which nothing fits. Memory grows with the
+    // micro-batch for every plan; HSDP holds at least as much per device as sharding over every
+    // axis (its shards are over fewer devices), and weights kept gathered at least as much as
+    // resharded ones: a combination no leaner than one that fits nothing fits nothing either.
+    // (Recompute words are not compared: a baseline's auto tries each, and they hold unlike.)
+    std::set<std::tuple<int, std::int64_t, bool, bool, std::string>> fitsNothing;
+    auto wholeOf = [&](std::int64_t m) { return m > 0 ? m : batch; };
     auto leanerFitsNothing = [&](const CandidateGroup& g, std::int64_t m) {
-        for (bool hybrid : {false, g.hybrid})
-            for (bool reshard : {true, g.reshardAfterForward})
-                if ((hybrid != g.hybrid || reshard != g.reshardAfterForward) && fitsNothing.count({g.zero, m, hybrid, reshard}))
-                    return true;
+        for (const auto& [zero, micro, hybrid, reshard, recompute] : fitsNothing)
+            if (zero == g.zero && recompute == g.recompute && wholeOf(micro) <= wholeOf(m) && (!hybrid || g.hybrid) &&
+                (reshard || !g.reshardAfterForward))
+                return true;
         return false;
     };
-    for (const auto& g : groups) {
-        bool tooLarge = false;
-        for (std::int64_t m : g.microBatches) {
-            const PlanRequest c = combination(g, m);
-            if (choiceKey(c) == last) continue;
-            if (leanerFitsNothing(g, m)) tooLarge = true;
-            if (tooLarge) {
-                fitsNothing.insert({g.zero, m, g.hybrid, g.reshardAfterForward});
-                best.candidates.push_back(
-                    {c.zero, m, c.recompute, g.hybrid, g.reshardAfterForward, SettingsCandidate::Outcome::TooLarge});
-                continue;
-            }
-            // Memory grows with the micro-batch for every plan: once one fits nothing, so
-            // does every larger one at this stage.
-            if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
-                tooLarge = true;
-                fitsNothing.insert({g.zero, m, g.hybrid, g.reshardAfterForward});
-            }
+    for (const auto& p : pending) {
+        const CandidateGroup& g = *p.group;
+        const PlanRequest c = combinationOf(request, g, p.microBatch);
+        SettingsCandidate cand{c.zero, p.microBatch, c.recompute, g.hybrid, g.reshardAfterForward};
+        const bool incumbent = best.slot && best.result.fits;
+        if (leanerFitsNothing(g, p.microBatch) || (incumbent && p.floor.bytes > capacity)) {
+            fitsNothing.insert({g.zero, p.microBatch, g.hybrid, g.reshardAfterForward, g.recompute});
+            cand.outcome = SettingsCandidate::Outcome::TooLarge;
+            best.candidates.push_back(cand);
+        } else if (incumbent && p.floor.seconds >= best.result.breakdown.stepSeconds) {
+            cand.outcome = SettingsCandidate::Outcome::Bounded;
+            cand.stepSeconds = p.floor.seconds;
+            best.candidates.push_back(cand);
+        } else if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
+            fitsNothing.insert({g.zero, p.microBatch, g.hybrid, g.reshardAfterForward, g.recompute});
         }
     }
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
-    const PlanRequest w = combination({won.zero, won.recompute, {}, won.hybrid, won.reshardAfterForward}, won.microBatch);
-    lastChoice[request.baseline] = choiceKey(w);
+    const PlanRequest w = combinationOf(request, {won.zero, won.recompute, {}, won.hybrid, won.reshardAfterForward}, won.microBatch);
+    lastChoice[request.baseline] = choiceKeyOf(w);
     trimSessions(best.slot);
     if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = unlockedOf(*best.slot, w, limit);
     return best;

@@ -74,6 +74,9 @@ std::string modelKeyOf(const PlanRequest& request);
 /// The memory limit as PlannerSession takes it: 0 the capacity, -1 none, else bytes. Throws
 /// InputError for a malformed limit.
 double memoryLimitOf(const PlanRequest& request);
+/// The bytes per device a plan must fit in under memoryLimitOf's convention: 0 is the
+/// hardware's capacity, a negative limit none (infinity).
+double memoryLimitBytes(double limit, const Hardware& hardware);
 
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).
 struct PlanWorkspace {
@@ -138,7 +141,8 @@ struct SettingsCandidate {
         Slower,      ///< solved (or evaluated): it fits but is slower than the chosen one
         Bounded,     ///< not solved: even without a memory limit it is no faster than the chosen one
         FitsNothing, ///< no plan of it fits the memory limit
-        TooLarge,    ///< not tried: a smaller micro-batch at this ZeRO stage already fits nothing
+        TooLarge,    ///< not tried: its least memory is over the limit, or a leaner combination (a
+                     ///< smaller micro-batch at this ZeRO stage) already fits nothing
     } outcome = Outcome::Slower;
     double stepSeconds = 0; ///< its plan's step time (Bounded: the lower bound)
     double bytes = 0;       ///< its plan's memory per device (0 when not solved)

@@ -50,6 +50,37 @@ void rmsNormRow(const std::vector<std::vector<float>>& in, std::vector<float>& o
     }
 }
 
+// Rotary embedding of one head row: each pair (2i, 2i+1) of x rotated by its angle, which the
+// angle row holds at both places of the pair (Meta's and torchtitan's complex-pair
+// convention; Hugging Face's rotate-half pairs (i, i + d/2), a permutation of q and k's weights
+// that changes no cost and no sharding). A row of odd length leaves its last value as it is.
+void rotaryRow(const std::vector<std::vector<float>>& in, std::vector<float>& out, const RowContext&)
+{
+    const auto &x = in[0], &angle = in[1];
+    out = x;
+    for (size_t i = 0; i + 1 < x.size(); i += 2) {
+        const double c = std::cos(angle[i]), s = std::sin(angle[i]);
+        out[i] = static_cast<float>(x[i] * c - x[i + 1] * s);
+        out[i + 1] = static_cast<float>(x[i] * s + x[i + 1] * c);
+    }
+}
+
+// Backward rotates the gradient back; the angles are no weight, but their gradient is exact.
+void rotaryGrad(const std::vector<std::vector<float>>& in, const std::vector<float>& dOut, std::vector<std::vector<float>>& dIn,
+                const RowContext&)
+{
+    const auto &x = in[0], &angle = in[1];
+    size_t i = 0;
+    for (; i + 1 < x.size(); i += 2) {
+        const double c = std::cos(angle[i]), s = std::sin(angle[i]);
+        dIn[0][i] += static_cast<float>(dOut[i] * c + dOut[i + 1] * s);
+        dIn[0][i + 1] += static_cast<float>(-dOut[i] * s + dOut[i + 1] * c);
+        // d out[i] / d angle = -out[i + 1], d out[i + 1] / d angle = out[i]; one angle feeds both.
+        dIn[1][i] += static_cast<float>(dOut[i] * -(x[i] * s + x[i + 1] * c) + dOut[i + 1] * (x[i] * c - x[i + 1] * s));
+    }
+    if (i < x.size()) dIn[0][i] += dOut[i];
+}
+
 // Positions after the query are masked for a causal softmax.
 bool masked(const RowContext& c, size_t i)
 {
@@ -180,6 +211,7 @@ std::vector<OpSemantics> table()
         rule(OpKind::Embedding, R::Gather, 0),
         normalize(OpKind::LayerNorm, layerNormRow, layerNormGrad),
         normalize(OpKind::RMSNorm, rmsNormRow, rmsNormGrad),
+        normalize(OpKind::Rotary, rotaryRow, rotaryGrad),
         // Inference form (running mean 0, variance 1): per-channel scale and shift, in training
         // mode too. Training-mode statistics over a split batch would need a synchronised batch
         // norm.
