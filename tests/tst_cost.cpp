@@ -263,6 +263,50 @@ private slots:
         for (const auto& op : loadModel("llama2-7b", o).graph.ops) QVERIFY(op.kind != OpKind::Rotary);
     }
 
+    // An activation's collectives are paid once per micro-batch: gpt2 (1 layer, batch 8) on a
+    // 4-device axis of 100 GB/s and 10 us latency, the MLP's down projection split along its
+    // contraction (output partial) feeding its replicated reader (the dropout before the residual
+    // add). As one micro-batch it
+    // all-reduces the whole output once; as 4 micro-batches of 2, 4 times a quarter: the same
+    // bytes, three latencies more (collectiveSeconds' ring: 2(g-1) steps of 10 us each).
+    void activationCollectivesRunPerMicroBatch()
+    {
+        ModelOptions o;
+        o.batch = 8;
+        o.overrides = {"layers=1"};
+        const LoadedModel lm = loadModel("gpt2", o);
+        const Hardware hw = flatA100();
+        Mesh mesh;
+        mesh.axes.push_back({"x", 4, {100e9, 10e-6}, false});
+        CostSettings micro2;
+        micro2.microBatch = 2;
+        const CostModel whole(lm.graph, mesh, hw), split(lm.graph, mesh, hw, micro2);
+        OpId down = -1, add = -1;
+        for (const auto& op : lm.graph.ops)
+            if (op.name == "layers.0/mlp/fc2") down = op.id;
+        QVERIFY(down >= 0);
+        for (const auto& op : lm.graph.ops)
+            if (std::find(op.inputs.begin(), op.inputs.end(), lm.graph.op(down).outputs[0]) != op.inputs.end()) add = op.id;
+        QVERIFY(add >= 0);
+        int partial = -1;
+        for (size_t s = 0; s < whole.strategies(down).size(); ++s)
+            if (whole.outputSpec(down, static_cast<int>(s), 0).partial != 0) partial = static_cast<int>(s);
+        QVERIFY(partial >= 0);
+        const TensorSpec produced = whole.outputSpec(down, partial, 0);
+        int input = -1;
+        for (size_t i = 0; i < lm.graph.op(add).inputs.size(); ++i)
+            if (lm.graph.op(add).inputs[i] == lm.graph.op(down).outputs[0]) input = static_cast<int>(i);
+        QVERIFY(input >= 0);
+        const EdgeCost one = whole.edgeCost(&produced, add, input, 0), four = split.edgeCost(&produced, add, input, 0);
+        QCOMPARE(one.collectives.size(), size_t{1});
+        QCOMPARE(four.collectives.size(), size_t{1});
+        const CollectiveCall& c = one.collectives[0];
+        QCOMPARE(c.kind, CollectiveKind::AllReduce);
+        QCOMPARE(four.collectives[0].bytes, c.bytes);
+        QVERIFY(std::abs(four.seconds - 4 * collectiveSeconds(c.kind, c.bytes / 4, mesh.axes[0])) <= 1e-12 * four.seconds);
+        QVERIFY(std::abs(four.seconds - one.seconds - 3 * 2 * 3 * 10e-6) <= 1e-9 * four.seconds);
+    }
+
     // Hybrid sharding (HSDP) on 2x8 A100 nodes, data parallel over both axes, ZeRO 3: the model
     // states are sharded over y (inside a node, 8) instead of x*y (16); the gradient is
     // reduce-scattered over y and all-reduced over x on its 1/8 shard; the parameters are

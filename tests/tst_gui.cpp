@@ -994,10 +994,12 @@ void TestGui::runCardSaysWhenLayoutsAreMixed()
     PlanSettings s;
     s.model = "llama3-8b";
     s.mesh = "2x8";
-    // Replicated model states and one sample per micro-batch: the limit binds, and the search
-    // mixes two layouts across the layers (ZeRO would make room for one).
+    // Replicated model states, one sample per micro-batch and 40 GiB: the limit binds, and the
+    // search mixes two layouts across the layers (tpplan plan llama3-8b --mesh 2x8 --micro-batch
+    // 1 --zero 0 --memory-limit 40GiB: 8 of 32 instances use another layout).
     s.microBatch = 1;
     s.zero = 0;
+    s.memoryLimit = "40GiB";
     doc.open(s);
     QVERIFY(waitForPlan(doc));
     auto mixedLabel = [&] {

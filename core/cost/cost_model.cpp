@@ -858,7 +858,21 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
     const auto& t = im.graph.tensor(tid);
     const auto& to = c.in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
     const int eb = dtypeBytes(t.dtype);
-    e.collectives = planReshard(*produced, to, t.shape, eb, im.mesh, Phase::Forward);
+    // A batch tensor moves once per micro-batch, each time its share: every collective runs
+    // that many times, so its latency (and the lower bus bandwidth of a smaller message) is
+    // paid per micro-batch, as the consumer's kernels are (passTimes).
+    double micro = 1;
+    if (im.settings.microBatch > 0 && im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
+        const double local = static_cast<double>(im.graphBatch) / static_cast<double>(to.splitsOf(0, im.mesh));
+        micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
+    }
+    auto perMicroBatch = [&](std::vector<CollectiveCall> calls) {
+        if (micro > 1)
+            for (auto& call : calls)
+                call.seconds = micro * collectiveSeconds(call.kind, call.bytes / micro, im.mesh.axes[static_cast<size_t>(call.axis)]);
+        return calls;
+    };
+    e.collectives = perMicroBatch(planReshard(*produced, to, t.shape, eb, im.mesh, Phase::Forward));
     if (im.settings.training && isFloating(t.dtype)) {
         // The gradient arrives laid out like the consumer's input, partial over the axes that
         // split loops the input lacks, and must reach the producer's layout summed. Several
@@ -871,7 +885,7 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
         TensorSpec target = *produced;
         target.partial = 0;
         if (!im.paysGradientReduction(tid, consumer, input)) target.partial = grad.partial & ~target.splitAxes();
-        auto back = planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward);
+        auto back = perMicroBatch(planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward));
         e.collectives.insert(e.collectives.end(), back.begin(), back.end());
     }
     double fwd = 0, bwd = 0;

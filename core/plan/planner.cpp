@@ -370,7 +370,9 @@ void checkMicroBatch(std::int64_t microBatch, std::int64_t batch)
 struct Planner::State {
     std::map<std::string, std::unique_ptr<Slot>> slots; ///< by workspaceKeyOf, of the current model
     std::string modelKey;                               ///< what the slots were built for
-    std::shared_ptr<SharedSearchCaches> caches;         ///< the slots' sessions' resharding caches
+    /// The slots' sessions' resharding caches, by micro-batch (a batch tensor's edges are paid
+    /// once per micro-batch: CostModel::edgeCost).
+    std::map<std::int64_t, std::shared_ptr<SharedSearchCaches>> caches;
     std::map<std::string, std::string> lastChoice;      ///< per baseline ("" the search): the last winner
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
@@ -410,15 +412,17 @@ struct Planner::State {
         return *slots.emplace(key, std::move(slot)).first->second;
     }
 
-    /// The slots' sessions share their resharding caches: the combinations differ in node costs only.
+    /// The slots' sessions of one micro-batch share their resharding caches: they differ in node
+    /// costs only.
     PlannerSession& sessionOf(Slot& slot)
     {
         if (!slot.session) {
             auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded);
-            if (caches)
-                session->useSharedCaches(caches);
+            auto& shared = caches[slot.workspace->costModel->settings().microBatch];
+            if (shared)
+                session->useSharedCaches(shared);
             else
-                caches = session->sharedCaches();
+                shared = session->sharedCaches();
             slot.session = std::move(session);
         }
         return *slot.session;
@@ -780,7 +784,7 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     if (family != s.modelKey) {
         s.slots.clear();
         s.lastChoice.clear();
-        s.caches.reset();
+        s.caches.clear();
         s.modelKey = family;
     }
     const size_t slotsBefore = s.slots.size();
