@@ -2,6 +2,7 @@
 // baseline's recompute mode): exact, and the pruning that makes it fast changes nothing.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -32,6 +33,7 @@ struct Best {
 struct Extremes {
     double seconds = kInfinity;
     double bytes = kInfinity;
+    std::vector<std::pair<double, double>> plans; ///< every plan's (bytes, seconds)
 };
 
 /// Every combination of strategies (one per op) and recompute modes (one per block instance)
@@ -51,6 +53,7 @@ Extremes exhaustive(const PlanWorkspace& ws)
             const Breakdown b = evaluatePlan(model, &ws.folded, strategies, modes, "brute").breakdown;
             best.seconds = std::min(best.seconds, b.stepSeconds);
             best.bytes = std::min(best.bytes, b.perDeviceBytes);
+            best.plans.emplace_back(b.perDeviceBytes, b.stepSeconds);
             return;
         }
         for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
@@ -188,7 +191,8 @@ private slots:
                         const Extremes every = exhaustive(*ws);
                         if (every.seconds < brute.seconds) brute = {every.seconds, z, m};
                         // The floor the planner orders and skips combinations by is below
-                        // every plan in time and in memory (CostModel::floor).
+                        // every plan in time and in memory (CostModel::floor), and under a
+                        // limit (the median plan's memory) below every plan that fits.
                         const CostModel::Floor floor = ws->costModel->floor();
                         QVERIFY2(floor.seconds <= every.seconds * (1 + 1e-12) && floor.bytes <= every.bytes * (1 + 1e-12),
                                  qPrintable(QStringLiteral("floor %1 s, %2 B vs every plan %3 s, %4 B")
@@ -196,6 +200,17 @@ private slots:
                                                 .arg(floor.bytes, 0, 'g', 12)
                                                 .arg(every.seconds, 0, 'g', 12)
                                                 .arg(every.bytes, 0, 'g', 12)));
+                        std::vector<std::pair<double, double>> plans = every.plans;
+                        std::nth_element(plans.begin(), plans.begin() + static_cast<std::ptrdiff_t>(plans.size() / 2), plans.end());
+                        const double limit = plans[plans.size() / 2].first;
+                        double fitting = kInfinity;
+                        for (const auto& [bytes, seconds] : every.plans)
+                            if (bytes <= limit) fitting = std::min(fitting, seconds);
+                        const double priced = ws->costModel->floor(limit).seconds;
+                        QVERIFY2(priced <= fitting * (1 + 1e-12), qPrintable(QStringLiteral("floor under %1 B: %2 s vs %3 s")
+                                                                                 .arg(limit, 0, 'g', 12)
+                                                                                 .arg(priced, 0, 'g', 12)
+                                                                                 .arg(fitting, 0, 'g', 12)));
                     }
             Planner planner;
             const PlannerResult planned = planner.plan(request);

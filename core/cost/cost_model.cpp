@@ -818,23 +818,81 @@ const OpCost& CostModel::opCost(OpId op, int s, Recompute recompute) const
     return impl_->cls(op).cost.at(static_cast<size_t>(s))[static_cast<size_t>(recompute)];
 }
 
-CostModel::Floor CostModel::floor() const
+namespace {
+
+/// One op class's (memory, time) choices that some memory price makes cheapest: the lower
+/// convex hull from the fastest choice (price 0) to the leanest (price without bound), memory
+/// falling and time rising along it.
+std::vector<std::pair<double, double>> priceHull(std::vector<std::pair<double, double>> points)
+{
+    std::sort(points.begin(), points.end());
+    std::vector<std::pair<double, double>> hull; // memory ascending, time descending
+    for (const auto& p : points) {
+        if (!hull.empty() && p.second >= hull.back().second) continue; // no faster for its memory
+        // Drop the last point while it lies on or above the chord from its predecessor to p.
+        while (hull.size() >= 2) {
+            const auto &a = hull[hull.size() - 2], &b = hull.back();
+            if ((b.second - a.second) * (p.first - a.first) < (p.second - a.second) * (b.first - a.first)) break;
+            hull.pop_back();
+        }
+        hull.push_back(p);
+    }
+    std::reverse(hull.begin(), hull.end()); // fastest first
+    return hull;
+}
+
+} // namespace
+
+CostModel::Floor CostModel::floor(double limitBytes) const
 {
     const auto& im = *impl_;
-    constexpr double kNone = std::numeric_limits<double>::infinity();
-    std::vector<Floor> least(im.classes.size(), Floor{kNone, kNone});
-    for (size_t k = 0; k < im.classes.size(); ++k)
+    std::vector<double> count(im.classes.size(), 0);
+    for (int k : im.classOf) count[static_cast<size_t>(k)] += 1;
+    std::vector<std::vector<std::pair<double, double>>> hulls(im.classes.size());
+    Floor out;
+    double seconds = 0, bytes = 0; // of the choices at the current price
+    for (size_t k = 0; k < im.classes.size(); ++k) {
+        if (count[k] == 0) continue;
+        std::vector<std::pair<double, double>> points;
         for (const auto& modes : im.classes[k].cost)
-            for (const auto& mode : modes) {
-                least[k].seconds = std::min(least[k].seconds, mode.seconds());
-                least[k].bytes = std::min(least[k].bytes, mode.memoryBytes());
-            }
-    Floor sum;
-    for (int k : im.classOf) {
-        sum.seconds += least[static_cast<size_t>(k)].seconds;
-        sum.bytes += least[static_cast<size_t>(k)].bytes;
+            for (const auto& mode : modes) points.emplace_back(mode.memoryBytes(), mode.seconds());
+        hulls[k] = priceHull(std::move(points));
+        out.bytes += count[k] * hulls[k].back().first;
+        seconds += count[k] * hulls[k].front().second;
+        bytes += count[k] * hulls[k].front().first;
     }
-    return sum;
+    // Weak duality over the node costs alone (edges cost time and no memory): at any price p,
+    // the sum of each op's cheapest time + p * memory, less p * limit, is at most the step time
+    // of every plan that fits. Concave in p; its maximum is where the chosen memory crosses the
+    // limit, found by sweeping the prices at which a class moves along its hull.
+    if (!(bytes > limitBytes)) {
+        out.seconds = seconds;
+        return out;
+    }
+    out.priced = true;
+    if (out.bytes > limitBytes) {
+        out.seconds = std::numeric_limits<double>::infinity();
+        return out;
+    }
+    struct Move {
+        double price;
+        size_t cls, to;
+    };
+    std::vector<Move> moves;
+    for (size_t k = 0; k < hulls.size(); ++k)
+        for (size_t j = 1; j < hulls[k].size(); ++j)
+            moves.push_back({(hulls[k][j].second - hulls[k][j - 1].second) / (hulls[k][j - 1].first - hulls[k][j].first), k, j});
+    std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.price < b.price; });
+    double best = seconds;
+    for (const Move& m : moves) {
+        best = std::max(best, seconds + m.price * (bytes - limitBytes));
+        const auto &from = hulls[m.cls][m.to - 1], &to = hulls[m.cls][m.to];
+        seconds += count[m.cls] * (to.second - from.second);
+        bytes += count[m.cls] * (to.first - from.first);
+        if (!(bytes > limitBytes)) break;
+    }
+    out.seconds = best;
+    return out;
 }
 
 const TensorSpec& CostModel::inputSpec(OpId op, int s, int input) const

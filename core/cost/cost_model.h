@@ -4,6 +4,7 @@
 // The search minimises the sum of these; evaluatePlan (core/search/evaluate.h) turns one plan
 // into a Breakdown.
 // All costs are per device, per training step (or inference step in infer mode).
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -194,15 +195,18 @@ public:
     /// contractions, and the contraction feeding them) keeps nothing and pays its forward again.
     /// Full: the op keeps nothing and pays its forward again; the caller adds the block input.
     const OpCost& opCost(OpId op, int s, Recompute recompute = Recompute::None) const;
-    /// What every plan of this model costs at least, under any memory limit and any locks: the
-    /// sums over ops of each op's least node time and least node memory over its strategies and
-    /// recompute modes (edges cost time and no memory, the fold only adds kept inputs). One
-    /// minimum per op class, so the planner can rule out a combination of settings unsearched.
+    /// What every plan of this model costs at least under any locks, from the node costs alone
+    /// (edges cost time and no memory, the fold only adds kept inputs), per op class over its
+    /// strategies and recompute modes, so the planner can rule out a combination of settings
+    /// unsearched: `bytes`, the least memory per device of any plan; `seconds`, the least step
+    /// time of any plan that fits `limitBytes` (a Lagrangian bound over the node costs; infinite
+    /// when even `bytes` does not fit).
     struct Floor {
         double seconds = 0;
         double bytes = 0;
+        bool priced = false; ///< the ops' fastest choices hold more than the limit
     };
-    Floor floor() const;
+    Floor floor(double limitBytes = std::numeric_limits<double>::infinity()) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
     const TensorSpec& outputSpec(OpId op, int s, int output) const;
 

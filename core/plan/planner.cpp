@@ -605,10 +605,12 @@ struct Pending {
     CostModel::Floor floor;
 };
 
-/// Best first: every combination's floor (CostModel::floor: no plan of it is faster or holds
-/// less) orders those that may fit by their least time, so that the incumbent comes early and
-/// the rest stop at their floor unsearched. Those whose least memory is over the limit come
-/// last: once anything fits they cannot win; while nothing does, the least memory is sought.
+/// Best first: every combination's floor under the limit (CostModel::floor: no plan of it that
+/// fits is faster, none holds less) orders those that may fit by that least time, so that the
+/// incumbent comes early and the rest stop at their floor unsearched; those whose fastest node
+/// choices fit the limit first (their floor is tight and one price solves them), those whose
+/// least memory is over the limit last (once anything fits they cannot win; while nothing
+/// does, the least memory is sought).
 /// The last winner (`last`), solved before the others, is left out.
 std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<CandidateGroup>& groups, const std::string& last,
                                double capacity, const std::function<const CostModel&(const PlanRequest&)>& modelOf)
@@ -617,10 +619,12 @@ std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<Can
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) != last)
-                pending.push_back({&g, m, modelOf(c).floor()});
+                pending.push_back({&g, m, modelOf(c).floor(capacity)});
     std::stable_sort(pending.begin(), pending.end(), [&](const Pending& a, const Pending& b) {
         const bool aOver = a.floor.bytes > capacity, bOver = b.floor.bytes > capacity;
-        return aOver != bOver ? bOver : a.floor.seconds < b.floor.seconds;
+        if (aOver != bOver) return bOver;
+        if (a.floor.priced != b.floor.priced) return b.floor.priced;
+        return a.floor.seconds < b.floor.seconds;
     });
     return pending;
 }
