@@ -574,8 +574,8 @@ std::vector<CandidateGroup> candidateGroups(const PlanRequest& request, std::int
         std::vector<bool> hybrids = {request.zeroShard == "node"};
         if (request.zeroShard == "auto" && z == 3 && hybridShardingApplies(mesh)) hybrids = {false, true};
         // Holding gathered weights to the backward is a stage-3 choice (stages 0-2 hold them
-        // whole anyway); kept gathered comes first, as its bounds hold for the resharded
-        // layout too (State::choose).
+        // whole anyway). Kept gathered is listed first: where it is also solved first, its
+        // unpriced plan bounds the resharded layout's (State::choose).
         std::vector<bool> reshards = {request.reshardAfterForward != "off"};
         if (request.reshardAfterForward == "auto" && z == 3 && mesh.devices() > 1) reshards = {false, true};
         for (bool hybrid : hybrids)
