@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -95,6 +96,11 @@ struct OpClass {
     bool gemm = false; ///< a product of two floating operands (cuBLAS): its rate follows its shape
     std::vector<OpStrategy> strategies;
     std::vector<std::vector<TensorSpec>> in, out;        // [strategy][operand]
+};
+
+/// An op class's costs under one cost model's settings (its OpClass is shared by the models
+/// derived from one structure).
+struct ClassCosts {
     std::vector<std::array<OpCost, kRecomputeModes>> cost; // [strategy][recompute]
     std::vector<double> forwardSeconds, backwardSeconds; // per device, one pass each
     std::vector<double> weightGradientSeconds;           // of backwardSeconds
@@ -120,7 +126,10 @@ struct CostModel::Impl {
     Hardware hw;
     CostSettings settings;
     std::vector<int> classOf; // per op
-    std::vector<OpClass> classes;
+    /// Shared, read-only, by the cost models derived from one structure: copying every
+    /// strategy's specs per derived model cost as much as costing them.
+    std::shared_ptr<const std::vector<OpClass>> classes;
+    std::vector<ClassCosts> costs; // per class
     std::vector<OpId> producer;                 // per tensor
     std::vector<int> producerSlot;              // per tensor: output index in its producer
     std::vector<std::pair<OpId, int>> firstUse; // per tensor: first (consumer, input) in id order
@@ -161,12 +170,18 @@ struct CostModel::Impl {
         matmulReaders(base.matmulReaders)
     {}
 
-    const OpClass& cls(OpId op) const { return classes.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
+    const OpClass& cls(OpId op) const { return classes->at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
+    const ClassCosts& costsOf(OpId op) const { return costs.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
+    void costAllClasses()
+    {
+        costs.assign(classes->size(), {});
+        for (size_t k = 0; k < classes->size(); ++k) costClass((*classes)[k], costs[k]);
+    }
 
     void validateSettings() const;
     void build();
     void layOutClass(OpClass& c) const; ///< candidate strategies and their operand specs
-    void costClass(OpClass& c) const;   ///< every candidate's costs under the settings
+    void costClass(const OpClass& c, ClassCosts& k) const; ///< every candidate's costs under the settings
     PassTimes passTimes(const OpClass& c, size_t s, double flopRate) const;
     void weightTerms(const OpClass& c, size_t s, const PassTimes& t, OpCost& cost) const;
 };
@@ -384,6 +399,7 @@ void CostModel::Impl::build()
 
     // Facts per op, then one class per distinct facts.
     std::map<std::string, int> classIndex;
+    std::vector<OpClass> built;
     classOf.assign(nOps, -1);
     for (const auto& op : graph.ops) {
         const auto& sig = sigs[static_cast<size_t>(op.id)];
@@ -407,7 +423,7 @@ void CostModel::Impl::build()
         f.flash = settings.flashAttention && f.recomputedSelective;
         f.keptUnderOp = keptUnderOp[static_cast<size_t>(op.id)];
         const std::string key = classKey(op, sig, f, graph);
-        auto [it, inserted] = classIndex.try_emplace(key, static_cast<int>(classes.size()));
+        auto [it, inserted] = classIndex.try_emplace(key, static_cast<int>(built.size()));
         if (inserted) {
             OpClass c;
             c.kind = op.kind;
@@ -417,14 +433,13 @@ void CostModel::Impl::build()
             for (auto t : op.outputs) c.outShapes.push_back(graph.tensor(t).shape);
             c.matmulLike = matmul[static_cast<size_t>(op.id)];
             c.gemm = c.matmulLike && isGemm(sig, c.facts);
-            classes.push_back(std::move(c));
+            built.push_back(std::move(c));
         }
         classOf[static_cast<size_t>(op.id)] = it->second;
     }
-    for (auto& c : classes) {
-        layOutClass(c);
-        costClass(c);
-    }
+    for (auto& c : built) layOutClass(c);
+    classes = std::make_shared<const std::vector<OpClass>>(std::move(built));
+    costAllClasses();
 }
 
 namespace {
@@ -689,14 +704,14 @@ void CostModel::Impl::layOutClass(OpClass& c) const
     }
 }
 
-void CostModel::Impl::costClass(OpClass& c) const
+void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
 {
     const auto& info = opKindInfo(c.kind);
     const size_t n = c.strategies.size();
-    c.cost.resize(n);
-    c.forwardSeconds.resize(n);
-    c.backwardSeconds.resize(n);
-    c.weightGradientSeconds.resize(n);
+    k.cost.resize(n);
+    k.forwardSeconds.resize(n);
+    k.backwardSeconds.resize(n);
+    k.weightGradientSeconds.resize(n);
     DType computeType = c.facts.outputs.empty() ? DType::BF16 : c.facts.outputs[0].dtype;
     for (const auto& in : c.facts.inputs)
         if (isFloating(in.dtype)) {
@@ -707,9 +722,9 @@ void CostModel::Impl::costClass(OpClass& c) const
 
     for (size_t s = 0; s < n; ++s) {
         const PassTimes t = passTimes(c, s, c.gemm ? peak : peak * hw.matmulEfficiency);
-        c.forwardSeconds[s] = t.forward;
-        c.backwardSeconds[s] = t.backward;
-        c.weightGradientSeconds[s] = t.weightGradient;
+        k.forwardSeconds[s] = t.forward;
+        k.backwardSeconds[s] = t.backward;
+        k.weightGradientSeconds[s] = t.weightGradient;
 
         OpCost base;
         base.computeSeconds = t.forward + t.backward;
@@ -747,19 +762,19 @@ void CostModel::Impl::costClass(OpClass& c) const
         // forward; Full: keep nothing and recompute the forward (the search adds the block
         // input, which the block's first op cannot know it must keep). FlashAttention keeps
         // nothing of the core in any mode and recomputes it in its own backward.
-        c.cost[s][0] = base;
-        c.cost[s][0].activationBytes = c.facts.flash ? keptSelective : keptAll;
-        c.cost[s][1] = base;
-        c.cost[s][1].activationBytes = keptSelective;
+        k.cost[s][0] = base;
+        k.cost[s][0].activationBytes = c.facts.flash ? keptSelective : keptAll;
+        k.cost[s][1] = base;
+        k.cost[s][1].activationBytes = keptSelective;
         if (settings.training && c.facts.recomputedSelective && !c.facts.flash) {
-            c.cost[s][1].computeSeconds += t.forward;
+            k.cost[s][1].computeSeconds += t.forward;
         }
-        c.cost[s][2] = base;
-        c.cost[s][2].activationBytes = 0;
-        if (settings.training) c.cost[s][2].computeSeconds += t.forward;
+        k.cost[s][2] = base;
+        k.cost[s][2].activationBytes = 0;
+        if (settings.training) k.cost[s][2].computeSeconds += t.forward;
         // Op: a FlashAttention kernel keeps what it keeps in any mode and recomputes inside its
         // own backward; a kept matmul its output only; every other op nothing, its forward again.
-        OpCost& op = c.cost[s][static_cast<size_t>(Recompute::Op)];
+        OpCost& op = k.cost[s][static_cast<size_t>(Recompute::Op)];
         op = base;
         if (c.facts.flash) {
             op.activationBytes = keptSelective;
@@ -790,7 +805,7 @@ CostModel::CostModel(const CostModel& structure, const Graph& graph, CostSetting
         throw std::logic_error("CostModel: a structural setting or the graph differs from the model it is derived from");
     impl_ = std::make_unique<Impl>(*structure.impl_, graph, std::move(settings));
     impl_->validateSettings();
-    for (auto& c : impl_->classes) impl_->costClass(c);
+    impl_->costAllClasses();
 }
 
 CostModel::~CostModel() = default;
@@ -815,7 +830,7 @@ int CostModel::findStrategy(OpId op, const OpStrategy& strategy) const
 
 const OpCost& CostModel::opCost(OpId op, int s, Recompute recompute) const
 {
-    return impl_->cls(op).cost.at(static_cast<size_t>(s))[static_cast<size_t>(recompute)];
+    return impl_->costsOf(op).cost.at(static_cast<size_t>(s))[static_cast<size_t>(recompute)];
 }
 
 namespace {
@@ -846,15 +861,15 @@ std::vector<std::pair<double, double>> priceHull(std::vector<std::pair<double, d
 CostModel::Floor CostModel::floor(double limitBytes) const
 {
     const auto& im = *impl_;
-    std::vector<double> count(im.classes.size(), 0);
+    std::vector<double> count(im.classes->size(), 0);
     for (int k : im.classOf) count[static_cast<size_t>(k)] += 1;
-    std::vector<std::vector<std::pair<double, double>>> hulls(im.classes.size());
+    std::vector<std::vector<std::pair<double, double>>> hulls(im.classes->size());
     Floor out;
     double seconds = 0, bytes = 0; // of the choices at the current price
-    for (size_t k = 0; k < im.classes.size(); ++k) {
+    for (size_t k = 0; k < im.classes->size(); ++k) {
         if (count[k] == 0) continue;
         std::vector<std::pair<double, double>> points;
-        for (const auto& modes : im.classes[k].cost)
+        for (const auto& modes : im.costs[k].cost)
             for (const auto& mode : modes) points.emplace_back(mode.memoryBytes(), mode.seconds());
         hulls[k] = priceHull(std::move(points));
         out.bytes += count[k] * hulls[k].back().first;
@@ -885,7 +900,10 @@ CostModel::Floor CostModel::floor(double limitBytes) const
     std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.price < b.price; });
     double best = seconds;
     for (const Move& m : moves) {
-        best = std::max(best, seconds + m.price * (bytes - limitBytes));
+        if (const double bound = seconds + m.price * (bytes - limitBytes); bound > best) {
+            best = bound;
+            out.price = m.price;
+        }
         const auto &from = hulls[m.cls][m.to - 1], &to = hulls[m.cls][m.to];
         seconds += count[m.cls] * (to.second - from.second);
         bytes += count[m.cls] * (to.first - from.first);
@@ -907,30 +925,19 @@ const TensorSpec& CostModel::outputSpec(OpId op, int s, int output) const
 
 EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int input, int s) const
 {
-    EdgeCost e;
-    if (!produced) return e;
+    if (!produced) return {};
+    return edgeCost(edgePlan(*produced, consumer, input, s), *produced, consumer, input, s);
+}
+
+std::vector<CollectiveCall> CostModel::edgePlan(const TensorSpec& produced, OpId consumer, int input, int s) const
+{
     const auto& im = *impl_;
     const auto& c = im.cls(consumer);
-    const auto& op = im.graph.op(consumer);
-    const TensorId tid = op.inputs.at(static_cast<size_t>(input));
+    const TensorId tid = im.graph.op(consumer).inputs.at(static_cast<size_t>(input));
     const auto& t = im.graph.tensor(tid);
     const auto& to = c.in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
     const int eb = dtypeBytes(t.dtype);
-    // A batch tensor moves once per micro-batch, each time its share: every collective runs
-    // that many times, so its latency (and the lower bus bandwidth of a smaller message) is
-    // paid per micro-batch, as the consumer's kernels are (passTimes).
-    double micro = 1;
-    if (im.settings.microBatch > 0 && im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
-        const double local = static_cast<double>(im.graphBatch) / static_cast<double>(to.splitsOf(0, im.mesh));
-        micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
-    }
-    auto perMicroBatch = [&](std::vector<CollectiveCall> calls) {
-        if (micro > 1)
-            for (auto& call : calls)
-                call.seconds = micro * collectiveSeconds(call.kind, call.bytes / micro, im.mesh.axes[static_cast<size_t>(call.axis)]);
-        return calls;
-    };
-    e.collectives = perMicroBatch(planReshard(*produced, to, t.shape, eb, im.mesh, Phase::Forward));
+    std::vector<CollectiveCall> calls = planReshard(produced, to, t.shape, eb, im.mesh, Phase::Forward);
     if (im.settings.training && isFloating(t.dtype)) {
         // The gradient arrives laid out like the consumer's input, partial over the axes that
         // split loops the input lacks, and must reach the producer's layout summed. Several
@@ -940,12 +947,33 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
         // q/k/v of one attention do).
         TensorSpec grad = to;
         grad.partial = inputGradientPartial(c.sig, c.strategies[static_cast<size_t>(s)], static_cast<size_t>(input));
-        TensorSpec target = *produced;
+        TensorSpec target = produced;
         target.partial = 0;
         if (!im.paysGradientReduction(tid, consumer, input)) target.partial = grad.partial & ~target.splitAxes();
-        auto back = perMicroBatch(planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward));
-        e.collectives.insert(e.collectives.end(), back.begin(), back.end());
+        auto back = planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward);
+        calls.insert(calls.end(), back.begin(), back.end());
     }
+    return calls;
+}
+
+EdgeCost CostModel::edgeCost(std::vector<CollectiveCall> plan, const TensorSpec& produced, OpId consumer, int input, int s) const
+{
+    EdgeCost e;
+    const auto& im = *impl_;
+    const auto& c = im.cls(consumer);
+    const TensorId tid = im.graph.op(consumer).inputs.at(static_cast<size_t>(input));
+    const auto& to = c.in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
+    // A batch tensor moves once per micro-batch, each time its share: every collective runs
+    // that many times, so its latency (and the lower bus bandwidth of a smaller message) is
+    // paid per micro-batch, as the consumer's kernels are (passTimes).
+    if (im.settings.microBatch > 0 && im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
+        const double local = static_cast<double>(im.graphBatch) / static_cast<double>(to.splitsOf(0, im.mesh));
+        const double micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
+        if (micro > 1)
+            for (auto& call : plan)
+                call.seconds = micro * collectiveSeconds(call.kind, call.bytes / micro, im.mesh.axes[static_cast<size_t>(call.axis)]);
+    }
+    e.collectives = std::move(plan);
     double fwd = 0, bwd = 0;
     for (const auto& call : e.collectives) (call.phase == Phase::Forward ? fwd : bwd) += call.seconds;
     e.seconds = fwd + bwd;
@@ -955,7 +983,7 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
     // reduced while the weight gradients of the readers sharing it are computed (one fused
     // QKV matmul in Megatron: its readers here).
     if (im.settings.overlapTensorParallelBackward && bwd > 0 && c.matmulLike && im.overlapChunksOff()) {
-        const double wgrad = c.weightGradientSeconds[static_cast<size_t>(s)] * im.matmulReaders[static_cast<size_t>(tid)];
+        const double wgrad = im.costsOf(consumer).weightGradientSeconds[static_cast<size_t>(s)] * im.matmulReaders[static_cast<size_t>(tid)];
         e.exposedSeconds = fwd + exposedAfterOverlap(bwd, wgrad);
     }
     const int k = im.settings.overlapChunks;
@@ -968,15 +996,15 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
         // yields `produced`.
         double pf = -1, pb = -1;
         if (c.matmulLike) {
-            pf = c.forwardSeconds[static_cast<size_t>(s)];
-            pb = c.backwardSeconds[static_cast<size_t>(s)];
+            pf = im.costsOf(consumer).forwardSeconds[static_cast<size_t>(s)];
+            pb = im.costsOf(consumer).backwardSeconds[static_cast<size_t>(s)];
         } else if (const OpId p = im.producer[static_cast<size_t>(tid)]; p >= 0 && im.cls(p).matmulLike) {
             const auto& pc = im.cls(p);
             const auto slot = static_cast<size_t>(im.producerSlot[static_cast<size_t>(tid)]);
             for (size_t ps = 0; ps < pc.strategies.size(); ++ps)
-                if (pc.out[ps][slot] == *produced) {
-                    pf = pc.forwardSeconds[ps];
-                    pb = pc.backwardSeconds[ps];
+                if (pc.out[ps][slot] == produced) {
+                    pf = im.costsOf(p).forwardSeconds[ps];
+                    pb = im.costsOf(p).backwardSeconds[ps];
                     break;
                 }
         }

@@ -205,6 +205,9 @@ public:
         double seconds = 0;
         double bytes = 0;
         bool priced = false; ///< the ops' fastest choices hold more than the limit
+        /// The memory price (seconds per byte) at which `seconds` is reached when priced: near
+        /// where a search under the limit finds its plan (PlannerSession starts there).
+        double price = 0;
     };
     Floor floor(double limitBytes = std::numeric_limits<double>::infinity()) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
@@ -218,6 +221,12 @@ public:
     /// change layout and leave theirs partial (one all-reduce for q/k/v, as Megatron's fused
     /// QKV). Forward reshardings are charged per consumer.
     EdgeCost edgeCost(const TensorSpec* produced, OpId consumer, int input, int s) const;
+    /// edgeCost in two steps, for callers that cost one edge under many settings: the
+    /// collectives at whole size (they depend on the specs and the graph alone, so every model
+    /// derived from one structure plans them alike), then their time under this model's
+    /// settings (a batch tensor's are paid once per micro-batch, and overlap).
+    std::vector<CollectiveCall> edgePlan(const TensorSpec& produced, OpId consumer, int input, int s) const;
+    EdgeCost edgeCost(std::vector<CollectiveCall> plan, const TensorSpec& produced, OpId consumer, int input, int s) const;
 
     /// What one op is charged in a plan: its node cost under strategy s and recompute r, and
     /// the edges into its inputs from their producers' strategies in strategyOfOp (the same

@@ -370,9 +370,9 @@ void checkMicroBatch(std::int64_t microBatch, std::int64_t batch)
 struct Planner::State {
     std::map<std::string, std::unique_ptr<Slot>> slots; ///< by workspaceKeyOf, of the current model
     std::string modelKey;                               ///< what the slots were built for
-    /// The slots' sessions' resharding caches, by micro-batch (a batch tensor's edges are paid
-    /// once per micro-batch: CostModel::edgeCost).
-    std::map<std::int64_t, std::shared_ptr<SharedSearchCaches>> caches;
+    /// The slots' sessions' resharding caches (keyed inside by micro-batch where edges depend
+    /// on it, SharedSearchCaches).
+    std::shared_ptr<SharedSearchCaches> caches;
     std::map<std::string, std::string> lastChoice;      ///< per baseline ("" the search): the last winner
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
@@ -412,13 +412,13 @@ struct Planner::State {
         return *slots.emplace(key, std::move(slot)).first->second;
     }
 
-    /// The slots' sessions of one micro-batch share their resharding caches: they differ in node
-    /// costs only.
+    /// The slots' sessions share their resharding caches: they differ in node costs and the
+    /// micro-batch only.
     PlannerSession& sessionOf(Slot& slot)
     {
         if (!slot.session) {
             auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded);
-            auto& shared = caches[slot.workspace->costModel->settings().microBatch];
+            auto& shared = caches;
             if (shared)
                 session->useSharedCaches(shared);
             else
@@ -731,7 +731,25 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
                 return true;
         return false;
     };
-    for (const auto& p : pending) {
+    // Whether the combination's fastest plan, limit aside (one search at price 0, which its
+    // search under the limit starts with and finds cached), fits: then it is that search's
+    // answer. Searches that need a memory price cost several times more, so those wait until
+    // every combination whose fastest plan fits has set the bar (they then stop at it).
+    auto fastestFits = [&](const PlanRequest& c) {
+        if (!isSearch(c)) return true;
+        Slot& slot = slotFor(c);
+        const bool incumbent = best.slot && best.result.fits;
+        const double stopAbove = incumbent ? best.result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
+        // What earlier solves proved settles it without a search (consider() checks the same).
+        if (auto known = slot.lowerBound.find(c.baseline + "|" + c.recompute); known != slot.lowerBound.end() && known->second >= stopAbove)
+            return true;
+        if (auto proved = slot.limitBound.find(boundKey(c, limit)); incumbent && proved != slot.limitBound.end() && proved->second >= stopAbove)
+            return true;
+        const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
+        return r.bounded || r.breakdown.perDeviceBytes <= capacity;
+    };
+    std::vector<const Pending*> priced;
+    auto settle = [&](const Pending& p, bool probe) {
         const CandidateGroup& g = *p.group;
         const PlanRequest c = combinationOf(request, g, p.microBatch);
         SettingsCandidate cand{c.zero, p.microBatch, c.recompute, g.hybrid, g.reshardAfterForward};
@@ -744,10 +762,14 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
             cand.outcome = SettingsCandidate::Outcome::Bounded;
             cand.stepSeconds = p.floor.seconds;
             best.candidates.push_back(cand);
+        } else if (probe && (p.floor.priced || !fastestFits(c))) {
+            priced.push_back(&p);
         } else if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
             fitsNothing.insert({g.zero, p.microBatch, g.hybrid, g.reshardAfterForward, g.recompute});
         }
-    }
+    };
+    for (const auto& p : pending) settle(p, true);
+    for (const Pending* p : priced) settle(*p, false);
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
     const PlanRequest w = combinationOf(request, {won.zero, won.recompute, {}, won.hybrid, won.reshardAfterForward}, won.microBatch);
@@ -788,7 +810,7 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     if (family != s.modelKey) {
         s.slots.clear();
         s.lastChoice.clear();
-        s.caches.clear();
+        s.caches.reset();
         s.modelKey = family;
     }
     const size_t slotsBefore = s.slots.size();

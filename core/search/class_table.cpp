@@ -222,7 +222,7 @@ const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTab
                                                                   const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                                   const std::vector<int>& domains, const std::string& key)
 {
-    const std::string structureKey = structureKeyOf(key);
+    const std::string structureKey = std::to_string(model.settings().microBatch) + structureKeyOf(key);
     auto cached = caches->structureCache.find(structureKey);
     if (cached != caches->structureCache.end()) return cached->second;
     std::vector<Factor> structure;
@@ -235,7 +235,7 @@ const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTab
                                                                   const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                                   const std::vector<int>& domains, const std::string& key)
 {
-    const std::string structureKey = structureKeyOf(key);
+    const std::string structureKey = std::to_string(model.settings().microBatch) + structureKeyOf(key);
     auto cached = caches->recomputeCache.find(structureKey);
     if (cached != caches->recomputeCache.end()) return cached->second;
     std::vector<Factor> factors;
@@ -451,7 +451,8 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
     // Identical edges of identical blocks cost the same: computed once per session (also for an
     // instance that a lock split out of its class).
-    const auto key = std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input, producerVar < consumerVar, part);
+    const auto key = std::make_tuple(model.settings().microBatch, keyOp(src.producer), src.slot, keyOp(consumer), input,
+                                     producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
     if (auto hit = caches->edgeCache.find(key); !flat && hit != caches->edgeCache.end()) {
         f.values = hit->second;
@@ -462,11 +463,20 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     // Cost per distinct produced spec, both parts from one edge costing, then spread over the
     // producer's strategies; the other part is cached too (full-mode tables ask for it).
     std::vector<double> exposed(ps.specs.size() * static_cast<size_t>(nc)), forward(exposed.size());
+    // The collectives are planned once for all micro-batches (flat shares nothing).
+    std::vector<std::vector<CollectiveCall>> unshared;
+    auto& plans = flat ? unshared : caches->edgePlans[std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input)];
+    if (plans.empty()) {
+        plans.reserve(exposed.size());
+        for (size_t v = 0; v < ps.specs.size(); ++v)
+            for (int c = 0; c < nc; ++c) plans.push_back(model.edgePlan(ps.specs[v], consumer, input, c));
+    }
     for (size_t v = 0; v < ps.specs.size(); ++v)
         for (int c = 0; c < nc; ++c) {
-            const EdgeCost e = model.edgeCost(&ps.specs[v], consumer, input, c);
-            exposed[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = e.exposedSeconds;
-            forward[v * static_cast<size_t>(nc) + static_cast<size_t>(c)] = e.exposedForwardSeconds;
+            const size_t at = v * static_cast<size_t>(nc) + static_cast<size_t>(c);
+            const EdgeCost e = model.edgeCost(plans[at], ps.specs[v], consumer, input, c);
+            exposed[at] = e.exposedSeconds;
+            forward[at] = e.exposedForwardSeconds;
         }
     auto spread = [&](const std::vector<double>& perSpec) {
         std::vector<double> values(static_cast<size_t>(np * nc));
@@ -482,7 +492,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     if (!flat) {
         const EdgePart other = part == EdgePart::Exposed ? EdgePart::RecomputedForward : EdgePart::Exposed;
         auto otherKey = key;
-        std::get<5>(otherKey) = other;
+        std::get<6>(otherKey) = other;
         caches->edgeCache.emplace(key, f.values);
         caches->edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
     }

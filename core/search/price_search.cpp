@@ -58,6 +58,11 @@ using namespace search;
 
 namespace {
 
+/// A cold price search's first price makes the fastest plan's excess memory cost this share of
+/// its step time. Only where the search starts: any value gives the same plan (tried 0 to 10%
+/// on five built-ins: 3% needed the fewest searches, docs/PERFORMANCE.md).
+constexpr double kColdPriceShare = 0.03;
+
 PlanLine lineOf(const Attempt& a)
 {
     return PlanLine{a.result.breakdown.stepSeconds, a.result.breakdown.perDeviceBytes, a.result.lambda};
@@ -115,7 +120,13 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     };
     // After an edit the previous solve's bracket is usually still one: its low end first, so
     // that the chords start from two close lines instead of striding down from price 0.
-    const double start = lastLambda > 0 ? lastLambda : 1e-12;
+    // A cold session starts at a price that makes the fastest plan's excess memory cost a
+    // small share of its time (saving memory by recomputing or sharding costs a few percent
+    // of a step), or where the node costs alone cross the limit (CostModel::floor), whichever
+    // is higher: from there the 8x strides and chords below take a few searches, not ten.
+    const double excess = best.result.breakdown.perDeviceBytes - limit;
+    const double guess = std::max(kColdPriceShare * unpriced / excess, model.floor(limit).price);
+    const double start = lastLambda > 0 ? lastLambda : std::max(1e-12, guess);
     if (lastOverLambda > 0 && lastOverLambda < start) {
         Attempt r = attemptAt(lastOverLambda);
         if (boundedOut(r)) return stopped(std::move(r));

@@ -161,7 +161,9 @@ SearchResult PlannerSession::solve()
         out.recomputeOfOp.clear();
         return std::move(out);
     }
-    d.lastLambda = best.result.lambda;
+    // A solve without a limit says nothing about the price under one: the next limited solve
+    // still starts from the last limited one's.
+    if (limited) d.lastLambda = best.result.lambda;
     out.searchMs = msSince(start);
     out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
     // The answer so far is folded (a layout per stretch of identical instances); writing a

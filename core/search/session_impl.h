@@ -34,9 +34,15 @@ enum class EdgePart : std::uint8_t { Exposed, RecomputedForward };
 struct SharedSearchCaches {
     std::string fingerprint; ///< mesh and strategy counts of the sessions sharing it
     std::map<std::pair<OpId, int>, search::ProducerSpecs> producerSpecCache;
-    std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per class layout
-    std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per class layout
-    std::map<std::tuple<OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by keyOp
+    // Edge costs depend on the micro-batch (a batch tensor's collectives run once per
+    // micro-batch: CostModel::edgeCost), so these are keyed by it too.
+    std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per micro-batch and class layout
+    std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per micro-batch and class layout
+    std::map<std::tuple<std::int64_t, OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by micro-batch and keyOp
+    /// Per op-to-op edge (keyOp producer, its output slot, keyOp consumer, input), the collectives
+    /// of each (distinct produced spec, consumer strategy) at whole size (CostModel::edgePlan):
+    /// the same for every micro-batch, so each is planned once.
+    std::map<std::tuple<OpId, int, OpId, int>, std::vector<std::vector<CollectiveCall>>> edgePlans;
 };
 
 struct PlannerSession::Impl {
