@@ -52,6 +52,15 @@ Hardware flatA100()
     return hw;
 }
 
+/// One layer of GPT-2 small at this batch: the smallest transformer with every op kind's edges.
+LoadedModel oneLayerGpt2(std::int64_t batch)
+{
+    ModelOptions o;
+    o.batch = batch;
+    o.overrides = {"layers=1"};
+    return loadModel("gpt2", o);
+}
+
 LoadedModel gpt3(int layers, std::int64_t batch)
 {
     ModelOptions o;
@@ -271,10 +280,7 @@ private slots:
     // bytes, three latencies more (collectiveSeconds' ring: 2(g-1) steps of 10 us each).
     void activationCollectivesRunPerMicroBatch()
     {
-        ModelOptions o;
-        o.batch = 8;
-        o.overrides = {"layers=1"};
-        const LoadedModel lm = loadModel("gpt2", o);
+        const LoadedModel lm = oneLayerGpt2(8);
         const Hardware hw = flatA100();
         Mesh mesh;
         mesh.axes.push_back({"x", 4, {100e9, 10e-6}, false});
@@ -313,10 +319,7 @@ private slots:
     // plan, costs the edge exactly as it would on its own.
     void edgePlansAreSharedAcrossSettings()
     {
-        ModelOptions o;
-        o.batch = 16;
-        o.overrides = {"layers=1"};
-        const LoadedModel lm = loadModel("gpt2", o);
+        const LoadedModel lm = oneLayerGpt2(16);
         const Hardware hw = loadHardware("a100-80g-dgx");
         const Mesh mesh = parseMesh("2x8", hw);
         const CostModel base(lm.graph, mesh, hw);
@@ -376,10 +379,7 @@ private slots:
     // and 295296 B fully sharded.
     void hybridShardingShardsInsideANode()
     {
-        ModelOptions o;
-        o.batch = 16;
-        o.overrides = {"layers=1"};
-        const LoadedModel lm = loadModel("gpt2", o);
+        const LoadedModel lm = oneLayerGpt2(16);
         const Hardware hw = loadHardware("a100-80g-dgx");
         const Mesh mesh = parseMesh("2x8", hw);
         QVERIFY(mesh.axes[0].crossesNodes && !mesh.axes[1].crossesNodes);
@@ -414,10 +414,7 @@ private slots:
     // sharded (1/16).
     void keptGatheredWeightsSkipTheBackwardGather()
     {
-        ModelOptions o;
-        o.batch = 16;
-        o.overrides = {"layers=1"};
-        const LoadedModel lm = loadModel("gpt2", o);
+        const LoadedModel lm = oneLayerGpt2(16);
         const Hardware hw = loadHardware("a100-80g-dgx");
         const Mesh mesh = parseMesh("2x8", hw);
         CostSettings resharded, kept;

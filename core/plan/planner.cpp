@@ -445,6 +445,20 @@ struct Planner::State {
         return key.str();
     }
 
+    /// What the slot's earlier solves without locks proved for this request (-infinity when
+    /// nothing): its unpriced plan, a bound under any limit and locks ...
+    static double unpricedBoundOf(const Slot& slot, const PlanRequest& request)
+    {
+        auto it = slot.lowerBound.find(request.baseline + "|" + request.recompute);
+        return it == slot.lowerBound.end() ? -std::numeric_limits<double>::infinity() : it->second;
+    }
+    /// ... and what its search under `limit` proved (infinity: nothing fits).
+    static double limitBoundOf(const Slot& slot, const PlanRequest& request, double limit)
+    {
+        auto it = slot.limitBound.find(boundKey(request, limit));
+        return it == slot.limitBound.end() ? -std::numeric_limits<double>::infinity() : it->second;
+    }
+
     /// Solves on the slot's session with the request's limit, locks and modes; the session's
     /// flags are cleared again however the solve ends.
     SearchResult solve(Slot& slot, const PlanRequest& request, double limit, const std::vector<LockRequest>& locks,
@@ -680,12 +694,12 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
             if (known != keptGatheredBound.end() && known->second >= stopAbove) return bounded(known->second);
         }
         if (isSearch(c)) {
-            auto known = slot.lowerBound.find(c.baseline + "|" + c.recompute);
-            if (kept && known != slot.lowerBound.end()) keptGatheredBound[keptKey(c)] = known->second;
-            if (known != slot.lowerBound.end() && known->second >= stopAbove) return bounded(known->second);
-            auto proved = slot.limitBound.find(boundKey(c, limit));
-            if (incumbent && proved != slot.limitBound.end() && proved->second >= stopAbove) {
-                if (std::isfinite(proved->second)) return bounded(proved->second);
+            const double unpriced = unpricedBoundOf(slot, c);
+            if (kept && unpriced > -std::numeric_limits<double>::infinity()) keptGatheredBound[keptKey(c)] = unpriced;
+            if (unpriced >= stopAbove) return bounded(unpriced);
+            const double proved = limitBoundOf(slot, c, limit);
+            if (incumbent && proved >= stopAbove) {
+                if (std::isfinite(proved)) return bounded(proved);
                 cand.outcome = SettingsCandidate::Outcome::FitsNothing; // without locks already
                 best.candidates.push_back(cand);
                 return false;
@@ -740,11 +754,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         Slot& slot = slotFor(c);
         const bool incumbent = best.slot && best.result.fits;
         const double stopAbove = incumbent ? best.result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
-        // What earlier solves proved settles it without a search (consider() checks the same).
-        if (auto known = slot.lowerBound.find(c.baseline + "|" + c.recompute); known != slot.lowerBound.end() && known->second >= stopAbove)
-            return true;
-        if (auto proved = slot.limitBound.find(boundKey(c, limit)); incumbent && proved != slot.limitBound.end() && proved->second >= stopAbove)
-            return true;
+        // What earlier solves proved settles it in consider() without a search.
+        if (unpricedBoundOf(slot, c) >= stopAbove || (incumbent && limitBoundOf(slot, c, limit) >= stopAbove)) return true;
         const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
         return r.bounded || r.breakdown.perDeviceBytes <= capacity;
     };
