@@ -48,6 +48,21 @@ private slots:
         // gpt2's batch is 512 = 2^9: 3 divides no local batch.
         QTest::newRow("micro-batch not dividing") << QStringList{"plan", "gpt2", "--set", "layers=1", "--micro-batch", "3"}
                                                   << "micro-batch 3 does not divide the batch of 512 samples";
+        QTest::newRow("pipeline 0") << QStringList{"plan", "gpt2", "--pipeline", "0"}
+                                    << "--pipeline '0': use auto or a positive number of stages";
+        QTest::newRow("pipeline 7 on 8x8") << QStringList{"plan", "gpt2", "--mesh", "8x8", "--pipeline", "7"}
+                                           << "--pipeline 7: the stages must divide the outermost mesh axis (x = 8";
+        QTest::newRow("more stages than layers")
+            << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "8x2", "--pipeline", "8"}
+            << "--pipeline 8: more stages than the 4 layers";
+        QTest::newRow("chunks not dividing")
+            << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "2x2", "--pipeline", "2", "--schedule", "interleaved:3"}
+            << "--schedule interleaved:3: 3 chunks per device do not divide the 2 layers per stage";
+        QTest::newRow("pipeline to a plan file")
+            << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "-o", "/tmp/never.tpplan.json"}
+            << "-o: plan files do not hold pipelines yet";
+        QTest::newRow("schedule word") << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "--schedule", "zigzag"}
+                                       << "--schedule 'zigzag': use auto, 1f1b or interleaved:V";
         QTest::newRow("kernel flag not a boolean") << QStringList{"plan", "gpt2", "--set", "fused_cross_entropy=maybe"}
                                                    << "field 'fused_cross_entropy' must be true or false";
         QTest::newRow("flash flag not a boolean")

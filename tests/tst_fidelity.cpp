@@ -62,13 +62,31 @@ private slots:
             worst = std::max(worst, std::abs(e));
             ++n;
         }
-        QCOMPARE(n, 8);
+        QCOMPARE(n, 10);
         QVERIFY2(worst <= 0.15, qPrintable(QString::number(worst)));
         QVERIFY2(sum / n <= 0.09, qPrintable(QString::number(sum / n)));
         const PublishedRun* sel = runNamed(runs_, "22B, TP8, seq-par + selective");
         const PublishedRun* full = runNamed(runs_, "22B, TP8, full recompute");
         QVERIFY(sel && full);
         QVERIFY(predictRun(*full).stepSeconds > 1.2 * predictRun(*sel).stepSeconds);
+    }
+
+    // Korthikanti et al. 2022, Table 5: GPT-3 175B on 64 A100 80GB, TP 8 x PP 8 interleaved
+    // with 3 chunks per device, batch 64, micro-batch 1: 13.75 s (sequence parallelism and
+    // selective recompute) and 18.13 s (full recompute), each within 10% (the pipeline issue's
+    // target), full recompute the slower.
+    void pipelineRuns()
+    {
+        const PublishedRun* sel = runNamed(runs_, "GPT-3 175B, PP8 x TP8, SP + selective");
+        const PublishedRun* full = runNamed(runs_, "GPT-3 175B, PP8 x TP8, full recompute");
+        QVERIFY(sel && full);
+        QCOMPARE(sel->request.pipeline, 8);
+        QCOMPARE(sel->request.schedule, std::string("interleaved:3"));
+        const double a = predictRun(*sel).stepSeconds, b = predictRun(*full).stepSeconds;
+        qInfo("175B: %.3f s (%+.1f%%), %.3f s (%+.1f%%)", a, 100 * (a / 13.75 - 1), b, 100 * (b / 18.13 - 1));
+        QVERIFY2(std::abs(a / 13.75 - 1) <= 0.10, qPrintable(QString::number(a)));
+        QVERIFY2(std::abs(b / 18.13 - 1) <= 0.10, qPrintable(QString::number(b)));
+        QVERIFY(b > 1.2 * a);
     }
 
     // torchtitan's LLaMA-3 8B on 8 H100 with FSDP (ZeRO 3), local batch 2, op-level selective
@@ -108,6 +126,10 @@ private slots:
                                     << "/runs/0/layout";
         QTest::newRow("negative step") << head + "{" + ok + R"(, "step_s": -1}]})"
                                        << "/runs/0/step_s";
+        QTest::newRow("no stages") << head + "{" + ok + R"(, "pipeline": 0, "step_s": 1}]})"
+                                   << "/runs/0/pipeline";
+        QTest::newRow("bad schedule") << head + "{" + ok + R"(, "pipeline": 2, "schedule": "zigzag", "step_s": 1}]})"
+                                      << "/runs/0/schedule";
         QTest::newRow("bad layer") << head + "{" + ok + R"(, "layer_ms": [1]}]})"
                                    << "/runs/0/layer_ms";
         QTest::newRow("bad set") << head + "{" + ok + R"(, "set": ["layers"], "step_s": 1}]})"

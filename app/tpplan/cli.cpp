@@ -122,7 +122,19 @@ Options parseArguments(const std::vector<std::string>& args)
             o.reshardAfterForward = value();
             if (o.reshardAfterForward != "auto" && o.reshardAfterForward != "on" && o.reshardAfterForward != "off")
                 throw UsageError("--reshard-after-forward '" + o.reshardAfterForward + "': use auto, on or off");
-        } else if (a == "--grad-dtype") {
+        } else if (a == "--pipeline") {
+            const std::string v = value();
+            std::int64_t stages = kAuto;
+            try {
+                if (v != "auto") stages = parsePositive(a, v);
+            } catch (const UsageError&) {
+                throw UsageError("--pipeline '" + v + "': use auto or a positive number of stages");
+            }
+            if (stages > 4096) throw UsageError("--pipeline '" + v + "': at most 4096 stages");
+            o.pipeline = static_cast<int>(stages);
+        } else if (a == "--schedule")
+            o.schedule = value();
+        else if (a == "--grad-dtype") {
             o.gradDtype = value();
             if (o.gradDtype != "bf16" && o.gradDtype != "fp32")
                 throw UsageError("--grad-dtype '" + o.gradDtype + "': use bf16 or fp32");

@@ -46,6 +46,8 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.reshardAfterForward = o.reshardAfterForward;
     r.gradDtype = o.gradDtype;
     r.optimizerDtype = o.optimizerDtype;
+    r.pipeline = o.pipeline;
+    r.schedule = o.schedule;
     return r;
 }
 
@@ -232,12 +234,72 @@ void printChoices(const PlannerResult& planned, std::ostream& out)
     out << ")\n";
 }
 
+/// The pipeline next to the slowest stage's plan in the JSON output: schedule, micro-batch,
+/// step, and per stage its layers, step, sends and memory.
+nlohmann::json pipelineToJson(const PipelinePlan& p)
+{
+    nlohmann::json j;
+    j["stages"] = p.schedule.stages;
+    j["virtual_stages"] = p.schedule.virtualStages;
+    j["stage_mesh"] = p.stageMesh;
+    j["micro_batch"] = p.microBatch;
+    j["step_seconds"] = p.stepSeconds;
+    j["bubble_fraction"] = p.bubbleFraction();
+    j["slowest_stage"] = p.stages[static_cast<size_t>(p.slowest)].stage;
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& st : p.stages) {
+        const PipelineStageInfo& info = st.workspace->stage;
+        list.push_back({{"stage", st.stage},
+                        {"stands_for", st.standsFor},
+                        {"first_layer", info.firstLayer},
+                        {"layers", info.layers},
+                        {"step_seconds", st.stepSeconds()},
+                        {"send_seconds", st.sendSeconds},
+                        {"micro_batches", st.microBatches},
+                        {"bytes_per_device", st.result.breakdown.perDeviceBytes},
+                        {"fits", st.result.fits}});
+    }
+    j["per_stage"] = std::move(list);
+    return j;
+}
+
+/// A pipelined plan: the schedule, the step and every stage's share (the slowest stage's whole
+/// breakdown follows).
+void printPipeline(const PipelinePlan& p, std::ostream& out)
+{
+    const PipelineStageInfo& first = p.stages.front().workspace->stage;
+    const int stages = p.schedule.stages;
+    const PipelineStagePlan& slowest = p.stages[static_cast<size_t>(p.slowest)];
+    out << "pipeline          " << stages << " stages of mesh " << p.stageMesh << ", " << scheduleText(p.schedule)
+        << ", micro-batch " << (p.microBatch > 0 ? std::to_string(p.microBatch) : std::string("whole local batch")) << " ("
+        << slowest.microBatches << " per step)\n";
+    out << "  step time       " << formatSeconds(p.stepSeconds) << "  (the slowest stage's; bubble "
+        << formatSeconds(p.bubbleFraction() * slowest.result.breakdown.stepSeconds) << ", "
+        << std::fixed << std::setprecision(1) << 100 * p.bubbleFraction() << "% of it)\n"
+        << std::defaultfloat << std::setprecision(6);
+    for (const auto& st : p.stages) {
+        const PipelineStageInfo& info = st.workspace->stage;
+        const std::string which = st.standsFor > 1 ? "stages " + std::to_string(st.stage + 1) + "-" +
+                                                         std::to_string(st.stage + st.standsFor)
+                                                   : "stage " + std::to_string(st.stage + 1);
+        out << "  " << std::left << std::setw(16) << which << info.layers << " x '" << first.layerLabel << "' from "
+            << info.firstLayer << (st.stage == 0 ? " + what comes before" : "")
+            << (st.stage + st.standsFor == stages ? " + what comes after" : "") << ": step "
+            << formatSeconds(st.stepSeconds()) << " (sends " << formatSeconds(st.sendSeconds) << "), memory "
+            << formatBytes(st.result.breakdown.perDeviceBytes) << (st.result.fits ? "" : " DOES NOT FIT") << ", "
+            << settingsText(candidateOf(st.workspace->costModel->settings())) << "\n";
+    }
+    out << "slowest stage, " << (slowest.standsFor > 1 ? "stages " : "stage ") << slowest.stage + 1 << ":\n";
+}
+
 } // namespace
 
 int runPlan(const Options& o, std::ostream& out)
 {
     if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
     const PlanRequest request = planRequest(o, o.positional[0]);
+    if (request.pipeline != 1 && !o.output.empty())
+        throw UsageError("-o: plan files do not hold pipelines yet (--pipeline); --json prints the pipelined plan");
     // The planner the GUI keeps between edits, used once (planner.h).
     Planner planner;
     SearchProgress progress;
@@ -247,16 +309,18 @@ int runPlan(const Options& o, std::ostream& out)
     }();
     const PlanWorkspace& ws = *planned.workspace;
     const SearchResult& r = planned.result;
-    const nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, r);
+    nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, r);
+    if (planned.pipeline) doc["pipeline"] = pipelineToJson(*planned.pipeline);
     if (o.json || !o.output.empty()) emitJson(o, doc, out);
     if (!o.json) {
+        if (planned.pipeline) printPipeline(*planned.pipeline, out);
         printSummary(ws, r, out);
         printChoices(planned, out);
     }
     if (!r.fits) {
         std::cerr << "tpplan: no plan fits " << formatBytes(r.memoryLimitBytes) << " per device; the smallest found needs "
                   << formatBytes(r.breakdown.perDeviceBytes) << "\n";
-        if (const auto fit = smallestFittingMesh(request, ws)) std::cerr << "tpplan: " << meshFitText(*fit) << "\n";
+        if (const auto fit = planned.pipeline ? std::nullopt : smallestFittingMesh(request, ws)) std::cerr << "tpplan: " << meshFitText(*fit) << "\n";
         return 1;
     }
     return 0;

@@ -20,7 +20,8 @@ void printHelp(std::ostream& out)
            "                --recompute auto|none|selective|full|op  --grad-overlap on|off  --grad-bucket MiB\n"
            "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n"
            "                --set fused_cross_entropy=true  --zero auto|0|1|2|3  --zero-shard auto|all|node\n"
-           "                --reshard-after-forward auto|on|off  --grad-dtype bf16|fp32  --optimizer-dtype fp32|bf16\n";
+           "                --reshard-after-forward auto|on|off  --grad-dtype bf16|fp32  --optimizer-dtype fp32|bf16\n"
+           "                --pipeline auto|P  --schedule auto|1f1b|interleaved:V\n";
 }
 
 } // namespace

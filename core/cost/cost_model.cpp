@@ -85,6 +85,7 @@ struct PassTimes {
     double forward = 0, backward = 0;
     double weightGradient = 0; ///< of backward: the weight-gradient matmul
     double microBatches = 1;   ///< in this device's share of the step
+    bool perMicroBatch = false; ///< runs once per micro-batch (its output leads with the batch)
 };
 
 struct OpClass {
@@ -292,6 +293,10 @@ void CostModel::Impl::validateSettings() const
     if (settings.zeroStage < 0 || settings.zeroStage > 3)
         throw InputError("cost settings: field 'zeroStage' must be 0, 1, 2 or 3");
     if (settings.microBatch < 0) throw InputError("cost settings: field 'microBatch' must not be negative");
+    if (!std::isfinite(settings.pipelineBubble) || settings.pipelineBubble < 0)
+        throw InputError("cost settings: field 'pipelineBubble' must be a finite number of micro-batches, 0 or more");
+    if (!std::isfinite(settings.pipelineInFlight) || settings.pipelineInFlight < 1)
+        throw InputError("cost settings: field 'pipelineInFlight' must be a finite number of micro-batches, 1 or more");
 }
 
 void CostModel::Impl::build()
@@ -517,6 +522,7 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
     }
     PassTimes t;
     t.microBatches = micro;
+    t.perMicroBatch = batchLoop >= 0 || (!c.facts.outputs.empty() && c.facts.outputs[0].batch0);
     const bool view = isView(c.sig, info);
     const bool training = settings.training && !view && info.backwardFactor > 0;
     const double flops = forwardFlops(c.sig, info) / shards;
@@ -721,7 +727,14 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
     const double peak = hw.peak(computeType);
 
     for (size_t s = 0; s < n; ++s) {
-        const PassTimes t = passTimes(c, s, c.gemm ? peak : peak * hw.matmulEfficiency);
+        PassTimes t = passTimes(c, s, c.gemm ? peak : peak * hw.matmulEfficiency);
+        // A pipeline stage idles through its share of the bubble: each kernel's time per
+        // micro-batch is paid (n + bubble) / n times (a kernel without the batch runs once per
+        // step, outside the pipeline's rhythm).
+        const double pipelined = t.perMicroBatch ? pipelinedFactor(settings, t.microBatches) : 1;
+        t.forward *= pipelined;
+        t.backward *= pipelined;
+        t.weightGradient *= pipelined;
         k.forwardSeconds[s] = t.forward;
         k.backwardSeconds[s] = t.backward;
         k.weightGradientSeconds[s] = t.weightGradient;
@@ -733,9 +746,8 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
         // Activations kept for backward, at this op's output specs (so a sequence-parallel
         // producer keeps the sharded copy), scaled down when micro-batches hold fewer samples.
         auto scaled = [&](const TensorSpec& spec, size_t o, double b) {
-            if (settings.microBatch <= 0 || graphBatch <= 0 || !c.facts.outputs[o].batch0) return b;
-            const double d = static_cast<double>(spec.splitsOf(0, mesh));
-            return b * std::min(1.0, static_cast<double>(settings.microBatch) * d / static_cast<double>(graphBatch));
+            if (!c.facts.outputs[o].batch0) return b;
+            return b * heldActivationShare(settings, graphBatch, static_cast<double>(spec.splitsOf(0, mesh)));
         };
         double keptAll = 0, keptSelective = 0;
         if (settings.training) {
@@ -751,9 +763,8 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
             }
             if (const UnfusedPasses* u = unfusedPasses(c.kind, settings.fusedKernels, settings.fusedCrossEntropy)) {
                 double b = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh)) * u->keptBytes;
-                if (settings.microBatch > 0 && graphBatch > 0 && c.facts.inputs[0].batch0)
-                    b *= std::min(1.0, static_cast<double>(settings.microBatch) *
-                                           static_cast<double>(c.in[s][0].splitsOf(0, mesh)) / static_cast<double>(graphBatch));
+                if (c.facts.inputs[0].batch0)
+                    b *= heldActivationShare(settings, graphBatch, static_cast<double>(c.in[s][0].splitsOf(0, mesh)));
                 keptAll += b;
                 keptSelective += b;
             }
@@ -786,6 +797,18 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
             if (settings.training) op.computeSeconds += t.forward;
         }
     }
+}
+
+double heldActivationShare(const CostSettings& settings, std::int64_t graphBatch, double batchSplits)
+{
+    if (settings.microBatch <= 0 || graphBatch <= 0) return 1;
+    return std::min(1.0, static_cast<double>(settings.microBatch) * settings.pipelineInFlight * batchSplits /
+                             static_cast<double>(graphBatch));
+}
+
+double pipelinedFactor(const CostSettings& settings, double microBatches)
+{
+    return settings.pipelineBubble > 0 ? (microBatches + settings.pipelineBubble) / microBatches : 1;
 }
 
 CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings) :
@@ -966,12 +989,17 @@ EdgeCost CostModel::edgeCost(std::vector<CollectiveCall> plan, const TensorSpec&
     // A batch tensor moves once per micro-batch, each time its share: every collective runs
     // that many times, so its latency (and the lower bus bandwidth of a smaller message) is
     // paid per micro-batch, as the consumer's kernels are (passTimes).
-    if (im.settings.microBatch > 0 && im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
-        const double local = static_cast<double>(im.graphBatch) / static_cast<double>(to.splitsOf(0, im.mesh));
-        const double micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
-        if (micro > 1)
+    if (im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
+        double micro = 1;
+        if (im.settings.microBatch > 0) {
+            const double local = static_cast<double>(im.graphBatch) / static_cast<double>(to.splitsOf(0, im.mesh));
+            micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
+        }
+        const double pipelined = pipelinedFactor(im.settings, micro);
+        if (micro > 1 || pipelined != 1)
             for (auto& call : plan)
-                call.seconds = micro * collectiveSeconds(call.kind, call.bytes / micro, im.mesh.axes[static_cast<size_t>(call.axis)]);
+                call.seconds = pipelined * micro *
+                               collectiveSeconds(call.kind, call.bytes / micro, im.mesh.axes[static_cast<size_t>(call.axis)]);
     }
     e.collectives = std::move(plan);
     double fwd = 0, bwd = 0;

@@ -86,7 +86,22 @@ struct CostSettings {
     /// backward (false: one all-gather per micro-batch fewer, the whole weight held at the turn
     /// of the step, as stages 0-2 hold it).
     bool reshardAfterForward = true;
+    /// Pipeline parallelism (core/plan/pipeline.h), for the cost model of one stage: the bubble
+    /// a step adds, in micro-batch times of this stage ((p - 1) / V), and how many micro-batches'
+    /// activations the stage holds at once. Every per-micro-batch cost (kernels, a batch
+    /// tensor's collectives) of n micro-batches is paid (n + bubble) / n times; activations are
+    /// held for that many micro-batches (at most the whole local batch). 0 and 1: no pipeline.
+    double pipelineBubble = 0;
+    double pipelineInFlight = 1;
 };
+
+/// The share of a batch tensor's local bytes that is held at once: the micro-batch's samples
+/// times the pipeline's in-flight micro-batches, of the local batch (`batchSplits`: how many
+/// ways dim 0 is split), at most all of it; 1 without micro-batches.
+double heldActivationShare(const CostSettings& settings, std::int64_t graphBatch, double batchSplits);
+/// The factor a pipeline stage's per-micro-batch costs take over `microBatches` micro-batches:
+/// (n + bubble) / n (1 without a pipeline).
+double pipelinedFactor(const CostSettings& settings, double microBatches);
 
 /// Time and memory of one op under one strategy, per device.
 struct OpCost {

@@ -49,6 +49,15 @@ PublishedRun readRun(const JsonReader& r, const json& run, const std::string& pa
         if (stage > 3) r.fail(path + "/zero", "is " + z->dump() + ", expected 0, 1, 2 or 3");
         q.zero = static_cast<int>(stage);
     }
+    if (const json* pp = r.optional(run, "pipeline")) {
+        const std::int64_t stages = r.integer(*pp, path + "/pipeline", 1);
+        if (stages > 4096) r.fail(path + "/pipeline", "is " + pp->dump() + ", expected 1 to 4096 stages");
+        q.pipeline = static_cast<int>(stages);
+    }
+    if (r.optional(run, "schedule")) {
+        q.schedule = r.string(run, path, "schedule");
+        r.within(path + "/schedule", "", [&] { return parseSchedule(q.pipeline, q.schedule); });
+    }
     q.recompute = r.string(run, path, "recompute");
     r.within(path + "/recompute", "", [&] { return recomputeOf(q.recompute); });
     q.overlapGradients = flag(r, run, path, "grad_overlap", true);
@@ -91,10 +100,22 @@ std::vector<PublishedRun> builtinPublishedRuns()
 
 RunPrediction predictRun(const PublishedRun& run)
 {
-    auto ws = preparePlan(run.request);
-    const SearchResult r = runPlan(*ws, run.request);
     RunPrediction p;
-    p.stepSeconds = r.breakdown.stepSeconds;
+    std::shared_ptr<const PlanWorkspace> ws;
+    SearchResult r;
+    if (run.request.pipeline > 1) {
+        // A pipeline is its stages, each planned on its own (Planner::plan); the slowest sets
+        // the step, and the layer is timed on it.
+        Planner planner;
+        PlannerResult planned = planner.plan(run.request);
+        ws = planned.workspace;
+        r = std::move(planned.result);
+        p.stepSeconds = planned.pipeline->stepSeconds;
+    } else {
+        ws = preparePlan(run.request);
+        r = runPlan(*ws, run.request);
+        p.stepSeconds = r.breakdown.stepSeconds;
+    }
     if (const BlockClass* layer = ws->folded.largestClass()) {
         // The middle instance: away from the model's ends, like the layer a paper times.
         const BlockInstance& inst = layer->instances[layer->instances.size() / 2];

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "../cost/baselines.h"
+#include "../cost/collectives.h"
 #include "../search/evaluate.h"
 #include "../util/error.h"
 #include "../util/format.h"
@@ -85,6 +86,8 @@ std::string modelKeyOf(const PlanRequest& r)
     std::ostringstream key;
     key << r.model << '|' << r.modelOptions.batch << '|' << r.modelOptions.seq << '|' << r.modelOptions.onnxOpaqueUnsupported;
     for (const auto& item : r.modelOptions.overrides) key << '|' << item;
+    if (r.pipeline != 1)
+        key << "|pipeline " << r.pipeline << ' ' << r.schedule << ' ' << r.pipelineStage << (r.pipelineBound ? " bound" : "");
     return key.str();
 }
 
@@ -142,6 +145,21 @@ CostSettings costSettingsOf(const PlanRequest& request)
     // The fp32 master weight is kept either way; the two Adam moments take the dtype.
     settings.optimizerBytesPerParam = request.optimizerDtype == "fp32" ? 12 : 8;
     recomputeOf(request.recompute); // rejects a bad word before anything is built
+    if (request.pipeline < kAuto || request.pipeline == 0)
+        throw InputError("--pipeline " + std::to_string(request.pipeline) + ": use auto or a positive number of stages");
+    if (request.pipeline == kAuto && request.pipelineStage >= 0) throw std::logic_error("costSettingsOf: a stage of no pipeline");
+    const bool choosing = request.pipeline == kAuto || request.schedule == "auto";
+    const PipelineSchedule schedule =
+        choosing ? PipelineSchedule{} : parseSchedule(request.pipeline, request.schedule);
+    if (request.pipeline > 1 && !settings.training)
+        throw InputError("--pipeline " + std::to_string(request.pipeline) + ": pipelines are costed for training, not --mode infer");
+    if (request.pipeline > 1 && request.pipelineStage >= 0) {
+        if (request.pipelineStage >= request.pipeline) throw std::logic_error("costSettingsOf: no such pipeline stage");
+        if (choosing) throw std::logic_error("costSettingsOf: a pipeline stage with its schedule left open");
+        settings.pipelineBubble = request.pipelineBound ? 0 : bubbleMicroBatches(schedule);
+        settings.pipelineInFlight =
+            inFlightMicroBatches(request.pipelineBound ? PipelineSchedule{schedule.stages, 1} : schedule, request.pipelineStage);
+    }
     return settings;
 }
 
@@ -195,6 +213,24 @@ void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* 
                              : std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
 }
 
+/// Cuts the workspace's whole model down to the request's pipeline stage (core/plan/pipeline.h).
+void keepStage(PlanWorkspace& ws, const PlanRequest& request)
+{
+    PipelineStageInfo& info = ws.stage;
+    info.stage = request.pipelineStage;
+    info.schedule = parseSchedule(request.pipeline, request.schedule);
+    const FoldedGraph whole = foldGraph(ws.model.graph);
+    const StageSplit split = splitIntoStages(whole, info.schedule);
+    info.layerLabel = split.label;
+    info.firstLayer = split.firstOfStage.at(static_cast<size_t>(info.stage));
+    info.layers = split.countOfStage.at(static_cast<size_t>(info.stage));
+    StageGraph stage = stageGraph(ws.model.graph, whole, split, info.stage);
+    info.receivedBytes = stage.receivedBytes;
+    if (info.stage + 1 < request.pipeline) info.sentBytes = stageGraph(ws.model.graph, whole, split, info.stage + 1).receivedBytes;
+    ws.model.graph = std::move(stage.graph);
+    ws.model.name += " (stage " + std::to_string(info.stage + 1) + " of " + std::to_string(request.pipeline) + ")";
+}
+
 } // namespace
 
 void buildWorkspace(PlanWorkspace& ws, CostSettings settings)
@@ -222,7 +258,13 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
     ws->hardware = loadHardware(request.hardware);
     applyLinkOverrides(ws->hardware, request.intraNodeGBps, request.interNodeGBps);
     ws->mesh = parseMesh(request.mesh, ws->hardware);
+    const bool staged = request.pipeline > 1 && request.pipelineStage >= 0;
+    if (staged) {
+        ws->stage.link = ws->mesh.axes.at(0);
+        ws->mesh = parseMesh(stageMeshText(ws->mesh, request.pipeline), ws->hardware);
+    }
     ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
+    if (staged) keepStage(*ws, request);
     buildWorkspace(*ws, settings);
     ws->context.modelSource = request.model;
     ws->context.intraNodeGBps = request.intraNodeGBps;
@@ -374,6 +416,9 @@ struct Planner::State {
     /// on it, SharedSearchCaches).
     std::shared_ptr<SharedSearchCaches> caches;
     std::map<std::string, std::string> lastChoice;      ///< per baseline ("" the search): the last winner
+    /// A pipelined request's planners, one per stage request it makes (model key: the stages,
+    /// schedule and stage; mesh, hardware), kept between requests (Planner::planStages).
+    std::map<std::string, std::unique_ptr<Planner>> stagePlanners;
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
 
@@ -405,6 +450,7 @@ struct Planner::State {
             ws->folded = base.folded;
             ws->foldMs = base.foldMs;
             ws->context = base.context;
+            ws->stage = base.stage;
             attachCostModel(*ws, costSettingsOf(concrete), base.costModel.get());
             slot->workspace = std::move(ws);
         }
@@ -528,6 +574,22 @@ struct Planner::State {
     };
 
     Choice choose(const PlanRequest& request, double limit);
+
+    /// Slots hold one model's workspaces; another model (or mesh, hardware, ...) starts afresh.
+    void useFamilyOf(const PlanRequest& request)
+    {
+        PlanRequest neutral = request;
+        neutral.zero = 0;
+        neutral.microBatch = 0;
+        neutral.zeroShard = "all";
+        neutral.reshardAfterForward = "on";
+        const std::string family = workspaceKeyOf(neutral);
+        if (family == modelKey) return;
+        slots.clear();
+        lastChoice.clear();
+        caches.reset();
+        modelKey = family;
+    }
 
     /// The losing combinations keep their sessions (an edit re-solves them from warm tables)
     /// while all sessions' tables together stay under a budget; past it, theirs are dropped
@@ -795,6 +857,7 @@ Planner::~Planner() = default;
 
 PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress)
 {
+    if (request.pipeline != 1 && request.pipelineStage < 0) return planPipeline(request, cancel, progress);
     State& s = *state_;
     struct Flags {
         State& s;
@@ -811,19 +874,7 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     costSettingsOf(request); // rejects bad settings before anything is built
     if (!isSearch(request) && !request.locks.empty())
         throw InputError("--lock applies to the search, not to the '" + request.baseline + "' baseline");
-    // Slots hold one model's workspaces; another model (or mesh, hardware, ...) starts afresh.
-    PlanRequest neutral = request;
-    neutral.zero = 0;
-    neutral.microBatch = 0;
-    neutral.zeroShard = "all";
-    neutral.reshardAfterForward = "on";
-    const std::string family = workspaceKeyOf(neutral);
-    if (family != s.modelKey) {
-        s.slots.clear();
-        s.lastChoice.clear();
-        s.caches.reset();
-        s.modelKey = family;
-    }
+    s.useFamilyOf(request);
     const size_t slotsBefore = s.slots.size();
     double prepareMs = 0;
     for (const auto& [key, slot] : s.slots) prepareMs -= slot->prepareMs;
@@ -846,6 +897,268 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     for (const auto& [key, slot] : s.slots) prepareMs += slot->prepareMs;
     out.newWorkspace = s.slots.size() > slotsBefore;
     out.prepareMs = prepareMs;
+    return out;
+}
+
+double PipelinePlan::bubbleFraction() const
+{
+    if (stages.empty()) return 0;
+    const double bubble = bubbleMicroBatches(schedule);
+    const double m = stages[static_cast<size_t>(slowest)].microBatches;
+    return bubble / (m + bubble);
+}
+
+namespace {
+
+/// Micro-batches per step and pipeline: the local batch of one replica over the micro-batch,
+/// the replicas being the ways the plan splits the batch of the stage's first input (what it
+/// receives, or the tokens on the first stage).
+double microBatchesOf(const PlanWorkspace& ws, const SearchResult& r)
+{
+    const CostModel& model = *ws.costModel;
+    const std::int64_t micro = model.settings().microBatch, batch = model.graphBatch();
+    if (micro <= 0 || batch <= 0) return 1;
+    const Graph& g = model.graph();
+    double replicas = 1;
+    for (const auto& op : g.ops) {
+        auto it = std::find_if(op.inputs.begin(), op.inputs.end(),
+                               [&](TensorId t) { return g.tensor(t).role == TensorRole::Input && model.batchLeading(t); });
+        if (it == op.inputs.end()) continue;
+        const int input = static_cast<int>(it - op.inputs.begin());
+        const int strategy = r.strategyOfOp.at(static_cast<size_t>(op.id));
+        replicas = model.inputSpec(op.id, strategy, input).splitsOf(0, model.mesh());
+        break;
+    }
+    return std::max(1.0, std::ceil(static_cast<double>(batch) / replicas / static_cast<double>(micro)));
+}
+
+/// The stage's point-to-point traffic per step: activations to the next stage and gradients
+/// back, both ways on its boundaries, each device sending its 1/devices share (Megatron's
+/// scatter-gather over the tensor-parallel group) over the pipeline axis's link, once per
+/// micro-batch and per chunk (interleaved), through the bubble as every per-micro-batch cost.
+double sendSecondsOf(const PipelineStagePlan& plan)
+{
+    const PlanWorkspace& ws = *plan.workspace;
+    const PipelineStageInfo& info = ws.stage;
+    const double perDevice = std::max(info.receivedBytes, info.sentBytes) / static_cast<double>(ws.mesh.devices());
+    if (perDevice <= 0 || info.link.link.bandwidth <= 0) return 0;
+    const double oneWay = perDevice / info.link.link.bandwidth + plan.microBatches * info.link.link.latency;
+    return 2 * oneWay * info.schedule.virtualStages * pipelinedFactor(ws.costModel->settings(), plan.microBatches);
+}
+
+/// The stages whose plans differ: the first (embedding, the most activations), the second (the
+/// most layers and activations of the middle stages: every plan that fits it fits the later
+/// middle stages, so no middle stage is slower than its best) and the last (the head).
+std::vector<std::pair<int, int>> stagesToSolve(int stages)
+{
+    if (stages == 2) return {{0, 1}, {1, 1}};
+    return {{0, 1}, {1, stages - 2}, {stages - 1, 1}};
+}
+
+} // namespace
+
+namespace {
+
+/// The pipelines a request leaves open: (stages, schedule) pairs, `--pipeline auto` every
+/// divisor of the outermost mesh axis from 2 up to the layers, `--schedule auto` 1F1B and every
+/// interleaving whose chunks divide the layers per stage.
+std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const PlanRequest& request, const Mesh& mesh,
+                                                                        int layers)
+{
+    std::vector<int> stages = {request.pipeline};
+    if (request.pipeline == kAuto) {
+        stages.clear();
+        for (int p = 2; p <= mesh.axes.at(0).size && p <= layers; ++p)
+            if (mesh.axes[0].size % p == 0) stages.push_back(p);
+    }
+    std::vector<std::pair<int, std::vector<std::string>>> out;
+    for (int p : stages) {
+        std::vector<std::string> schedules = {request.schedule};
+        if (request.schedule == "auto") {
+            schedules = {"1f1b"};
+            for (int v = 2; v <= layers / p; ++v)
+                if (layers % (p * v) == 0) schedules.push_back("interleaved:" + std::to_string(v));
+        }
+        out.emplace_back(p, std::move(schedules));
+    }
+    return out;
+}
+
+} // namespace
+
+PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
+                                 bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress)
+{
+    State& s = *state_;
+    PipelinePlan plan;
+    plan.schedule = parseSchedule(stages, schedule);
+    plan.microBatch = microBatch;
+    plan.stageMesh = stageMeshText(parseMesh(request.mesh, loadHardware(request.hardware)), stages);
+    // The last stage (the head and the loss) first: it is the slowest more often than not, and a
+    // stage at or over `stopAbove` settles the pipeline.
+    auto order = stagesToSolve(stages);
+    std::rotate(order.begin(), order.end() - 1, order.end());
+    for (const auto& [stage, standsFor] : order) {
+        PlanRequest r = request;
+        r.compareBaselines.clear();
+        r.compareUnlocked = false;
+        r.pipeline = stages;
+        r.schedule = schedule;
+        r.microBatch = microBatch;
+        r.pipelineStage = stage;
+        r.pipelineBound = bound;
+        auto& planner = s.stagePlanners[modelKeyOf(r) + "|" + r.mesh + "|" + r.hardware];
+        if (!planner) planner = std::make_unique<Planner>();
+        PlannerResult got = planner->plan(r, cancel, progress);
+        PipelineStagePlan st;
+        st.stage = stage;
+        st.standsFor = standsFor;
+        st.workspace = got.workspace;
+        st.result = std::move(got.result);
+        st.microBatches = microBatchesOf(*st.workspace, st.result);
+        if (!bound) st.sendSeconds = sendSecondsOf(st);
+        plan.stages.push_back(std::move(st));
+        // A stage that does not fit settles it too once something fits (a plan to beat).
+        const PipelineStagePlan& last = plan.stages.back();
+        if (std::isfinite(stopAbove) && (!last.result.fits || last.stepSeconds() >= stopAbove)) break;
+    }
+    std::sort(plan.stages.begin(), plan.stages.end(), [](const auto& x, const auto& y) { return x.stage < y.stage; });
+    plan.complete = plan.stages.size() == order.size();
+    for (size_t i = 0; i < plan.stages.size(); ++i)
+        if (i == 0 || plan.stages[i].stepSeconds() > plan.stepSeconds) {
+            plan.stepSeconds = plan.stages[i].stepSeconds();
+            plan.slowest = static_cast<int>(i);
+        }
+    return plan;
+}
+
+namespace {
+
+bool fitsAll(const PipelinePlan& p)
+{
+    return std::all_of(p.stages.begin(), p.stages.end(), [](const auto& st) { return st.result.fits; });
+}
+
+/// A floor under a schedule's pipeline: each stage of the schedule-free floor (no bubble, no
+/// sends) plus the least sends of `schedule` (one message per micro-batch, no bubble factor).
+double floorWithSends(const PipelinePlan& floor, const PipelineSchedule& schedule)
+{
+    double most = 0;
+    for (const auto& st : floor.stages) {
+        const PipelineStageInfo& info = st.workspace->stage;
+        const double perDevice = std::max(info.receivedBytes, info.sentBytes) / static_cast<double>(st.workspace->mesh.devices());
+        const double sends =
+            info.link.link.bandwidth > 0 ? 2 * schedule.virtualStages * perDevice / info.link.link.bandwidth : 0;
+        most = std::max(most, st.stepSeconds() + sends);
+    }
+    return most;
+}
+
+double mostMemory(const PipelinePlan& p)
+{
+    double most = 0;
+    for (const auto& st : p.stages) most = std::max(most, st.result.breakdown.perDeviceBytes);
+    return most;
+}
+
+} // namespace
+
+PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress)
+{
+    State& s = *state_;
+    if (request.pipeline < kAuto || request.pipeline == 0)
+        throw InputError("--pipeline " + std::to_string(request.pipeline) + ": use auto or a positive number of stages");
+    if (request.pipeline != kAuto) parseSchedule(request.pipeline, request.schedule == "auto" ? "1f1b" : request.schedule);
+    if (!request.locks.empty()) throw InputError("--lock: locks are not yet supported with --pipeline");
+    PlanRequest whole = request;
+    whole.pipeline = 1;
+    whole.schedule = "1f1b";
+    costSettingsOf(whole); // rejects bad settings before anything is built
+    if (whole.mode != "train") throw InputError("--pipeline: pipelines are costed for training, not --mode infer");
+    const Mesh mesh = parseMesh(request.mesh, loadHardware(request.hardware));
+    if (request.pipeline != kAuto) stageMeshText(mesh, request.pipeline); // the stages must divide the outer axis
+    // Without a pipeline first (auto): the plan to beat, and the model's layers and batch.
+    std::optional<PlannerResult> flat;
+    if (request.pipeline == kAuto) flat = plan(whole, cancel, progress);
+    std::shared_ptr<const PlanWorkspace> prepared = flat ? flat->workspace : [&] {
+        PlanRequest r = whole;
+        r.microBatch = 0;
+        r.zero = 0;
+        return std::shared_ptr<const PlanWorkspace>(preparePlan(r));
+    }();
+    const BlockClass* layer = prepared->folded.largestClass();
+    int layers = 0;
+    for (const auto& run : prepared->folded.runs)
+        if (layer && run.classId == layer->id) layers = std::max(layers, run.count);
+    const std::int64_t batch = prepared->costModel->graphBatch();
+    checkMicroBatch(request.microBatch, batch);
+    const std::vector<std::int64_t> micro =
+        request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
+
+    std::optional<PipelinePlan> best;
+    auto bar = [&] {
+        double b = flat && flat->result.fits ? flat->result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
+        if (best && fitsAll(*best)) b = std::min(b, best->stepSeconds);
+        return b;
+    };
+    auto consider = [&](PipelinePlan p) {
+        if (!p.complete) return;
+        const bool fits = fitsAll(p);
+        if (!best || (fits != fitsAll(*best) ? fits : fits ? p.stepSeconds < best->stepSeconds : mostMemory(p) < mostMemory(*best)))
+            best = std::move(p);
+    };
+    // Best first: every (stages, micro-batch) gets a floor under all its schedules (no bubble,
+    // no sends, 1F1B's in-flight activations: the fewest of any schedule), and the pipelines are
+    // solved in the order of their floors until the next floor reaches the best step so far.
+    struct Open {
+        int stages;
+        std::int64_t microBatch;
+        double floor;
+        const std::vector<std::string>* schedules;
+        PipelinePlan bound;
+    };
+    const auto candidates = pipelineCandidates(request, mesh, layers);
+    if (candidates.empty()) return std::move(*flat); // auto, and no pipeline can be laid out
+    std::vector<Open> open;
+    const bool choosing = candidates.size() > 1 || micro.size() > 1 || candidates.front().second.size() > 1 || flat;
+    for (const auto& [stages, schedules] : candidates)
+        for (std::int64_t m : micro) {
+            if (!choosing) {
+                open.push_back({stages, m, 0, &schedules, {}});
+                continue;
+            }
+            PipelinePlan f = planStages(whole, stages, "1f1b", m, true, bar(), cancel, progress);
+            if (f.complete && fitsAll(f) && f.stepSeconds < bar()) open.push_back({stages, m, f.stepSeconds, &schedules, std::move(f)});
+        }
+    std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
+    for (const Open& o : open) {
+        if (o.floor >= bar()) break;
+        for (const std::string& schedule : *o.schedules) {
+            // Each stage pays at least its floor plus the sends of this schedule.
+            if (choosing && floorWithSends(o.bound, parseSchedule(o.stages, schedule)) >= bar()) continue;
+            consider(planStages(whole, o.stages, schedule, o.microBatch, false, bar(), cancel, progress));
+        }
+    }
+    // Only the chosen pipeline's stage planners are kept (their sessions hold the most memory).
+    const std::string kept =
+        best ? "|pipeline " + std::to_string(best->schedule.stages) + " " +
+                   (best->schedule.virtualStages > 1 ? "interleaved:" + std::to_string(best->schedule.virtualStages) : "1f1b") + " "
+             : std::string("none");
+    for (auto it = s.stagePlanners.begin(); it != s.stagePlanners.end();)
+        it = it->first.find(kept) == std::string::npos || it->first.find(" bound|") != std::string::npos ? s.stagePlanners.erase(it)
+                                                                                                      : std::next(it);
+    if (flat && (!best || (flat->result.fits && (!fitsAll(*best) || flat->result.breakdown.stepSeconds <= best->stepSeconds))))
+        return std::move(*flat);
+    // Nothing fits: the pipeline with the fewest activations (the smallest micro-batch), to show
+    // what it needs.
+    if (!best)
+        consider(planStages(whole, candidates.front().first, candidates.front().second.front(), micro.front(), false,
+                            std::numeric_limits<double>::infinity(), cancel, progress));
+    PlannerResult out;
+    const PipelineStagePlan& slowest = best->stages[static_cast<size_t>(best->slowest)];
+    out.workspace = slowest.workspace;
+    out.result = slowest.result;
+    out.pipeline = std::move(best);
     return out;
 }
 

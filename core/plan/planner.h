@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../import/catalog.h"
+#include "pipeline.h"
 #include "plan.h"
 
 namespace tp {
@@ -58,6 +59,19 @@ struct PlanRequest {
     /// "fp32" Adam states (master weight and two moments, 12 B) or "bf16" moments (8 B).
     std::string gradDtype = "bf16";
     std::string optimizerDtype = "fp32";
+    /// Pipeline stages over the outermost mesh axis (--pipeline; core/plan/pipeline.h): 1 none,
+    /// kAuto: Planner::plan chooses (1 where no pipeline is faster).
+    int pipeline = 1;
+    /// How each device runs its stages (--schedule): "1f1b", "interleaved:V", or "auto" (the
+    /// planner tries 1F1B and every V that divides the layers per stage).
+    std::string schedule = "1f1b";
+    /// Which stage this request plans, on the stage's mesh and graph (set by Planner::plan on
+    /// the requests it makes per stage); -1: the whole model (a pipeline is planned stage by
+    /// stage and combined).
+    int pipelineStage = -1;
+    /// Set by Planner::plan on stage requests that bound every schedule: no bubble and the
+    /// fewest in-flight activations (1F1B's).
+    bool pipelineBound = false;
     int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
@@ -78,6 +92,18 @@ double memoryLimitOf(const PlanRequest& request);
 /// hardware's capacity, a negative limit none (infinity).
 double memoryLimitBytes(double limit, const Hardware& hardware);
 
+/// Where a workspace of one pipeline stage sits in its pipeline (PlanRequest::pipelineStage).
+struct PipelineStageInfo {
+    int stage = -1; ///< -1: not a stage (the whole model)
+    PipelineSchedule schedule;
+    std::string layerLabel;      ///< the run the stages split, e.g. "layers.*"
+    int firstLayer = 0;          ///< of the run, 0-based
+    int layers = 0;              ///< instances of the run on this stage
+    double receivedBytes = 0;    ///< per step, whole batch: what it receives from the stage before
+    double sentBytes = 0;        ///< per step, whole batch: what it sends to the stage after
+    MeshAxis link;               ///< the full mesh's outermost axis, which the stages lie along
+};
+
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).
 struct PlanWorkspace {
     LoadedModel model;
@@ -87,6 +113,7 @@ struct PlanWorkspace {
     FoldedGraph folded;
     double foldMs = 0;
     PlanContext context;
+    PipelineStageInfo stage;
 };
 
 /// Loads the model, hardware (with the link overrides) and mesh, folds and builds the cost
@@ -161,6 +188,32 @@ SettingsCandidate candidateOf(const CostSettings& settings);
 /// +25.86 GiB". Empty without candidates.
 std::string choiceSummary(const std::vector<SettingsCandidate>& candidates);
 
+/// One stage of a pipelined plan: its own plan on the stage mesh, and what the pipeline adds.
+struct PipelineStagePlan {
+    int stage = 0;       ///< 0-based
+    /// Stages [stage, stage + standsFor) run this plan: the middle stages after the second hold
+    /// no more layers and fewer in-flight activations than it, so none of them is slower.
+    int standsFor = 1;
+    std::shared_ptr<const PlanWorkspace> workspace;
+    SearchResult result; ///< its step with its share of the bubble (CostSettings::pipelineBubble)
+    double microBatches = 1; ///< per step and pipeline
+    double sendSeconds = 0;  ///< point-to-point sends and receives to its neighbours per step
+    double stepSeconds() const { return result.breakdown.stepSeconds + sendSeconds; }
+};
+
+/// A pipelined plan (PlanRequest::pipeline > 1): the stages that differ, solved exactly each.
+struct PipelinePlan {
+    PipelineSchedule schedule;
+    std::string stageMesh;       ///< e.g. "8" for --mesh 8x8 --pipeline 8
+    std::int64_t microBatch = 0; ///< samples per replica per micro-batch (0: the whole local batch)
+    double stepSeconds = 0;      ///< the slowest stage's
+    int slowest = 0;             ///< index into stages
+    std::vector<PipelineStagePlan> stages;
+    bool complete = true; ///< every stage solved (a search that stopped early at a bar leaves some out)
+    /// The bubble's share of the step: (p - 1) / V over (m + (p - 1) / V) micro-batch times.
+    double bubbleFraction() const;
+};
+
 /// What Planner::plan returns: the plan and what the request asked to compare it with, all
 /// costed by the same workspace.
 struct PlannerResult {
@@ -177,6 +230,9 @@ struct PlannerResult {
     /// The baselines' chosen workspaces (the settings each chose), by name; the plan's own is
     /// `workspace`.
     std::map<std::string, std::shared_ptr<const PlanWorkspace>> baselineWorkspaces;
+    /// A pipelined request: every stage's plan; `workspace` and `result` are then the slowest
+    /// stage's.
+    std::optional<PipelinePlan> pipeline;
 };
 
 /// Plans a sequence of requests, rebuilding only what each request's changed fields need: the
@@ -203,6 +259,12 @@ public:
     PlannerResult plan(const PlanRequest& request, const std::atomic<bool>* cancel = nullptr, SearchProgress* progress = nullptr);
 
 private:
+    PlannerResult planPipeline(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress);
+    /// One pipeline (stages, schedule, micro-batch): each stage that differs planned on its own
+    /// planner; `bound` costs them without bubble and sends (a floor for every schedule).
+    /// Stops once a stage is at or over `stopAbove` (the plan is then not `complete`).
+    PipelinePlan planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
+                            bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress);
     struct State;
     std::unique_ptr<State> state_;
 };

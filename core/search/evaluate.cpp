@@ -11,11 +11,8 @@ double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec
 {
     const Tensor& tensor = model.graph().tensor(t);
     double bytes = static_cast<double>(spec.shardNumel(tensor.shape, model.mesh())) * dtypeBytes(tensor.dtype);
-    const auto micro = model.settings().microBatch;
-    if (micro > 0 && !tensor.shape.empty() && tensor.shape[0] > 1) {
-        const double pieces = static_cast<double>(spec.splitsOf(0, model.mesh()));
-        bytes *= std::min(1.0, static_cast<double>(micro) * pieces / static_cast<double>(tensor.shape[0]));
-    }
+    if (!tensor.shape.empty() && tensor.shape[0] > 1)
+        bytes *= heldActivationShare(model.settings(), tensor.shape[0], static_cast<double>(spec.splitsOf(0, model.mesh())));
     return bytes;
 }
 

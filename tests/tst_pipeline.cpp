@@ -1,0 +1,334 @@
+// Pipeline parallelism (core/plan/pipeline.h, Planner::plan with PlanRequest::pipeline): the
+// schedule's bubble and in-flight activations in the cost model, stages cut from the fold,
+// the pipelined search against brute force, and the errors for pipelines that cannot be built.
+#include <QtTest>
+
+#include <cmath>
+#include <limits>
+
+#include "cost/cost_model.h"
+#include "fold/fold.h"
+#include "import/catalog.h"
+#include "mesh/mesh.h"
+#include "plan/pipeline.h"
+#include "plan/planner.h"
+#include "util/error.h"
+
+using namespace tp;
+
+namespace {
+
+bool near(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
+
+/// A small GPT (hidden 256, 4 heads, sequence 128, vocabulary 1024) with `layers` layers.
+PlanRequest smallGpt(int layers, std::int64_t batch, const std::string& mesh)
+{
+    PlanRequest r;
+    r.model = "gpt3-125m";
+    r.modelOptions.batch = batch;
+    r.modelOptions.overrides = {"layers=" + std::to_string(layers), "hidden=256", "heads=4", "seq=128", "positions=128",
+                                "vocab=1024"};
+    r.mesh = mesh;
+    return r;
+}
+
+QString errorOf(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const InputError& e) {
+        return QString::fromStdString(e.what());
+    }
+    return {};
+}
+
+} // namespace
+
+class TestPipeline : public QObject {
+    Q_OBJECT
+
+private slots:
+    void scheduleWords_data()
+    {
+        QTest::addColumn<int>("stages");
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<int>("chunks"); // 0: refused
+        QTest::newRow("1f1b") << 4 << "1f1b" << 1;
+        QTest::newRow("interleaved:3") << 8 << "interleaved:3" << 3;
+        QTest::newRow("one chunk is 1f1b, not interleaved") << 8 << "interleaved:1" << 0;
+        QTest::newRow("not a number") << 8 << "interleaved:x" << 0;
+        QTest::newRow("unknown word") << 8 << "zigzag" << 0;
+        QTest::newRow("interleaved without stages") << 1 << "interleaved:2" << 0;
+        QTest::newRow("no stages") << 0 << "1f1b" << 0;
+    }
+    void scheduleWords()
+    {
+        QFETCH(int, stages);
+        QFETCH(QString, schedule);
+        QFETCH(int, chunks);
+        if (chunks == 0) {
+            const QString e = errorOf([&] { parseSchedule(stages, schedule.toStdString()); });
+            QVERIFY2(e.contains("--schedule") || e.contains("--pipeline"), qPrintable(e));
+            return;
+        }
+        QCOMPARE(parseSchedule(stages, schedule.toStdString()).virtualStages, chunks);
+    }
+
+    // Narayanan et al. 2021, §2.2: m micro-batches through p stages take (m + (p - 1) / V)
+    // micro-batch times; Korthikanti et al. 2022, §4.2.3: the first stage holds p micro-batches'
+    // activations, p (1 + (p - 1) / (p V)) interleaved, stage s of 1F1B p - s.
+    void scheduleArithmetic_data()
+    {
+        QTest::addColumn<int>("p");
+        QTest::addColumn<int>("v");
+        QTest::addColumn<double>("bubble");
+        QTest::addColumn<double>("firstStage");
+        QTest::addColumn<double>("lastStage");
+        QTest::newRow("p 8, 1F1B") << 8 << 1 << 7.0 << 8.0 << 1.0;
+        QTest::newRow("p 8, V 3") << 8 << 3 << 7.0 / 3 << 8 * (1 + 7.0 / 24) << 1 + 7.0 / 3;
+        QTest::newRow("p 4, V 2") << 4 << 2 << 1.5 << 4 * (1 + 3.0 / 8) << 1 + 1.5;
+    }
+    void scheduleArithmetic()
+    {
+        QFETCH(int, p);
+        QFETCH(int, v);
+        QFETCH(double, bubble);
+        QFETCH(double, firstStage);
+        QFETCH(double, lastStage);
+        const PipelineSchedule s{p, v};
+        QVERIFY(near(bubbleMicroBatches(s), bubble, 1e-12));
+        QVERIFY(near(inFlightMicroBatches(s, 0), firstStage, 1e-12));
+        QVERIFY(near(inFlightMicroBatches(s, p - 1), lastStage, 1e-12));
+    }
+
+    // The bubble in the cost model: every kernel of n micro-batches is paid (n + (p - 1)) / n
+    // times (1F1B), so the bubble is (p - 1) / n of the step's kernel time (Narayanan et al.
+    // 2021, §5.3.1: the overhead falls as 1/m); the optimizer step and the kernels without the
+    // batch (the position table), once per step, are not.
+    void bubbleScalesKernels_data()
+    {
+        QTest::addColumn<int>("p");
+        QTest::addColumn<int>("microBatches");
+        for (int p : {2, 4, 8})
+            for (int m : {8, 16, 64}) QTest::newRow(qPrintable(QString("p %1, m %2").arg(p).arg(m))) << p << m;
+    }
+    void bubbleScalesKernels()
+    {
+        QFETCH(int, p);
+        QFETCH(int, microBatches);
+        PlanRequest r = smallGpt(2, 64, "1");
+        const auto ws = preparePlan(r);
+        CostSettings flat = ws->costModel->settings();
+        flat.microBatch = 64 / microBatches;
+        CostSettings piped = flat;
+        piped.pipelineBubble = bubbleMicroBatches({p, 1});
+        const CostModel a(*ws->costModel, ws->model.graph, flat);
+        const CostModel b(*ws->costModel, ws->model.graph, piped);
+        int checked = 0;
+        for (const auto& op : ws->model.graph.ops) {
+            const OpCost& x = a.opCost(op.id, 0);
+            const OpCost& y = b.opCost(op.id, 0);
+            const double kernels = x.computeSeconds - x.optimizerSeconds;
+            if (kernels <= 0) continue;
+            const bool batched = a.batchLeading(op.outputs[0]);
+            const double expected = batched ? kernels * (microBatches + p - 1) / microBatches : kernels;
+            QVERIFY2(near(y.computeSeconds - y.optimizerSeconds, expected, 1e-9), op.name.c_str());
+            QCOMPARE(y.optimizerSeconds, x.optimizerSeconds);
+            ++checked;
+        }
+        QVERIFY(checked > 10);
+    }
+
+    // Korthikanti et al. 2022, §4.2.3 with eq. for selective recomputation and sequence
+    // parallelism: each layer keeps s*b*h*34/t bytes per micro-batch, and the first stage holds
+    // p micro-batches of L/p layers, the activations of L layers (x (1 + (p - 1)/(p V))
+    // interleaved). GPT-3 175B's shape with 16 layers, batch 32, micro-batch 1, TP 8 per stage.
+    // A layer's kept input is charged to the op producing it (the layer before), so each layer
+    // of the stage but its last holds exactly the formula's 34 (the last layer's output goes to
+    // the next stage, which keeps it; the first layer's input is the embedding's output).
+    void firstStageActivations_data()
+    {
+        QTest::addColumn<int>("p");
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<double>("factor");
+        QTest::newRow("p 4, 1F1B") << 4 << "1f1b" << 1.0;
+        QTest::newRow("p 4, V 2") << 4 << "interleaved:2" << 1 + 3.0 / 8;
+        QTest::newRow("p 2, V 4") << 2 << "interleaved:4" << 1 + 1.0 / 8;
+    }
+    void firstStageActivations()
+    {
+        QFETCH(int, p);
+        QFETCH(QString, schedule);
+        QFETCH(double, factor);
+        const int layers = 16;
+        PlanRequest r;
+        r.model = "gpt3-175b";
+        r.modelOptions.batch = 32;
+        r.modelOptions.overrides = {"layers=" + std::to_string(layers)};
+        r.mesh = std::to_string(p) + "x8";
+        r.pipeline = p;
+        r.schedule = schedule.toStdString();
+        r.microBatch = 1;
+        r.zero = 0;
+        r.baseline = "megatron-sp";
+        r.recompute = "selective";
+        r.memoryLimit = "none";
+        Planner planner;
+        const PlannerResult got = planner.plan(r);
+        QVERIFY(got.pipeline);
+        const PipelineStagePlan& first = got.pipeline->stages.front();
+        QCOMPARE(first.stage, 0);
+        const PlanWorkspace& ws = *first.workspace;
+        const BlockClass* layer = ws.folded.largestClass();
+        QVERIFY(layer);
+        QCOMPARE(int(layer->instances.size()), layers / p);
+        double kept = 0;
+        for (size_t i = 0; i + 1 < layer->instances.size(); ++i)
+            for (OpId op : layer->instances[i].ops) kept += first.result.breakdown.ops[static_cast<size_t>(op)].activationBytes;
+        const double s = 2048, b = 1, h = 12288, t = 8;
+        // Per layer: p micro-batches (x the interleave factor) of s b h 34 / t.
+        const double expected = s * b * h * 34 / t * p * factor * (layers / p - 1);
+        QVERIFY2(near(kept, expected, 0.01), qPrintable(QString("%1 vs %2").arg(kept).arg(expected)));
+    }
+
+    // Stages cut from the fold: the first holds the embedding and its layers, the last its layers
+    // and the head; together they hold every op once; what a stage receives is its input.
+    void stagesCoverTheGraph()
+    {
+        const PlanRequest r = smallGpt(6, 8, "1");
+        const LoadedModel m = loadModel(r.model, r.modelOptions);
+        const FoldedGraph folded = foldGraph(m.graph);
+        const StageSplit split = splitIntoStages(folded, {3, 1});
+        QCOMPARE(split.runLength, 6);
+        QCOMPARE(split.countOfStage, (std::vector<int>{2, 2, 2}));
+        size_t ops = 0;
+        for (int s = 0; s < 3; ++s) {
+            const StageGraph g = stageGraph(m.graph, folded, split, s);
+            ops += g.graph.ops.size();
+            const FoldedGraph f = foldGraph(g.graph);
+            QVERIFY(f.largestClass());
+            QCOMPARE(int(f.largestClass()->instances.size()), 2);
+            // Received: the hidden state, batch x seq x hidden in bf16, from stage 2 on.
+            QCOMPARE(g.receivedBytes, s == 0 ? 0.0 : 8.0 * 128 * 256 * 2);
+            if (s > 0) {
+                QCOMPARE(g.graph.tensors.front().role, TensorRole::Input);
+                QCOMPARE(g.graph.tensors.front().shape.front(), std::int64_t(8));
+            }
+        }
+        QCOMPARE(ops, m.graph.ops.size());
+        // Uneven: the extra layers go to the middle stages, never the first.
+        QCOMPARE(splitIntoStages(foldGraph(loadModel(smallGpt(7, 8, "1").model, smallGpt(7, 8, "1").modelOptions).graph), {3, 1})
+                     .countOfStage,
+                 (std::vector<int>{2, 3, 2}));
+    }
+
+    // Pipelines that cannot be built are refused with one line naming the constraint.
+    void badPipelines_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("stages");
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("7 stages on 8x2") << "8x2" << 7 << "1f1b" << "divide the outermost mesh axis";
+        QTest::newRow("more stages than layers") << "8x2" << 8 << "1f1b" << "more stages than the 4 layers";
+        QTest::newRow("chunks do not divide") << "2x2" << 2 << "interleaved:3" << "do not divide the 2 layers per stage";
+        QTest::newRow("no stages") << "2x2" << 0 << "1f1b" << "--pipeline 0";
+    }
+    void badPipelines()
+    {
+        QFETCH(QString, mesh);
+        QFETCH(int, stages);
+        QFETCH(QString, schedule);
+        QFETCH(QString, says);
+        PlanRequest r = smallGpt(4, 8, mesh.toStdString());
+        r.pipeline = stages;
+        r.schedule = schedule.toStdString();
+        Planner planner;
+        const QString e = errorOf([&] { planner.plan(r); });
+        QVERIFY2(e.contains(says), qPrintable(e));
+    }
+
+    // Exact: the planner's pipeline (stages, schedule and micro-batch chosen, three stages
+    // solved for all) equals brute force over every (stages, schedule, micro-batch) with every
+    // stage planned on its own, and the plan without a pipeline where that is faster.
+    void pipelineSearchEqualsBruteForce_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("limit");
+        QTest::newRow("4 layers, 4x2") << 4 << "4x2" << "";
+        QTest::newRow("6 layers, 2x2") << 6 << "2x2" << "";
+        QTest::newRow("8 layers, 4x2, tight memory") << 8 << "4x2" << "12MiB";
+        // Uneven: stages of 2, 3, 3 and 2 layers, a middle stage the slowest.
+        QTest::newRow("10 layers, 4x2") << 10 << "4x2" << "";
+    }
+    void pipelineSearchEqualsBruteForce()
+    {
+        QFETCH(int, layers);
+        QFETCH(QString, mesh);
+        QFETCH(QString, limit);
+        PlanRequest r = smallGpt(layers, 16, mesh.toStdString());
+        r.memoryLimit = limit.toStdString();
+        r.zero = 0;
+        r.pipeline = kAuto;
+        r.schedule = "auto";
+        Planner planner;
+        const PlannerResult got = planner.plan(r);
+        const double chosen = got.pipeline ? got.pipeline->stepSeconds
+                                           : (got.result.fits ? got.result.breakdown.stepSeconds
+                                                              : std::numeric_limits<double>::infinity());
+
+        PlanRequest flat = r;
+        flat.pipeline = 1;
+        flat.schedule = "1f1b";
+        double best = [&] {
+            Planner p;
+            const PlannerResult f = p.plan(flat);
+            return f.result.fits ? f.result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
+        }();
+        const int outer = parseMesh(r.mesh, loadHardware(r.hardware)).axes[0].size;
+        for (int stages = 2; stages <= outer && stages <= layers; ++stages) {
+            if (outer % stages != 0) continue;
+            std::vector<int> chunks = {1};
+            for (int v = 2; v <= layers / stages; ++v)
+                if (layers % (stages * v) == 0) chunks.push_back(v);
+            for (int v : chunks)
+                for (std::int64_t m : {1, 2, 4, 8, 16}) {
+                    double slowest = 0;
+                    bool fits = true;
+                    for (int stage = 0; stage < stages; ++stage) {
+                        PlanRequest s = r;
+                        s.pipeline = stages;
+                        s.schedule = v == 1 ? "1f1b" : "interleaved:" + std::to_string(v);
+                        s.microBatch = m == 16 ? 0 : m;
+                        s.pipelineStage = stage;
+                        Planner one;
+                        const PlannerResult st = one.plan(s);
+                        fits = fits && st.result.fits;
+                        slowest = std::max(slowest, st.result.breakdown.stepSeconds);
+                    }
+                    // The same pipeline through the planner: its three solved stages stand
+                    // for all, so its slowest stage (sends aside) is the brute force's.
+                    PlanRequest fixed = r;
+                    fixed.pipeline = stages;
+                    fixed.schedule = v == 1 ? "1f1b" : "interleaved:" + std::to_string(v);
+                    fixed.microBatch = m == 16 ? 0 : m;
+                    Planner p;
+                    const PlannerResult one = p.plan(fixed);
+                    QVERIFY(one.pipeline);
+                    double solved = 0;
+                    for (const auto& st : one.pipeline->stages) solved = std::max(solved, st.result.breakdown.stepSeconds);
+                    QVERIFY2(near(solved, slowest, 1e-12), qPrintable(QString("P %1 V %2 m %3: %4 vs %5")
+                                                                          .arg(stages).arg(v).arg(m).arg(solved, 0, 'g', 12)
+                                                                          .arg(slowest, 0, 'g', 12)));
+                    if (!fits) continue;
+                    best = std::min(best, one.pipeline->stepSeconds);
+                }
+        }
+        QVERIFY2(near(chosen, best, 1e-12) || (std::isinf(chosen) && std::isinf(best)),
+                 qPrintable(QString("planner %1 s, brute force %2 s").arg(chosen, 0, 'g', 12).arg(best, 0, 'g', 12)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPipeline)
+#include "tst_pipeline.moc"
