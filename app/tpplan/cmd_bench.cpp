@@ -150,6 +150,7 @@ std::vector<std::string> caseList(const Suite& s)
     cases.push_back("cold");
     cases.push_back("costmodel");
     cases.push_back("lock");
+    if (!s.quick) cases.push_back("pipeline"); // seconds per run: the full suite only
     cases.push_back("gui");
     return cases;
 }
@@ -331,6 +332,39 @@ Json runColdCase(const Suite& s)
             {"micro_batch", chosen.microBatch},
             {"step_time_s", r.result.breakdown.stepSeconds},
             {"fits", r.result.fits}};
+}
+
+/// Pipelines (issue 19): GPT-3 175B on 8x8 with batch 64, Korthikanti et al.'s layout (8
+/// stages of TP 8, interleaved with 3 chunks, micro-batch 1) against the search with the stages,
+/// schedule and micro-batch open (`--pipeline auto --schedule auto`), as tpplan plans them.
+Json runPipelineCase(const Suite& s)
+{
+    PlanRequest hand = planRequestFor(s, "gpt3-175b", "8x8");
+    hand.modelOptions.batch = 64;
+    hand.pipeline = 8;
+    hand.schedule = "interleaved:3";
+    hand.microBatch = 1;
+    hand.baseline = "megatron-sp";
+    hand.recompute = "selective";
+    PlanRequest searched = planRequestFor(s, "gpt3-175b", "8x8");
+    searched.modelOptions.batch = 64;
+    searched.pipeline = kAuto;
+    searched.schedule = "auto";
+    PlannerResult a, b;
+    const Sample handTime = medianOf(s.repetitions, [&] { a = Planner().plan(hand); });
+    const Sample searchTime = medianOf(s.repetitions, [&] { b = Planner().plan(searched); });
+    auto stepOf = [](const PlannerResult& r) { return r.pipeline ? r.pipeline->stepSeconds : r.result.breakdown.stepSeconds; };
+    Json found = {{"step_time_s", stepOf(b)}, {"total", sampleJson(searchTime)}};
+    if (b.pipeline) {
+        found["stages"] = b.pipeline->schedule.stages;
+        found["virtual_stages"] = b.pipeline->schedule.virtualStages;
+        found["micro_batch"] = b.pipeline->microBatch;
+    }
+    return {{"model", "gpt3-175b"},
+            {"mesh", "8x8"},
+            {"batch", 64},
+            {"hand_layout", {{"step_time_s", stepOf(a)}, {"total", sampleJson(handTime)}}},
+            {"search", found}};
 }
 
 /// Building the cost model of GPT-3 175B on 8x8 (every op's candidates and node costs) and
@@ -533,6 +567,7 @@ Json runCase(const Suite& s, const std::string& spec)
     if (spec == "cold") return runColdCase(s);
     if (spec == "costmodel") return runCostModelCase(s);
     if (spec == "lock") return runLockCase(s);
+    if (spec == "pipeline") return runPipelineCase(s);
     if (spec == "gui") return runGuiCase(s);
     throw UsageError("bench: unknown case '" + spec + "'");
 }
@@ -615,6 +650,8 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
             doc["cost_model"] = j;
         else if (spec == "lock")
             doc["lock_resolve"] = j;
+        else if (spec == "pipeline")
+            doc["pipeline"] = j;
         else if (spec == "gui")
             doc["gui"] = j;
     }

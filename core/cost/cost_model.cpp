@@ -371,11 +371,9 @@ void CostModel::Impl::build()
     // T5's [s, t] position buckets); a loop that indexes dim 0 of a batch tensor carries it to
     // every operand whose dim 0 it leads, until nothing changes (labels, a decoder's tokens).
     batch0.assign(nTensors, false);
+    graphBatch = graphBatchOf(graph);
     for (const auto& t : graph.tensors)
-        if (t.role == TensorRole::Input && t.shape.size() >= 2) {
-            if (graphBatch == 0) graphBatch = t.shape[0];
-            if (t.shape[0] == graphBatch) batch0[static_cast<size_t>(t.id)] = true;
-        }
+        if (t.role == TensorRole::Input && t.shape.size() >= 2 && t.shape[0] == graphBatch) batch0[static_cast<size_t>(t.id)] = true;
     const auto topo = graph.topologicalOrder();
     for (bool changed = true; changed;) {
         changed = false;
@@ -797,6 +795,13 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
             if (settings.training) op.computeSeconds += t.forward;
         }
     }
+}
+
+std::int64_t graphBatchOf(const Graph& graph)
+{
+    for (const auto& t : graph.tensors)
+        if (t.role == TensorRole::Input && t.shape.size() >= 2) return t.shape[0];
+    return 0;
 }
 
 double heldActivationShare(const CostSettings& settings, std::int64_t graphBatch, double batchSplits)

@@ -95,6 +95,9 @@ struct CostSettings {
     double pipelineInFlight = 1;
 };
 
+/// The graph's batch: dim 0 of its first input of rank >= 2 (tokens, images); 0 when there is
+/// none (CostModel::graphBatch).
+std::int64_t graphBatchOf(const Graph& graph);
 /// The share of a batch tensor's local bytes that is held at once: the micro-batch's samples
 /// times the pipeline's in-flight micro-batches, of the local batch (`batchSplits`: how many
 /// ways dim 0 is split), at most all of it; 1 without micro-batches.

@@ -60,7 +60,7 @@ std::string stageMeshText(const Mesh& mesh, int stages)
     return text.empty() ? "1" : text;
 }
 
-StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule)
+const Run* stagedRun(const FoldedGraph& folded)
 {
     const Run* best = nullptr;
     std::int64_t bestOps = 0;
@@ -72,6 +72,12 @@ StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& sc
             bestOps = ops;
         }
     }
+    return best;
+}
+
+StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule)
+{
+    const Run* best = stagedRun(folded);
     const int p = schedule.stages;
     if (!best) throw InputError("--pipeline " + std::to_string(p) + ": the model has no run of repeated layers to split into stages");
     const BlockClass& layer = folded.classes[static_cast<size_t>(best->classId)];
@@ -102,72 +108,96 @@ StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& sc
     return split;
 }
 
-StageGraph stageGraph(const Graph& graph, const FoldedGraph& folded, const StageSplit& split, int stage)
+StageCutter::StageCutter(const Graph& graph, const FoldedGraph& folded, StageSplit split) :
+    graph_(graph), split_(std::move(split)), order_(graph.topologicalOrder()), producers_(graph.producers()),
+    consumers_(graph.consumers())
 {
-    const int p = static_cast<int>(split.countOfStage.size());
-    if (stage < 0 || stage >= p) throw std::logic_error("stageGraph: no such stage");
-    const BlockClass& layer = folded.classes[static_cast<size_t>(split.classId)];
+    const int p = stages();
+    const BlockClass& layer = folded.classes.at(static_cast<size_t>(split_.classId));
     // Each op's stage: the run's instances by their range; everything else by whether it comes
     // before the run's first op in topological order (first stage) or after (last stage).
-    const size_t nOps = graph.ops.size();
-    std::vector<int> stageOfOp(nOps, -1);
+    stageOfOp_.assign(graph.ops.size(), -1);
     for (int s = 0; s < p; ++s)
-        for (int i = 0; i < split.countOfStage[static_cast<size_t>(s)]; ++i) {
+        for (int i = 0; i < split_.countOfStage[static_cast<size_t>(s)]; ++i) {
             const auto& inst =
-                layer.instances[static_cast<size_t>(split.runFirstInstance + split.firstOfStage[static_cast<size_t>(s)] + i)];
-            for (OpId op : inst.ops) stageOfOp[static_cast<size_t>(op)] = s;
+                layer.instances[static_cast<size_t>(split_.runFirstInstance + split_.firstOfStage[static_cast<size_t>(s)] + i)];
+            for (OpId op : inst.ops) stageOfOp_[static_cast<size_t>(op)] = s;
         }
-    const OpId runStart = layer.instances[static_cast<size_t>(split.runFirstInstance)].ops.front();
+    const OpId runStart = layer.instances[static_cast<size_t>(split_.runFirstInstance)].ops.front();
     bool beforeRun = true;
-    for (OpId op : graph.topologicalOrder()) {
+    for (OpId op : order_) {
         if (op == runStart) beforeRun = false;
-        if (stageOfOp[static_cast<size_t>(op)] < 0) stageOfOp[static_cast<size_t>(op)] = beforeRun ? 0 : p - 1;
+        if (stageOfOp_[static_cast<size_t>(op)] < 0) stageOfOp_[static_cast<size_t>(op)] = beforeRun ? 0 : p - 1;
     }
-    const auto producers = graph.producers();
-    const auto consumers = graph.consumers();
-    auto mine = [&](OpId op) { return op >= 0 && stageOfOp[static_cast<size_t>(op)] == stage; };
+}
+
+double StageCutter::receivedBytes(int stage) const
+{
+    std::vector<char> counted(graph_.tensors.size(), 0);
+    double bytes = 0;
+    for (const auto& op : graph_.ops) {
+        if (stageOfOp_[static_cast<size_t>(op.id)] != stage) continue;
+        for (TensorId t : op.inputs) {
+            const OpId producer = producers_[static_cast<size_t>(t)];
+            if (producer < 0 || stageOfOp_[static_cast<size_t>(producer)] == stage || counted[static_cast<size_t>(t)]) continue;
+            counted[static_cast<size_t>(t)] = 1;
+            bytes += static_cast<double>(graph_.tensor(t).bytes());
+        }
+    }
+    return bytes;
+}
+
+StageGraph StageCutter::cut(int stage) const
+{
+    if (stage < 0 || stage >= stages()) throw std::logic_error("StageCutter: no such stage");
+    auto mine = [&](OpId op) { return op >= 0 && stageOfOp_[static_cast<size_t>(op)] == stage; };
     // The tensors the stage touches, received ones first (the batch is read from the first
-    // input of rank >= 2, core/cost/cost_model.cpp), then the rest in id order.
-    std::vector<char> used(graph.tensors.size(), 0);
-    for (const auto& op : graph.ops)
+    // input of rank >= 2, core/cost/cost_model.cpp graphBatchOf), then the rest in id order.
+    std::vector<char> used(graph_.tensors.size(), 0);
+    for (const auto& op : graph_.ops)
         if (mine(op.id)) {
             for (TensorId t : op.inputs) used[static_cast<size_t>(t)] = 1;
             for (TensorId t : op.outputs) used[static_cast<size_t>(t)] = 1;
         }
     auto received = [&](TensorId t) {
-        const OpId producer = producers[static_cast<size_t>(t)];
+        const OpId producer = producers_[static_cast<size_t>(t)];
         return producer >= 0 && !mine(producer);
     };
     std::vector<TensorId> order;
-    for (const auto& t : graph.tensors)
+    for (const auto& t : graph_.tensors)
         if (used[static_cast<size_t>(t.id)] && received(t.id)) order.push_back(t.id);
-    for (const auto& t : graph.tensors)
+    for (const auto& t : graph_.tensors)
         if (used[static_cast<size_t>(t.id)] && !received(t.id)) order.push_back(t.id);
     StageGraph result;
     Graph& out = result.graph;
-    out.name = graph.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(p) + ")";
-    std::map<TensorId, TensorId> newId;
+    out.name = graph_.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(stages()) + ")";
+    std::vector<TensorId> newId(graph_.tensors.size(), -1);
     for (TensorId t : order) {
-        const Tensor& old = graph.tensor(t);
+        const Tensor& old = graph_.tensor(t);
         TensorRole role = old.role;
         if (received(t)) {
             role = TensorRole::Input;
             result.receivedBytes += static_cast<double>(old.bytes());
         }
-        const bool sent = std::any_of(consumers[static_cast<size_t>(t)].begin(), consumers[static_cast<size_t>(t)].end(),
-                                      [&](OpId c) { return !mine(c); });
+        const auto& readers = consumers_[static_cast<size_t>(t)];
+        const bool sent = std::any_of(readers.begin(), readers.end(), [&](OpId c) { return !mine(c); });
         if (sent && role == TensorRole::Activation) role = TensorRole::Output;
-        newId[t] = out.addTensor(old.name, old.shape, old.dtype, role);
+        newId[static_cast<size_t>(t)] = out.addTensor(old.name, old.shape, old.dtype, role);
     }
-    for (OpId id : graph.topologicalOrder()) {
+    for (OpId id : order_) {
         if (!mine(id)) continue;
-        const Op& op = graph.op(id);
+        const Op& op = graph_.op(id);
         std::vector<TensorId> ins, outs;
-        for (TensorId t : op.inputs) ins.push_back(newId.at(t));
-        for (TensorId t : op.outputs) outs.push_back(newId.at(t));
+        for (TensorId t : op.inputs) ins.push_back(newId[static_cast<size_t>(t)]);
+        for (TensorId t : op.outputs) outs.push_back(newId[static_cast<size_t>(t)]);
         out.addOp(op.name, op.kind, std::move(ins), std::move(outs), op.einsum, op.attrs);
     }
     return result;
+}
+
+StageGraph stageGraph(const Graph& graph, const FoldedGraph& folded, const StageSplit& split, int stage)
+{
+    return StageCutter(graph, folded, split).cut(stage);
 }
 
 } // namespace tp

@@ -52,6 +52,9 @@ struct StageSplit {
     std::string label;            ///< the class's label, e.g. "layers.*"
 };
 
+/// The run stages split: the run of more than one instance with the most ops; null when none.
+const Run* stagedRun(const FoldedGraph& folded);
+
 /// Splits the run into `schedule.stages` contiguous ranges: evenly when they divide it, else
 /// the extra instances go to the middle stages from the second on (never the first stage, which
 /// also holds the embedding and the most activations). Throws InputError when there is no
@@ -66,6 +69,27 @@ struct StageGraph {
     Graph graph;
     double receivedBytes = 0; ///< of the tensors it receives from other stages, for the whole batch
 };
+
+/// Cuts the stages of one split from the whole graph: the op-to-stage map, topological order and
+/// readers are found once for every stage cut from it. The graph must outlive it.
+class StageCutter {
+public:
+    StageCutter(const Graph& graph, const FoldedGraph& folded, StageSplit split);
+    const StageSplit& split() const { return split_; }
+    int stages() const { return static_cast<int>(split_.countOfStage.size()); }
+    StageGraph cut(int stage) const;
+    /// What stage `stage` receives from the others per step, whole batch (0 for the first).
+    double receivedBytes(int stage) const;
+
+private:
+    const Graph& graph_;
+    StageSplit split_;
+    std::vector<int> stageOfOp_;
+    std::vector<OpId> order_, producers_;
+    std::vector<std::vector<OpId>> consumers_;
+};
+
+/// StageCutter(graph, folded, split).cut(stage), for one stage.
 StageGraph stageGraph(const Graph& graph, const FoldedGraph& folded, const StageSplit& split, int stage);
 
 } // namespace tp

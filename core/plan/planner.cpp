@@ -213,22 +213,27 @@ void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* 
                              : std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
 }
 
-/// Cuts the workspace's whole model down to the request's pipeline stage (core/plan/pipeline.h).
-void keepStage(PlanWorkspace& ws, const PlanRequest& request)
+/// The workspace's model: the request's pipeline stage cut from the whole model and its fold
+/// (core/plan/pipeline.h).
+void keepStage(PlanWorkspace& ws, const PlanRequest& request, const LoadedModel& whole, const FoldedGraph& folded,
+               const StageCutter* shared)
 {
     PipelineStageInfo& info = ws.stage;
     info.stage = request.pipelineStage;
     info.schedule = parseSchedule(request.pipeline, request.schedule);
-    const FoldedGraph whole = foldGraph(ws.model.graph);
-    const StageSplit split = splitIntoStages(whole, info.schedule);
+    const StageSplit split = splitIntoStages(folded, info.schedule); // also checks the chunks divide the layers
+    std::optional<StageCutter> own;
+    if (!shared || shared->stages() != request.pipeline) shared = &own.emplace(whole.graph, folded, split);
     info.layerLabel = split.label;
     info.firstLayer = split.firstOfStage.at(static_cast<size_t>(info.stage));
     info.layers = split.countOfStage.at(static_cast<size_t>(info.stage));
-    StageGraph stage = stageGraph(ws.model.graph, whole, split, info.stage);
+    StageGraph stage = shared->cut(info.stage);
     info.receivedBytes = stage.receivedBytes;
-    if (info.stage + 1 < request.pipeline) info.sentBytes = stageGraph(ws.model.graph, whole, split, info.stage + 1).receivedBytes;
+    if (info.stage + 1 < request.pipeline) info.sentBytes = shared->receivedBytes(info.stage + 1);
+    ws.model.source = whole.source;
+    ws.model.name = whole.name + " (stage " + std::to_string(info.stage + 1) + " of " + std::to_string(request.pipeline) + ")";
+    ws.model.config = whole.config;
     ws.model.graph = std::move(stage.graph);
-    ws.model.name += " (stage " + std::to_string(info.stage + 1) + " of " + std::to_string(request.pipeline) + ")";
 }
 
 } // namespace
@@ -263,8 +268,17 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
         ws->stage.link = ws->mesh.axes.at(0);
         ws->mesh = parseMesh(stageMeshText(ws->mesh, request.pipeline), ws->hardware);
     }
-    ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
-    if (staged) keepStage(*ws, request);
+    if (staged) {
+        std::shared_ptr<const LoadedModel> model = request.wholeModel;
+        if (!model)
+            model = std::make_shared<const LoadedModel>(
+                loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware)));
+        std::shared_ptr<const FoldedGraph> folded = request.wholeFold;
+        if (!folded) folded = std::make_shared<const FoldedGraph>(foldGraph(model->graph));
+        keepStage(*ws, request, *model, *folded, request.wholeModel ? request.stageCutter.get() : nullptr);
+    } else {
+        ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
+    }
     buildWorkspace(*ws, settings);
     ws->context.modelSource = request.model;
     ws->context.intraNodeGBps = request.intraNodeGBps;
@@ -993,7 +1007,6 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
     PipelinePlan plan;
     plan.schedule = parseSchedule(stages, schedule);
     plan.microBatch = microBatch;
-    plan.stageMesh = stageMeshText(parseMesh(request.mesh, loadHardware(request.hardware)), stages);
     // The last stage (the head and the loss) first: it is the slowest more often than not, and a
     // stage at or over `stopAbove` settles the pipeline.
     auto order = stagesToSolve(stages);
@@ -1023,6 +1036,7 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
         if (std::isfinite(stopAbove) && (!last.result.fits || last.stepSeconds() >= stopAbove)) break;
     }
     std::sort(plan.stages.begin(), plan.stages.end(), [](const auto& x, const auto& y) { return x.stage < y.stage; });
+    plan.stageMesh = plan.stages.front().workspace->mesh.shapeText();
     plan.complete = plan.stages.size() == order.size();
     for (size_t i = 0; i < plan.stages.size(); ++i)
         if (i == 0 || plan.stages[i].stepSeconds() > plan.stepSeconds) {
@@ -1033,6 +1047,13 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
 }
 
 namespace {
+
+/// The instances of the run that stages split (0 when there is none).
+int layersOf(const FoldedGraph& folded)
+{
+    const Run* run = stagedRun(folded);
+    return run ? run->count : 0;
+}
 
 bool fitsAll(const PipelinePlan& p)
 {
@@ -1077,20 +1098,30 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     if (whole.mode != "train") throw InputError("--pipeline: pipelines are costed for training, not --mode infer");
     const Mesh mesh = parseMesh(request.mesh, loadHardware(request.hardware));
     if (request.pipeline != kAuto) stageMeshText(mesh, request.pipeline); // the stages must divide the outer axis
-    // Without a pipeline first (auto): the plan to beat, and the model's layers and batch.
+    if (request.pipeline == kAuto && mesh.axes.at(0).size < 2) return plan(whole, cancel, progress);
+    // Without a pipeline first (auto): the plan to beat.
     std::optional<PlannerResult> flat;
     if (request.pipeline == kAuto) flat = plan(whole, cancel, progress);
-    std::shared_ptr<const PlanWorkspace> prepared = flat ? flat->workspace : [&] {
+    // The whole model, loaded once per stage mesh (its vocabulary is padded for the mesh's
+    // tensor parallelism) and folded once, for every stage request to cut its stage from.
+    const Hardware hardware = loadHardware(request.hardware);
+    std::map<std::string, PlanRequest> stagedRequests;
+    auto requestFor = [&](int stages) -> const PlanRequest& {
+        const std::string stageMesh = stageMeshText(mesh, stages);
+        auto it = stagedRequests.find(stageMesh);
+        if (it != stagedRequests.end()) return it->second;
         PlanRequest r = whole;
-        r.microBatch = 0;
-        r.zero = 0;
-        return std::shared_ptr<const PlanWorkspace>(preparePlan(r));
-    }();
-    const BlockClass* layer = prepared->folded.largestClass();
-    int layers = 0;
-    for (const auto& run : prepared->folded.runs)
-        if (layer && run.classId == layer->id) layers = std::max(layers, run.count);
-    const std::int64_t batch = prepared->costModel->graphBatch();
+        r.wholeModel = std::make_shared<const LoadedModel>(loadModel(
+            request.model, withPaddedVocabulary(request.model, request.modelOptions, parseMesh(stageMesh, hardware), hardware)));
+        r.wholeFold = std::make_shared<const FoldedGraph>(foldGraph(r.wholeModel->graph));
+        if (stages <= layersOf(*r.wholeFold))
+            r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold,
+                                                                splitIntoStages(*r.wholeFold, PipelineSchedule{stages, 1}));
+        return stagedRequests.emplace(stageMesh, std::move(r)).first->second;
+    };
+    const PlanRequest& any = requestFor(request.pipeline == kAuto ? mesh.axes.at(0).size : request.pipeline);
+    const int layers = layersOf(*any.wholeFold);
+    const std::int64_t batch = graphBatchOf(any.wholeModel->graph);
     checkMicroBatch(request.microBatch, batch);
     const std::vector<std::int64_t> micro =
         request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
@@ -1127,7 +1158,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
                 open.push_back({stages, m, 0, &schedules, {}});
                 continue;
             }
-            PipelinePlan f = planStages(whole, stages, "1f1b", m, true, bar(), cancel, progress);
+            PipelinePlan f = planStages(requestFor(stages), stages, "1f1b", m, true, bar(), cancel, progress);
             if (f.complete && fitsAll(f) && f.stepSeconds < bar()) open.push_back({stages, m, f.stepSeconds, &schedules, std::move(f)});
         }
     std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
@@ -1136,7 +1167,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
         for (const std::string& schedule : *o.schedules) {
             // Each stage pays at least its floor plus the sends of this schedule.
             if (choosing && floorWithSends(o.bound, parseSchedule(o.stages, schedule)) >= bar()) continue;
-            consider(planStages(whole, o.stages, schedule, o.microBatch, false, bar(), cancel, progress));
+            consider(planStages(requestFor(o.stages), o.stages, schedule, o.microBatch, false, bar(), cancel, progress));
         }
     }
     // Only the chosen pipeline's stage planners are kept (their sessions hold the most memory).
@@ -1152,7 +1183,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     // Nothing fits: the pipeline with the fewest activations (the smallest micro-batch), to show
     // what it needs.
     if (!best)
-        consider(planStages(whole, candidates.front().first, candidates.front().second.front(), micro.front(), false,
+        consider(planStages(requestFor(candidates.front().first), candidates.front().first, candidates.front().second.front(), micro.front(), false,
                             std::numeric_limits<double>::infinity(), cancel, progress));
     PlannerResult out;
     const PipelineStagePlan& slowest = best->stages[static_cast<size_t>(best->slowest)];

@@ -72,6 +72,12 @@ struct PlanRequest {
     /// Set by Planner::plan on stage requests that bound every schedule: no bubble and the
     /// fewest in-flight activations (1F1B's).
     bool pipelineBound = false;
+    /// Set by Planner::plan on stage requests: the whole model, loaded for the stage mesh, and
+    /// its fold, which preparePlan cuts the stage from instead of loading it again (internal;
+    /// not part of the workspace key, which the stage fields already make distinct).
+    std::shared_ptr<const LoadedModel> wholeModel;
+    std::shared_ptr<const FoldedGraph> wholeFold;
+    std::shared_ptr<const StageCutter> stageCutter; ///< over wholeModel's graph, for `pipeline` stages
     int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.
