@@ -83,6 +83,7 @@ private slots:
     void runCardSaysWhenLayoutsAreMixed();
     void statusNamesAxisNothingDivides();
     void zeroAndMicroBatchAreChosenAndUndoable();
+    void pipelineIsAnUndoableEdit();
     void statusNamesTheMeshThatFits();
     void windowFitsA1280x800Screen();
 };
@@ -1071,6 +1072,49 @@ void TestGui::zeroAndMicroBatchAreChosenAndUndoable()
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().zero, kAuto);
     QCOMPARE(zero->currentData().toInt(), kAuto);
+}
+
+// The Mesh & Hardware panel's pipeline: none by default; choosing stages (which divide the
+// mesh's outermost axis) plans a pipeline whose summary the panel shows (tst_pipeline checks
+// the plan itself), and undo takes it away again. GPT-3 125M with 4 layers on 4x2.
+void TestGui::pipelineIsAnUndoableEdit()
+{
+    MainWindow window(false);
+    window.resize(1280, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    PlanSettings base;
+    base.mesh = "4x2";
+    base.overrides = {"layers=4"};
+    QVERIFY(window.openSource(QStringLiteral("gpt3-125m"), base));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    auto* choice = window.meshPanel()->findChild<QLabel*>(QStringLiteral("settingsChoice"));
+    auto* stages = window.meshPanel()->findChild<QComboBox*>(QStringLiteral("pipelineStages"));
+    auto* schedule = window.meshPanel()->findChild<QComboBox*>(QStringLiteral("pipelineSchedule"));
+    QVERIFY(choice && stages && schedule);
+    QCOMPARE(stages->currentData().toInt(), 1);
+    QVERIFY(!schedule->isEnabled());
+    QVERIFY(!doc.plan()->pipeline);
+    // none, auto, 2 and 4 stages: the divisors of the outer axis.
+    QCOMPARE(stages->count(), 4);
+    const int two = stages->findData(2);
+    QVERIFY(two >= 0);
+    stages->setCurrentIndex(two);
+    emit stages->activated(two);
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().pipeline, 2);
+    QVERIFY(doc.plan()->pipeline);
+    QCOMPARE(doc.plan()->pipeline->schedule.stages, 2);
+    QVERIFY(schedule->isEnabled());
+    QVERIFY2(choice->text().startsWith(QStringLiteral("Pipeline: 2 stages of mesh 2")), qPrintable(choice->text()));
+    // The slowest stage's graph is the one shown: half the layers.
+    QCOMPARE(int(doc.workspace()->folded.largestClass()->instances.size()), 2);
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().pipeline, 1);
+    QVERIFY(!doc.plan()->pipeline);
+    QCOMPARE(stages->currentData().toInt(), 1);
 }
 
 // Where nothing fits, the status bar names the smallest preset mesh on which a plan does

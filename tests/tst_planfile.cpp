@@ -276,6 +276,18 @@ private slots:
         const PlanRequest request = planRequestOf(back);
         QCOMPARE(request.mesh, std::string("2x8"));
         QCOMPARE(request.modelOptions.overrides, p.overrides);
+        // No pipeline is not written (projects from before pipelines read and write as before);
+        // a pipeline and its schedule go through.
+        QVERIFY(first.find("pipeline") == std::string::npos && first.find("schedule") == std::string::npos);
+        QCOMPARE(back.pipeline, 1);
+        ProjectFile piped = p;
+        piped.pipeline = kAuto;
+        piped.schedule = "interleaved:3";
+        const ProjectFile pipedBack = readProjectJson(writeProjectJson(piped), "memory");
+        QCOMPARE(pipedBack.pipeline, kAuto);
+        QCOMPARE(pipedBack.schedule, std::string("interleaved:3"));
+        QCOMPARE(planRequestOf(pipedBack).pipeline, kAuto);
+        QCOMPARE(planRequestOf(pipedBack).schedule, std::string("interleaved:3"));
     }
 
     // Opening a plan restores the request it was made with: the plan of a request through
@@ -355,6 +367,13 @@ private slots:
                                   << "p.tpproj.json: /settings/model: is missing";
         QTest::newRow("bandwidth") << R"({"settings": {"inter_node_GBps": -3}})"
                                    << "p.tpproj.json: /settings/inter_node_GBps: is -3, must not be negative";
+        QTest::newRow("pipeline 0") << R"({"settings": {"pipeline": 0}})"
+                                    << "p.tpproj.json: /settings/pipeline: is 0, expected \"auto\" or a number of stages from 1";
+        QTest::newRow("pipeline word") << R"({"settings": {"pipeline": "many"}})"
+                                       << "p.tpproj.json: /settings/pipeline: is \"many\", expected \"auto\" or a number";
+        QTest::newRow("schedule") << R"({"settings": {"pipeline": 8, "schedule": "zigzag"}})"
+                                  << "p.tpproj.json: /settings/schedule: --schedule 'zigzag': use auto, 1f1b or interleaved:V with V "
+                                     "from 2 to 1024 chunks per device";
     }
 
     void brokenProjects()

@@ -270,9 +270,7 @@ void printPipeline(const PipelinePlan& p, std::ostream& out)
     const PipelineStageInfo& first = p.stages.front().workspace->stage;
     const int stages = p.schedule.stages;
     const PipelineStagePlan& slowest = p.stages[static_cast<size_t>(p.slowest)];
-    out << "pipeline          " << stages << " stages of mesh " << p.stageMesh << ", " << scheduleText(p.schedule)
-        << ", micro-batch " << (p.microBatch > 0 ? std::to_string(p.microBatch) : std::string("whole local batch")) << " ("
-        << slowest.microBatches << " per step)\n";
+    out << "pipeline          " << pipelineSummary(p) << " (" << slowest.microBatches << " micro-batches per step)\n";
     out << "  step time       " << formatSeconds(p.stepSeconds) << "  (the slowest stage's; bubble "
         << formatSeconds(p.bubbleFraction() * slowest.result.breakdown.stepSeconds) << ", "
         << std::fixed << std::setprecision(1) << 100 * p.bubbleFraction() << "% of it)\n"

@@ -36,6 +36,10 @@ struct CommandLine {
                                   QStringLiteral("Micro-batch (gradient accumulation): auto or n."), QStringLiteral("n")};
     QCommandLineOption zero{QStringLiteral("zero"), QStringLiteral("ZeRO stage: auto, 0, 1, 2 or 3."), QStringLiteral("stage")};
     QCommandLineOption mode{QStringLiteral("mode"), QStringLiteral("train or infer."), QStringLiteral("mode")};
+    QCommandLineOption pipeline{QStringLiteral("pipeline"), QStringLiteral("Pipeline stages: auto or a number (1: none)."),
+                                QStringLiteral("stages")};
+    QCommandLineOption schedule{QStringLiteral("schedule"), QStringLiteral("Pipeline schedule: auto, 1f1b or interleaved:V."),
+                                QStringLiteral("schedule")};
     QCommandLineOption memoryLimit{QStringLiteral("memory-limit"), QStringLiteral("e.g. 80GiB, none."), QStringLiteral("bytes")};
     QCommandLineOption lock{QStringLiteral("lock"), QStringLiteral("GLOB=STRATEGY (repeatable)."), QStringLiteral("lock")};
     QCommandLineOption select{QStringLiteral("select"), QStringLiteral("Op to select (name)."), QStringLiteral("op")};
@@ -61,7 +65,7 @@ struct CommandLine {
         parser.addPositionalArgument(
             QStringLiteral("source"),
             QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
-        parser.addOptions({mesh, hardware, batch, seq, microBatch, zero, mode, memoryLimit, lock, select, screenshot,
+        parser.addOptions({mesh, hardware, batch, seq, microBatch, zero, mode, pipeline, schedule, memoryLimit, lock, select, screenshot,
                            screenshotBreakdown, screenshotExplain, size, benchEdits});
     }
 
@@ -80,6 +84,8 @@ struct CommandLine {
         if (parser.isSet(microBatch)) base.microBatch = autoOr(parser.value(microBatch), -2);
         if (parser.isSet(zero)) base.zero = static_cast<int>(autoOr(parser.value(zero), 4));
         if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
+        if (parser.isSet(pipeline)) base.pipeline = static_cast<int>(autoOr(parser.value(pipeline), 0));
+        if (parser.isSet(schedule)) base.schedule = parser.value(schedule).toStdString();
         if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
         return base;
     }

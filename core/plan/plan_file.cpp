@@ -454,6 +454,12 @@ json projectToJson(const ProjectFile& p)
         settings["zero"] = p.zero;
     if (!p.overrides.empty()) settings["overrides"] = p.overrides;
     if (p.overlapChunks != 1) settings["overlap_chunks"] = p.overlapChunks;
+    // Written only when set, so that projects without a pipeline read and write as before.
+    if (p.pipeline == kAuto)
+        settings["pipeline"] = "auto";
+    else if (p.pipeline != 1)
+        settings["pipeline"] = p.pipeline;
+    if (p.schedule != "1f1b") settings["schedule"] = p.schedule;
     json doc = json::object();
     doc["format"] = "tpstudio.project";
     doc["version"] = kProjectFileVersion;
@@ -515,6 +521,14 @@ ProjectFile readProjectJson(const std::string& text, const std::string& origin)
     };
     p.microBatch = autoOrInt("micro_batch", std::int64_t{1} << 40);
     p.zero = static_cast<int>(autoOrInt("zero", 3));
+    // Absent: no pipeline (a project written before pipelines).
+    p.pipeline = r.optional(s, "pipeline") ? static_cast<int>(autoOrInt("pipeline", 4096)) : 1;
+    if (p.pipeline == 0) r.fail("/settings/pipeline", "is 0, expected \"auto\" or a number of stages from 1");
+    if (r.optional(s, "schedule")) {
+        p.schedule = r.string(s, "/settings", "schedule");
+        if (p.schedule != "auto")
+            r.within("/settings/schedule", "", [&] { return parseSchedule(p.pipeline > 1 ? p.pipeline : 2, p.schedule); });
+    }
     p.intraNodeGBps = optionalNumber("intra_node_GBps");
     p.interNodeGBps = optionalNumber("inter_node_GBps");
     if (const json* chunks = r.optional(s, "overlap_chunks")) {
@@ -558,6 +572,8 @@ PlanRequest planRequestOf(const ProjectFile& p)
     request.memoryLimit = p.memoryLimit;
     request.microBatch = p.microBatch;
     request.zero = p.zero;
+    request.pipeline = p.pipeline;
+    request.schedule = p.schedule;
     request.overlapChunks = p.overlapChunks;
     request.intraNodeGBps = p.intraNodeGBps;
     request.interNodeGBps = p.interNodeGBps;

@@ -77,6 +77,8 @@ struct ProjectFile {
     double intraNodeGBps = 0;        ///< link bandwidth overrides; 0: the hardware's
     double interNodeGBps = 0;
     int overlapChunks = 1;          ///< chunked comm/compute overlap (CostSettings); 1: none
+    int pipeline = 1;               ///< pipeline stages (PlanRequest::pipeline): 1 none, kAuto ("auto") or P
+    std::string schedule = "1f1b";  ///< "1f1b", "interleaved:V" or "auto" (PlanRequest::schedule)
     std::vector<std::string> locks; ///< "GLOB=STRATEGY"
     nlohmann::json view = nlohmann::json::object();
 };

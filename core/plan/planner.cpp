@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <iomanip>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -914,6 +915,16 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     return out;
 }
 
+std::string pipelineSummary(const PipelinePlan& p)
+{
+    std::ostringstream out;
+    out << p.schedule.stages << " stages of mesh " << p.stageMesh << ", " << scheduleText(p.schedule) << ", micro-batch "
+        << (p.microBatch > 0 ? std::to_string(p.microBatch) : std::string("whole local batch")) << ": step "
+        << formatSeconds(p.stepSeconds) << ", bubble " << std::fixed << std::setprecision(1) << 100 * p.bubbleFraction()
+        << "%, slowest stage " << (p.stages.empty() ? 0 : p.stages[static_cast<size_t>(p.slowest)].stage + 1);
+    return out.str();
+}
+
 double PipelinePlan::bubbleFraction() const
 {
     if (stages.empty()) return 0;
@@ -1189,6 +1200,20 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     const PipelineStagePlan& slowest = best->stages[static_cast<size_t>(best->slowest)];
     out.workspace = slowest.workspace;
     out.result = slowest.result;
+    if (!request.compareBaselines.empty()) {
+        // The baselines of the slowest stage, on its own planner (its workspaces are cached).
+        PlanRequest r = requestFor(best->schedule.stages);
+        r.pipeline = best->schedule.stages;
+        r.schedule = best->schedule.virtualStages > 1 ? "interleaved:" + std::to_string(best->schedule.virtualStages) : "1f1b";
+        r.microBatch = best->microBatch;
+        r.pipelineStage = slowest.stage;
+        r.compareBaselines = request.compareBaselines;
+        auto& planner = s.stagePlanners[modelKeyOf(r) + "|" + r.mesh + "|" + r.hardware];
+        if (!planner) planner = std::make_unique<Planner>();
+        PlannerResult withBaselines = planner->plan(r, cancel, progress);
+        out.baselines = std::move(withBaselines.baselines);
+        out.baselineWorkspaces = std::move(withBaselines.baselineWorkspaces);
+    }
     out.pipeline = std::move(best);
     return out;
 }

@@ -220,6 +220,10 @@ struct PipelinePlan {
     double bubbleFraction() const;
 };
 
+/// "8 stages of mesh 8, interleaved (6 chunks per device), micro-batch 2: step 10.667 s, bubble
+/// 3.5%, slowest stage 8": the one text for a pipelined plan, CLI and GUI.
+std::string pipelineSummary(const PipelinePlan& plan);
+
 /// What Planner::plan returns: the plan and what the request asked to compare it with, all
 /// costed by the same workspace.
 struct PlannerResult {

@@ -203,6 +203,15 @@ void Document::setZeroStage(int stage)
     setSettings(s, stage == kAuto ? tr("ZeRO auto") : tr("ZeRO stage %1").arg(stage));
 }
 
+void Document::setPipeline(int stages, const QString& schedule)
+{
+    PlanSettings s = settings_;
+    s.pipeline = stages;
+    s.schedule = schedule.toStdString();
+    const QString what = stages == 1 ? tr("no pipeline") : stages == kAuto ? tr("auto") : tr("%1 stages").arg(stages);
+    setSettings(s, tr("Pipeline %1, schedule %2").arg(what, schedule));
+}
+
 void Document::setMode(const QString& mode)
 {
     PlanSettings s = settings_;

@@ -68,7 +68,8 @@ quint64 PlannerService::request(const PlanSettings& settings, const std::vector<
         out->megatronWorkspace = planned.baselineWorkspaces.at("megatron");
         out->dataParallelWorkspace = planned.baselineWorkspaces.at("dp");
         out->candidates = std::move(planned.candidates);
-        if (!out->result.fits) {
+        out->pipeline = std::move(planned.pipeline);
+        if (!out->result.fits && !out->pipeline) { // the meshes tried hold no pipeline
             const std::string key = workspaceKeyOf(request) + "|" + request.memoryLimit + "|" + request.recompute;
             auto hint = fitHints->find(key);
             if (hint == fitHints->end())

@@ -34,6 +34,8 @@ struct PlanOutcome {
     std::shared_ptr<const PlanWorkspace> megatronWorkspace, dataParallelWorkspace;
     /// The combinations of settings the planner chose among (empty when all were fixed).
     std::vector<SettingsCandidate> candidates;
+    /// A pipelined plan: every stage's (`workspace` and `result` are the slowest stage's).
+    std::optional<PipelinePlan> pipeline;
     /// Where no plan fits: the smallest preset mesh on which one does (core/plan/mesh_fit.h),
     /// std::nullopt when the plan fits or no preset mesh helps.
     std::optional<MeshFit> fitsOn;

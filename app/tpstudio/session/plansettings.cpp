@@ -21,6 +21,8 @@ PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
     request.memoryLimit = memoryLimit;
     request.microBatch = microBatch;
     request.zero = zero;
+    request.pipeline = pipeline;
+    request.schedule = schedule;
     request.overlapChunks = overlapChunks;
     request.intraNodeGBps = intraNodeGBps;
     request.interNodeGBps = interNodeGBps;
@@ -76,6 +78,8 @@ std::string writeProject(const ProjectData& project)
     file.mode = s.mode;
     file.microBatch = s.microBatch;
     file.zero = s.zero;
+    file.pipeline = s.pipeline;
+    file.schedule = s.schedule;
     file.memoryLimit = s.memoryLimit;
     file.intraNodeGBps = s.intraNodeGBps;
     file.interNodeGBps = s.interNodeGBps;
@@ -103,6 +107,8 @@ ProjectData projectDataOf(const ProjectFile& file)
     s.mode = file.mode;
     s.microBatch = file.microBatch;
     s.zero = file.zero;
+    s.pipeline = file.pipeline;
+    s.schedule = file.schedule;
     s.memoryLimit = file.memoryLimit;
     s.intraNodeGBps = file.intraNodeGBps;
     s.interNodeGBps = file.interNodeGBps;

@@ -496,7 +496,16 @@ void MainWindow::updateStatus()
                                            : tr("searched in %1 (%2 combinations)")
                                                  .arg(QString::fromStdString(formatSeconds(plan->wallMs / 1e3)))
                                                  .arg(plan->candidates.size()));
-        parts << tr("step %1").arg(QString::fromStdString(formatSeconds(b.stepSeconds)));
+        if (plan->pipeline) {
+            // The pipeline's step (the slowest stage's with its sends); the views show that stage.
+            const PipelineStagePlan& slowest = plan->pipeline->stages[static_cast<size_t>(plan->pipeline->slowest)];
+            parts << tr("pipeline %1 stages, step %2; shown: stage %3")
+                         .arg(plan->pipeline->schedule.stages)
+                         .arg(QString::fromStdString(formatSeconds(plan->pipeline->stepSeconds)))
+                         .arg(slowest.stage + 1);
+        } else {
+            parts << tr("step %1").arg(QString::fromStdString(formatSeconds(b.stepSeconds)));
+        }
         parts << QStringLiteral("%1 / %2%3")
                      .arg(QString::fromStdString(formatBytes(b.perDeviceBytes)), QString::fromStdString(formatBytes(capacity)),
                           plan->result.fits ? QString() : tr(" (does not fit)"));

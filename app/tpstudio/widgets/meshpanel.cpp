@@ -191,6 +191,19 @@ MeshPanel::MeshPanel(QWidget* parent) :
     zero_->addItem(tr("3: + parameters (FSDP)"), 3);
     zero_->setToolTip(tr("ZeRO: shard model states over each weight's data-parallel axes (auto: the planner chooses)"));
     form->addRow(tr("&ZeRO"), zero_);
+    pipeline_ = new QComboBox(this);
+    pipeline_->setObjectName(QStringLiteral("pipelineStages"));
+    pipeline_->setToolTip(tr("Pipeline stages over the outermost mesh axis (auto: the planner chooses, none where no "
+                             "pipeline is faster)"));
+    form->addRow(tr("&Pipeline"), pipeline_);
+    schedule_ = new QComboBox(this);
+    schedule_->setObjectName(QStringLiteral("pipelineSchedule"));
+    schedule_->addItem(tr("1F1B"), QStringLiteral("1f1b"));
+    schedule_->addItem(tr("auto"), QStringLiteral("auto"));
+    for (int v : {2, 3, 4, 6, 8}) schedule_->addItem(tr("interleaved, %1 chunks").arg(v), QStringLiteral("interleaved:%1").arg(v));
+    schedule_->setToolTip(tr("How each device runs its stages: 1F1B, or interleaved with V chunks per device (a smaller "
+                             "bubble, more activations and sends); auto: the planner chooses"));
+    form->addRow(tr("Sc&hedule"), schedule_);
     choice_ = new QLabel(this);
     choice_->setObjectName(QStringLiteral("settingsChoice"));
     choice_->setWordWrap(true);
@@ -254,6 +267,11 @@ MeshPanel::MeshPanel(QWidget* parent) :
     connect(zero_, &QComboBox::activated, this, [this] {
         if (document_) document_->setZeroStage(zero_->currentData().toInt());
     });
+    auto setPipeline = [this] {
+        if (document_) document_->setPipeline(pipeline_->currentData().toInt(), schedule_->currentData().toString());
+    };
+    connect(pipeline_, &QComboBox::activated, this, setPipeline);
+    connect(schedule_, &QComboBox::activated, this, setPipeline);
     connect(mode_, &QComboBox::activated, this, [this] {
         if (document_) document_->setMode(mode_->currentText());
     });
@@ -433,11 +451,30 @@ void MeshPanel::showSettings()
     seq_->setValue(static_cast<int>(s.seq));
     microBatch_->setValue(static_cast<int>(s.microBatch));
     zero_->setCurrentIndex(std::max(0, zero_->findData(s.zero)));
+    showPipelineChoices(s);
     mode_->setCurrentText(QString::fromStdString(s.mode));
     memoryLimit_->setText(QString::fromStdString(s.memoryLimit));
     overlap_->setValue(s.overlapChunks);
     updating_ = false;
     showOverrides();
+}
+
+void MeshPanel::showPipelineChoices(const PlanSettings& s)
+{
+    // The stages divide the outermost axis of the mesh as typed ("8x8": 2, 4, 8).
+    const QString text = QString::fromStdString(s.mesh);
+    const int outer = std::max(1, text.section(QLatin1Char('x'), 0, 0).toInt());
+    pipeline_->clear();
+    pipeline_->addItem(tr("none"), 1);
+    pipeline_->addItem(tr("auto"), kAuto);
+    for (int p = 2; p <= outer; ++p)
+        if (outer % p == 0) pipeline_->addItem(tr("%1 stages").arg(p), p);
+    if (pipeline_->findData(s.pipeline) < 0) pipeline_->addItem(tr("%1 stages").arg(s.pipeline), s.pipeline);
+    pipeline_->setCurrentIndex(pipeline_->findData(s.pipeline));
+    const QString schedule = QString::fromStdString(s.schedule);
+    if (schedule_->findData(schedule) < 0) schedule_->addItem(schedule, schedule);
+    schedule_->setCurrentIndex(schedule_->findData(schedule));
+    schedule_->setEnabled(s.pipeline != 1);
 }
 
 void MeshPanel::showMesh()
@@ -451,9 +488,12 @@ void MeshPanel::showMesh()
     }
     const CostSettings& chosen = ws->costModel->settings();
     const std::string summary = choiceSummary(document_->plan()->candidates);
-    choice_->setText(summary.empty()
-                         ? tr("%1 (as set)").arg(QString::fromStdString(settingsText(candidateOf(chosen))))
-                         : tr("Chosen: %1").arg(QString::fromStdString(summary)));
+    QString choice = summary.empty() ? tr("%1 (as set)").arg(QString::fromStdString(settingsText(candidateOf(chosen))))
+                                     : tr("Chosen: %1").arg(QString::fromStdString(summary));
+    if (const auto& pipeline = document_->plan()->pipeline)
+        choice = tr("Pipeline: %1. Shown: the slowest stage's plan; %2")
+                     .arg(QString::fromStdString(pipelineSummary(*pipeline)), choice);
+    choice_->setText(choice);
     QStringList lines;
     for (const auto& axis : ws->mesh.axes)
         lines << tr("axis %1: %2 devices, %3, %4 (%5)")

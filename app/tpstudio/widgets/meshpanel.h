@@ -69,6 +69,7 @@ signals:
 private:
     void showSettings();
     void showMesh();
+    void showPipelineChoices(const PlanSettings& settings);
     void showOverrides();
     void commitOverride(QTableWidgetItem* item);
     void refuseOverride(const QString& key, const QString& message);
@@ -83,6 +84,8 @@ private:
     QSpinBox* seq_;
     QSpinBox* microBatch_;
     QComboBox* zero_;
+    QComboBox* pipeline_; ///< none, auto, and the divisors of the mesh's outermost axis
+    QComboBox* schedule_;
     QLabel* choice_; ///< what the planner chose for the auto settings
     QComboBox* mode_;
     QLineEdit* memoryLimit_;
