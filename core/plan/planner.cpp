@@ -87,8 +87,9 @@ std::string modelKeyOf(const PlanRequest& r)
     std::ostringstream key;
     key << r.model << '|' << r.modelOptions.batch << '|' << r.modelOptions.seq << '|' << r.modelOptions.onnxOpaqueUnsupported;
     for (const auto& item : r.modelOptions.overrides) key << '|' << item;
-    if (r.pipeline != 1)
-        key << "|pipeline " << r.pipeline << ' ' << r.schedule << ' ' << r.pipelineStage << (r.pipelineBound ? " bound" : "");
+    // A stage's graph depends on the number of stages only; its schedule is a cost setting
+    // (workspaceKeyOf), so one stage's combinations share its graph, fold and caches.
+    if (r.pipeline != 1) key << "|pipeline " << r.pipeline << ' ' << r.pipelineStage;
     return key.str();
 }
 
@@ -99,6 +100,7 @@ std::string workspaceKeyOf(const PlanRequest& r)
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
         << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.reshardAfterForward << '|' << r.gradDtype << '|' << r.optimizerDtype;
+    if (r.pipeline != 1) key << '|' << r.schedule << (r.pipelineBound ? " bound" : "");
     return key.str();
 }
 
@@ -157,7 +159,7 @@ CostSettings costSettingsOf(const PlanRequest& request)
     if (request.pipeline > 1 && request.pipelineStage >= 0) {
         if (request.pipelineStage >= request.pipeline) throw std::logic_error("costSettingsOf: no such pipeline stage");
         if (choosing) throw std::logic_error("costSettingsOf: a pipeline stage with its schedule left open");
-        settings.pipelineBubble = request.pipelineBound ? 0 : bubbleMicroBatches(schedule);
+        settings.pipelineBubble = bubbleMicroBatches(schedule);
         settings.pipelineInFlight =
             inFlightMicroBatches(request.pipelineBound ? PipelineSchedule{schedule.stages, 1} : schedule, request.pipelineStage);
     }
@@ -466,6 +468,8 @@ struct Planner::State {
             ws->foldMs = base.foldMs;
             ws->context = base.context;
             ws->stage = base.stage;
+            if (concrete.pipeline > 1 && concrete.pipelineStage >= 0)
+                ws->stage.schedule = parseSchedule(concrete.pipeline, concrete.schedule);
             attachCostModel(*ws, costSettingsOf(concrete), base.costModel.get());
             slot->workspace = std::move(ws);
         }
@@ -598,6 +602,8 @@ struct Planner::State {
         neutral.microBatch = 0;
         neutral.zeroShard = "all";
         neutral.reshardAfterForward = "on";
+        neutral.schedule = "1f1b";
+        neutral.pipelineBound = false;
         const std::string family = workspaceKeyOf(neutral);
         if (family == modelKey) return;
         slots.clear();
@@ -720,15 +726,31 @@ std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<Can
     return pending;
 }
 
-} // namespace
-
-Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
+/// One concrete combination of a request (its first slot, which every other derives from).
+PlanRequest probeOf(const PlanRequest& request)
 {
     PlanRequest probe = request;
     probe.zero = std::max(0, request.zero);
     probe.microBatch = std::max<std::int64_t>(0, request.microBatch);
     probe.zeroShard = request.zeroShard == "node" ? "node" : "all";
     probe.reshardAfterForward = request.reshardAfterForward == "off" ? "off" : "on";
+    return probe;
+}
+
+/// The least lower bound of the combinations a bar settled unsearched (infinity if none).
+double leastBound(const std::vector<SettingsCandidate>& candidates)
+{
+    double least = std::numeric_limits<double>::infinity();
+    for (const auto& c : candidates)
+        if (c.outcome == SettingsCandidate::Outcome::Bounded) least = std::min(least, c.stepSeconds);
+    return least;
+}
+
+} // namespace
+
+Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
+{
+    const PlanRequest probe = probeOf(request);
     const PlanWorkspace& first = *slotFor(probe).workspace;
     const std::int64_t batch = first.costModel->graphBatch();
     checkMicroBatch(request.microBatch, batch);
@@ -743,6 +765,10 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
                       : r.breakdown.perDeviceBytes < best.result.breakdown.perDeviceBytes;
     };
     size_t chosenIndex = 0;
+    // What a combination must beat: the best that fits so far, or the caller's bar.
+    auto bar = [&] {
+        return best.slot && best.result.fits ? std::min(request.stopAbove, best.result.breakdown.stepSeconds) : request.stopAbove;
+    };
     // Weights kept gathered (stage 3) make every plan at least as fast as resharding them after
     // forward (the backward all-gathers go; nothing else changes), so the kept layout's fastest
     // plan with no memory limit (under these locks and this recompute word) bounds the resharded
@@ -758,8 +784,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         const bool kept = c.zero == 3 && !cand.reshardAfterForward;
         // A combination that cannot beat the best so far is not solved (its plan without limit
         // and locks, known from an earlier solve) or stops as soon as its search proves it.
-        const bool incumbent = best.slot && best.result.fits;
-        const double stopAbove = incumbent ? best.result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
+        const double stopAbove = bar();
+        const bool incumbent = std::isfinite(stopAbove);
         auto bounded = [&](double bound) {
             cand.outcome = SettingsCandidate::Outcome::Bounded;
             cand.stepSeconds = bound;
@@ -829,8 +855,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     auto fastestFits = [&](const PlanRequest& c) {
         if (!isSearch(c)) return true;
         Slot& slot = slotFor(c);
-        const bool incumbent = best.slot && best.result.fits;
-        const double stopAbove = incumbent ? best.result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
+        const double stopAbove = bar();
+        const bool incumbent = std::isfinite(stopAbove);
         // What earlier solves proved settles it in consider() without a search.
         if (unpricedBoundOf(slot, c) >= stopAbove || (incumbent && limitBoundOf(slot, c, limit) >= stopAbove)) return true;
         const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
@@ -846,7 +872,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
             fitsNothing.insert({g.zero, p.microBatch, g.hybrid, g.reshardAfterForward, g.recompute});
             cand.outcome = SettingsCandidate::Outcome::TooLarge;
             best.candidates.push_back(cand);
-        } else if (incumbent && p.floor.seconds >= best.result.breakdown.stepSeconds) {
+        } else if (std::isfinite(bar()) && p.floor.seconds >= bar()) {
             cand.outcome = SettingsCandidate::Outcome::Bounded;
             cand.stepSeconds = p.floor.seconds;
             best.candidates.push_back(cand);
@@ -858,6 +884,12 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     };
     for (const auto& p : pending) settle(p, true);
     for (const Pending* p : priced) settle(*p, false);
+    if (!best.slot) { // every combination is at or over the caller's bar (PlanRequest::stopAbove)
+        best.slot = &slotFor(probe);
+        best.result.bounded = true;
+        best.result.lowerBound = leastBound(best.candidates);
+        return best;
+    }
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
     const PlanRequest w = combinationOf(request, {won.zero, won.recompute, {}, won.hybrid, won.reshardAfterForward}, won.microBatch);
@@ -1031,9 +1063,15 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
         r.microBatch = microBatch;
         r.pipelineStage = stage;
         r.pipelineBound = bound;
+        r.stopAbove = stopAbove;
         auto& planner = s.stagePlanners[modelKeyOf(r) + "|" + r.mesh + "|" + r.hardware];
         if (!planner) planner = std::make_unique<Planner>();
         PlannerResult got = planner->plan(r, cancel, progress);
+        if (got.result.bounded) { // no plan of this stage is under the bar: neither is the pipeline
+            plan.stages.clear();
+            plan.complete = false;
+            return plan;
+        }
         PipelineStagePlan st;
         st.stage = stage;
         st.standsFor = standsFor;
@@ -1071,8 +1109,9 @@ bool fitsAll(const PipelinePlan& p)
     return std::all_of(p.stages.begin(), p.stages.end(), [](const auto& st) { return st.result.fits; });
 }
 
-/// A floor under a schedule's pipeline: each stage of the schedule-free floor (no bubble, no
-/// sends) plus the least sends of `schedule` (one message per micro-batch, no bubble factor).
+/// A floor under a schedule's pipeline: each stage of the floor of every schedule (the least
+/// bubble, no sends) plus the least sends of `schedule` (one message per micro-batch, no
+/// bubble factor).
 double floorWithSends(const PipelinePlan& floor, const PipelineSchedule& schedule)
 {
     double most = 0;
@@ -1110,9 +1149,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     const Mesh mesh = parseMesh(request.mesh, loadHardware(request.hardware));
     if (request.pipeline != kAuto) stageMeshText(mesh, request.pipeline); // the stages must divide the outer axis
     if (request.pipeline == kAuto && mesh.axes.at(0).size < 2) return plan(whole, cancel, progress);
-    // Without a pipeline first (auto): the plan to beat.
-    std::optional<PlannerResult> flat;
-    if (request.pipeline == kAuto) flat = plan(whole, cancel, progress);
+    const bool automatic = request.pipeline == kAuto;
     // The whole model, loaded once per stage mesh (its vocabulary is padded for the mesh's
     // tensor parallelism) and folded once, for every stage request to cut its stage from.
     const Hardware hardware = loadHardware(request.hardware);
@@ -1132,6 +1169,10 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     };
     const PlanRequest& any = requestFor(request.pipeline == kAuto ? mesh.axes.at(0).size : request.pipeline);
     const int layers = layersOf(*any.wholeFold);
+    // A fixed schedule is checked against the layers here: the stage planners' later
+    // combinations share the graph their first one checked (Planner::State::slotFor).
+    if (request.pipeline != kAuto && request.schedule != "auto")
+        splitIntoStages(*any.wholeFold, parseSchedule(request.pipeline, request.schedule));
     const std::int64_t batch = graphBatchOf(any.wholeModel->graph);
     checkMicroBatch(request.microBatch, batch);
     const std::vector<std::int64_t> micro =
@@ -1139,9 +1180,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
 
     std::optional<PipelinePlan> best;
     auto bar = [&] {
-        double b = flat && flat->result.fits ? flat->result.breakdown.stepSeconds : std::numeric_limits<double>::infinity();
-        if (best && fitsAll(*best)) b = std::min(b, best->stepSeconds);
-        return b;
+        return best && fitsAll(*best) ? best->stepSeconds : std::numeric_limits<double>::infinity();
     };
     auto consider = [&](PipelinePlan p) {
         if (!p.complete) return;
@@ -1149,9 +1188,10 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
         if (!best || (fits != fitsAll(*best) ? fits : fits ? p.stepSeconds < best->stepSeconds : mostMemory(p) < mostMemory(*best)))
             best = std::move(p);
     };
-    // Best first: every (stages, micro-batch) gets a floor under all its schedules (no bubble,
-    // no sends, 1F1B's in-flight activations: the fewest of any schedule), and the pipelines are
-    // solved in the order of their floors until the next floor reaches the best step so far.
+    // Best first: every (stages, micro-batch) gets a floor under all its schedules (the bubble
+    // of the most chunks, no sends, 1F1B's in-flight activations: the least of each of any
+    // schedule; a stage's step grows with its bubble and its activations), and the pipelines
+    // are solved in the order of their floors until the next floor reaches the best step so far.
     struct Open {
         int stages;
         std::int64_t microBatch;
@@ -1160,37 +1200,47 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
         PipelinePlan bound;
     };
     const auto candidates = pipelineCandidates(request, mesh, layers);
-    if (candidates.empty()) return std::move(*flat); // auto, and no pipeline can be laid out
-    std::vector<Open> open;
-    const bool choosing = candidates.size() > 1 || micro.size() > 1 || candidates.front().second.size() > 1 || flat;
-    for (const auto& [stages, schedules] : candidates)
+    if (candidates.empty()) return plan(whole, cancel, progress); // auto, and no pipeline can be laid out
+    const bool choosing = candidates.size() > 1 || micro.size() > 1 || candidates.front().second.size() > 1 || automatic;
+    // The most stages first: their stage meshes are the smallest (the fastest searches) and
+    // they set the bar that stops the rest's searches early (stopAbove).
+    for (auto c = candidates.rbegin(); c != candidates.rend(); ++c) {
+        const auto& [stages, schedules] = *c;
+        std::vector<Open> open;
         for (std::int64_t m : micro) {
             if (!choosing) {
                 open.push_back({stages, m, 0, &schedules, {}});
                 continue;
             }
-            PipelinePlan f = planStages(requestFor(stages), stages, "1f1b", m, true, bar(), cancel, progress);
+            // The floor: the bubble of the most chunks (the least of any schedule) and 1F1B's
+            // activations (the fewest).
+            PipelinePlan f = planStages(requestFor(stages), stages, schedules.back(), m, true, bar(), cancel, progress);
             if (f.complete && fitsAll(f) && f.stepSeconds < bar()) open.push_back({stages, m, f.stepSeconds, &schedules, std::move(f)});
         }
-    std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
-    for (const Open& o : open) {
-        if (o.floor >= bar()) break;
-        for (const std::string& schedule : *o.schedules) {
-            // Each stage pays at least its floor plus the sends of this schedule.
-            if (choosing && floorWithSends(o.bound, parseSchedule(o.stages, schedule)) >= bar()) continue;
-            consider(planStages(requestFor(o.stages), o.stages, schedule, o.microBatch, false, bar(), cancel, progress));
+        std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
+        for (const Open& o : open) {
+            if (o.floor >= bar()) break;
+            for (const std::string& schedule : *o.schedules) {
+                // Each stage pays at least its floor plus the sends of this schedule.
+                if (choosing && floorWithSends(o.bound, parseSchedule(o.stages, schedule)) >= bar()) continue;
+                consider(planStages(requestFor(o.stages), o.stages, schedule, o.microBatch, false, bar(), cancel, progress));
+            }
         }
     }
     // Only the chosen pipeline's stage planners are kept (their sessions hold the most memory).
-    const std::string kept =
-        best ? "|pipeline " + std::to_string(best->schedule.stages) + " " +
-                   (best->schedule.virtualStages > 1 ? "interleaved:" + std::to_string(best->schedule.virtualStages) : "1f1b") + " "
-             : std::string("none");
+    const std::string kept = best ? "|pipeline " + std::to_string(best->schedule.stages) + " " : std::string("none");
     for (auto it = s.stagePlanners.begin(); it != s.stagePlanners.end();)
-        it = it->first.find(kept) == std::string::npos || it->first.find(" bound|") != std::string::npos ? s.stagePlanners.erase(it)
-                                                                                                      : std::next(it);
-    if (flat && (!best || (flat->result.fits && (!fitsAll(*best) || flat->result.breakdown.stepSeconds <= best->stepSeconds))))
-        return std::move(*flat);
+        it = it->first.find(kept) == std::string::npos ? s.stagePlanners.erase(it) : std::next(it);
+    if (automatic) {
+        // Without a pipeline last, stopped past the best pipeline (it wins ties: nextafter), which
+        // settles most of its combinations by their floors unsearched.
+        PlanRequest w = whole;
+        if (best && fitsAll(*best)) w.stopAbove = std::nextafter(best->stepSeconds, std::numeric_limits<double>::infinity());
+        PlannerResult flat = plan(w, cancel, progress);
+        if (!flat.result.bounded &&
+            (!best || (flat.result.fits && (!fitsAll(*best) || flat.result.breakdown.stepSeconds <= best->stepSeconds))))
+            return flat;
+    }
     // Nothing fits: the pipeline with the fewest activations (the smallest micro-batch), to show
     // what it needs.
     if (!best)

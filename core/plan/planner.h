@@ -4,6 +4,7 @@
 // Shared by tpplan, tpstudio and the benchmark so that all of them plan the same way.
 #include <atomic>
 #include <map>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,8 +70,8 @@ struct PlanRequest {
     /// the requests it makes per stage); -1: the whole model (a pipeline is planned stage by
     /// stage and combined).
     int pipelineStage = -1;
-    /// Set by Planner::plan on stage requests that bound every schedule: no bubble and the
-    /// fewest in-flight activations (1F1B's).
+    /// Set by Planner::plan on stage requests that bound every schedule with at most this
+    /// one's chunks: its bubble (the least of them) and 1F1B's in-flight activations (the fewest).
     bool pipelineBound = false;
     /// Set by Planner::plan on stage requests: the whole model, loaded for the stage mesh, and
     /// its fold, which preparePlan cuts the stage from instead of loading it again (internal;
@@ -78,6 +79,10 @@ struct PlanRequest {
     std::shared_ptr<const LoadedModel> wholeModel;
     std::shared_ptr<const FoldedGraph> wholeFold;
     std::shared_ptr<const StageCutter> stageCutter; ///< over wholeModel's graph, for `pipeline` stages
+    /// Set by Planner::plan on stage requests: a plan at or over this step is not wanted (the
+    /// pipeline already has one as fast), so combinations whose floors reach it are not solved
+    /// and searches stop there; when nothing is under it the result is SearchResult::bounded.
+    double stopAbove = std::numeric_limits<double>::infinity();
     int threads = 0; ///< search threads for large block tables (0: all hardware threads)
     /// Planner::plan only: baselines to cost next to the plan ("megatron", "dp", ...), judged
     /// against the same memory limit.

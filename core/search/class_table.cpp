@@ -222,7 +222,7 @@ const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTab
                                                                   const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                                   const std::vector<int>& domains, const std::string& key)
 {
-    const std::string structureKey = std::to_string(model.settings().microBatch) + structureKeyOf(key);
+    const std::string structureKey = edgeRegimeKey(model.settings()) + structureKeyOf(key);
     auto cached = caches->structureCache.find(structureKey);
     if (cached != caches->structureCache.end()) return cached->second;
     std::vector<Factor> structure;
@@ -235,7 +235,7 @@ const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTab
                                                                   const std::vector<std::shared_ptr<ClassTable>>& sibs,
                                                                   const std::vector<int>& domains, const std::string& key)
 {
-    const std::string structureKey = std::to_string(model.settings().microBatch) + structureKeyOf(key);
+    const std::string structureKey = edgeRegimeKey(model.settings()) + structureKeyOf(key);
     auto cached = caches->recomputeCache.find(structureKey);
     if (cached != caches->recomputeCache.end()) return cached->second;
     std::vector<Factor> factors;
@@ -451,7 +451,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
     // Identical edges of identical blocks cost the same: computed once per session (also for an
     // instance that a lock split out of its class).
-    const auto key = std::make_tuple(model.settings().microBatch, keyOp(src.producer), src.slot, keyOp(consumer), input,
+    const auto key = std::make_tuple(model.settings().microBatch, model.settings().pipelineBubble, keyOp(src.producer), src.slot, keyOp(consumer), input,
                                      producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
     if (auto hit = caches->edgeCache.find(key); !flat && hit != caches->edgeCache.end()) {
@@ -492,7 +492,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     if (!flat) {
         const EdgePart other = part == EdgePart::Exposed ? EdgePart::RecomputedForward : EdgePart::Exposed;
         auto otherKey = key;
-        std::get<6>(otherKey) = other;
+        std::get<7>(otherKey) = other;
         caches->edgeCache.emplace(key, f.values);
         caches->edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
     }

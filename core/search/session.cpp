@@ -2,6 +2,7 @@
 // which runs the memory-price search (price_search.cpp) and writes out and costs its answer.
 #include <chrono>
 #include <ctime>
+#include <sstream>
 
 #include "evaluate.h"
 #include "locks.h"
@@ -47,6 +48,14 @@ FoldedGraph unfoldClasses(const FoldedGraph& folded)
 }
 
 } // namespace
+
+std::string edgeRegimeKey(const CostSettings& settings)
+{
+    std::ostringstream key;
+    key.precision(17);
+    key << settings.microBatch << '/' << settings.pipelineBubble << '|';
+    return key.str();
+}
 
 PlannerSession::Impl::Impl(const CostModel& m, FoldedGraph f) : model(m), baseFold(std::move(f)), folded(baseFold)
 {

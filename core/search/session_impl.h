@@ -31,14 +31,18 @@ enum class EdgePart : std::uint8_t { Exposed, RecomputedForward };
 /// What a session derives from the graph, mesh and candidate strategies alone (spec domains,
 /// resharding edges), which sessions over cost models that differ only in node costs (the
 /// micro-batch, the ZeRO stage) can share (PlannerSession::shareCaches).
+/// What edge costs depend on besides the graph and mesh: the micro-batch and the pipeline bubble.
+std::string edgeRegimeKey(const CostSettings& settings);
+
 struct SharedSearchCaches {
     std::string fingerprint; ///< mesh and strategy counts of the sessions sharing it
     std::map<std::pair<OpId, int>, search::ProducerSpecs> producerSpecCache;
     // Edge costs depend on the micro-batch (a batch tensor's collectives run once per
-    // micro-batch: CostModel::edgeCost), so these are keyed by it too.
+    // micro-batch: CostModel::edgeCost) and on a pipeline's bubble (those collectives are paid
+    // (n + bubble) / n times), so these are keyed by both (edgeRegimeKey).
     std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per micro-batch and class layout
     std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per micro-batch and class layout
-    std::map<std::tuple<std::int64_t, OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by micro-batch and keyOp
+    std::map<std::tuple<std::int64_t, double, OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by micro-batch, bubble and keyOp
     /// Per op-to-op edge (keyOp producer, its output slot, keyOp consumer, input), the collectives
     /// of each (distinct produced spec, consumer strategy) at whole size (CostModel::edgePlan):
     /// the same for every micro-batch, so each is planned once.
