@@ -256,20 +256,24 @@ private slots:
         QTest::addColumn<int>("layers");
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<QString>("limit");
-        QTest::newRow("4 layers, 4x2") << 4 << "4x2" << "";
-        QTest::newRow("6 layers, 2x2") << 6 << "2x2" << "";
-        QTest::newRow("8 layers, 4x2, tight memory") << 8 << "4x2" << "12MiB";
+        QTest::addColumn<int>("zero");
+        QTest::newRow("4 layers, 4x2") << 4 << "4x2" << "" << 0;
+        QTest::newRow("6 layers, 2x2") << 6 << "2x2" << "" << 0;
+        QTest::newRow("8 layers, 4x2, tight memory") << 8 << "4x2" << "12MiB" << 0;
         // Uneven: stages of 2, 3, 3 and 2 layers, a middle stage the slowest.
-        QTest::newRow("10 layers, 4x2") << 10 << "4x2" << "";
+        QTest::newRow("10 layers, 4x2") << 10 << "4x2" << "" << 0;
+        // Each stage's ZeRO stage chosen with the pipeline, under a limit that makes it matter.
+        QTest::newRow("8 layers, 4x2, ZeRO chosen, tight memory") << 8 << "4x2" << "12MiB" << kAuto;
     }
     void pipelineSearchEqualsBruteForce()
     {
         QFETCH(int, layers);
         QFETCH(QString, mesh);
         QFETCH(QString, limit);
+        QFETCH(int, zero);
         PlanRequest r = smallGpt(layers, 16, mesh.toStdString());
         r.memoryLimit = limit.toStdString();
-        r.zero = 0;
+        r.zero = zero;
         r.pipeline = kAuto;
         r.schedule = "auto";
         Planner planner;
@@ -327,6 +331,40 @@ private slots:
         }
         QVERIFY2(near(chosen, best, 1e-12) || (std::isinf(chosen) && std::isinf(best)),
                  qPrintable(QString("planner %1 s, brute force %2 s").arg(chosen, 0, 'g', 12).arg(best, 0, 'g', 12)));
+    }
+
+    // The pipeline search runs its stage counts on parallel workers that share the bar: the
+    // answer (which pipeline, and its step to the bit) must not depend on how many there are.
+    void pipelineSearchIsTheSameOnAnyNumberOfThreads_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("limit");
+        // Each chooses a pipeline (2 stages x 4 chunks, 2 x 6, 4 x 4), over the plan without one.
+        QTest::newRow("8 layers, 8x2") << 8 << "8x2" << "";
+        QTest::newRow("12 layers, 4x2") << 12 << "4x2" << "";
+        QTest::newRow("16 layers, 8x1") << 16 << "8x1" << "";
+    }
+    void pipelineSearchIsTheSameOnAnyNumberOfThreads()
+    {
+        QFETCH(int, layers);
+        QFETCH(QString, mesh);
+        QFETCH(QString, limit);
+        PlanRequest r = smallGpt(layers, 16, mesh.toStdString());
+        r.memoryLimit = limit.toStdString();
+        r.pipeline = kAuto;
+        r.schedule = "auto";
+        auto answer = [&](int threads) {
+            r.threads = threads;
+            const PlannerResult got = Planner().plan(r);
+            if (!got.pipeline) return std::make_tuple(1, 1, std::int64_t{-1}, got.result.breakdown.stepSeconds);
+            const PipelinePlan& p = *got.pipeline;
+            return std::make_tuple(p.schedule.stages, p.schedule.virtualStages, p.microBatch, p.stepSeconds);
+        };
+        const auto one = answer(1);
+        QVERIFY(std::get<0>(one) > 1);
+        QCOMPARE(answer(4), one);
+        QCOMPARE(answer(2), one);
     }
 };
 

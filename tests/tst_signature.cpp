@@ -5,6 +5,7 @@
 #include "graph/opkinds.h"
 #include "graph/signature.h"
 #include "graph/validate.h"
+#include "import/catalog.h"
 #include "util/error.h"
 
 using namespace tp;
@@ -21,6 +22,39 @@ private slots:
         for (size_t i = 0; i < rows.size(); ++i) QCOMPARE(static_cast<size_t>(rows[i].kind), i);
         QCOMPARE(parseOpKind("BatchMatMul"), std::optional<OpKind>(OpKind::BatchMatMul));
         QVERIFY(!parseOpKind("NoSuchKind"));
+    }
+
+    // The cache parses each distinct (kind, equation, attrs, shapes) once: every op of a model
+    // must get what opSignature gives it, though ops share cache entries (a GPT's layers: 24
+    // layers of ~20 ops over a few dozen entries; the ViT's patch Conv2d keys on its attrs, the
+    // T5 decoder's cross attention on its shapes).
+    void cachedSignaturesEqualParsedOnes_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("gpt2") << "gpt2";
+        QTest::newRow("llama3-8b") << "llama3-8b";
+        QTest::newRow("t5-base") << "t5-base";
+        QTest::newRow("switch-base-8") << "switch-base-8";
+        QTest::newRow("vit-b16") << "vit-b16";
+        QTest::newRow("resnet50") << "resnet50";
+    }
+    void cachedSignaturesEqualParsedOnes()
+    {
+        QFETCH(QString, model);
+        const Graph g = loadModel(model.toStdString()).graph;
+        SignatureCache cache;
+        for (const Op& op : g.ops) {
+            const Signature want = opSignature(op, g);
+            const Signature& got = cache.of(op, g);
+            QCOMPARE(got.equation, want.equation);
+            QCOMPARE(got.loops.size(), want.loops.size());
+            for (size_t l = 0; l < want.loops.size(); ++l) {
+                QCOMPARE(got.loops[l].size, want.loops[l].size);
+                QCOMPARE(got.loops[l].role, want.loops[l].role);
+            }
+            QCOMPARE(got.inputs.size(), want.inputs.size());
+            QCOMPARE(got.outputs.size(), want.outputs.size());
+        }
     }
 
     void parse_data()

@@ -135,8 +135,9 @@ struct CostModel::Impl {
     std::vector<int> producerSlot;              // per tensor: output index in its producer
     std::vector<std::pair<OpId, int>> firstUse; // per tensor: first (consumer, input) in id order
     /// (tensor, reader group) -> first (consumer, input) of that group, for tensors with readers
-    /// in several groups.
-    std::map<std::pair<TensorId, int>, std::pair<OpId, int>> firstUseInGroup;
+    /// in several groups. Shared, read-only, by derived models (an entry per op input).
+    using FirstUseInGroup = std::map<std::pair<TensorId, int>, std::pair<OpId, int>>;
+    std::shared_ptr<const FirstUseInGroup> firstUseInGroup = std::make_shared<const FirstUseInGroup>();
     int readerGroup(OpId op) const
     {
         return settings.readerGroupOfOp.empty() ? 0 : settings.readerGroupOfOp.at(static_cast<size_t>(op));
@@ -144,8 +145,8 @@ struct CostModel::Impl {
     bool paysGradientReduction(TensorId t, OpId consumer, int input) const
     {
         if (settings.readerGroupOfOp.empty()) return firstUse[static_cast<size_t>(t)] == std::make_pair(consumer, input);
-        auto it = firstUseInGroup.find({t, readerGroup(consumer)});
-        return it != firstUseInGroup.end() && it->second == std::make_pair(consumer, input);
+        auto it = firstUseInGroup->find({t, readerGroup(consumer)});
+        return it != firstUseInGroup->end() && it->second == std::make_pair(consumer, input);
     }
     std::int64_t graphBatch = 0;
     std::vector<bool> batch0;       // per tensor: dim 0 is the graph's batch
@@ -306,22 +307,25 @@ void CostModel::Impl::build()
     producer = graph.producers();
     producerSlot.assign(nTensors, -1);
     firstUse.assign(nTensors, {-1, -1});
+    auto inGroup = std::make_shared<FirstUseInGroup>();
     for (const auto& op : graph.ops) {
         for (size_t o = 0; o < op.outputs.size(); ++o) producerSlot[static_cast<size_t>(op.outputs[o])] = static_cast<int>(o);
         for (size_t i = 0; i < op.inputs.size(); ++i) {
             if (firstUse[static_cast<size_t>(op.inputs[i])].first < 0)
                 firstUse[static_cast<size_t>(op.inputs[i])] = {op.id, static_cast<int>(i)};
             if (!settings.readerGroupOfOp.empty())
-                firstUseInGroup.try_emplace({op.inputs[i], readerGroup(op.id)}, std::make_pair(op.id, static_cast<int>(i)));
+                inGroup->try_emplace({op.inputs[i], readerGroup(op.id)}, std::make_pair(op.id, static_cast<int>(i)));
         }
     }
+    firstUseInGroup = std::move(inGroup);
     if (!settings.readerGroupOfOp.empty() && settings.readerGroupOfOp.size() != nOps)
         throw InputError("cost settings: field 'readerGroupOfOp' must have one entry per op");
     const auto consumers = graph.consumers();
 
     std::vector<Signature> sigs;
     sigs.reserve(nOps);
-    for (const auto& op : graph.ops) sigs.push_back(opSignature(op, graph));
+    SignatureCache signatures;
+    for (const auto& op : graph.ops) sigs.push_back(signatures.of(op, graph));
     std::vector<bool> matmul(nOps);
     for (size_t i = 0; i < nOps; ++i) matmul[i] = hasContracted(sigs[i]);
 

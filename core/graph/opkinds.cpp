@@ -1,5 +1,8 @@
 #include "opkinds.h"
 
+#include <type_traits>
+#include <variant>
+
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -412,6 +415,34 @@ Signature opSignature(const Op& op, const Graph& g)
         if (std::string_view(e.what()).starts_with(context)) throw;
         throw InputError(context + ": " + e.what());
     }
+}
+
+const Signature& SignatureCache::of(const Op& op, const Graph& graph)
+{
+    std::string key = std::to_string(static_cast<int>(op.kind)) + '|' + op.einsum + '|';
+    for (const auto& [name, value] : op.attrs) {
+        key += name + '=';
+        std::visit(
+            [&](const auto& v) {
+                using V = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<V, std::string>) key += v;
+                else if constexpr (std::is_same_v<V, std::vector<std::int64_t>>)
+                    for (auto x : v) key += std::to_string(x) + ',';
+                else key += std::to_string(v);
+            },
+            value);
+        key += ';';
+    }
+    for (const auto* side : {&op.inputs, &op.outputs}) {
+        key += '|';
+        for (TensorId t : *side) {
+            for (auto d : graph.tensor(t).shape) key += std::to_string(d) + 'x';
+            key += ',';
+        }
+    }
+    auto it = byKey_.find(key);
+    if (it == byKey_.end()) it = byKey_.emplace(std::move(key), opSignature(op, graph)).first;
+    return it->second;
 }
 
 double forwardFlops(const Signature& sig, const OpKindInfo& info) { return info.flopsPerPoint * sig.points(); }

@@ -1,6 +1,7 @@
 #pragma once
 // The op table: one row per OpKind. Everything kind-specific lives in the row; the rest of the
 // core reads the row and the op's signature, never switches on the kind.
+#include <map>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,16 @@ std::string defaultEquation(const Op& op, const Graph& graph);
 
 /// The op's signature with roles applied. Throws InputError naming the op and the field.
 Signature opSignature(const Op& op, const Graph& graph);
+
+/// opSignature for every op of a graph, each distinct (kind, equation, attrs, shapes) parsed
+/// once: a model's repeated layers share a few dozen signatures over thousands of ops.
+class SignatureCache {
+public:
+    const Signature& of(const Op& op, const Graph& graph);
+
+private:
+    std::map<std::string, Signature> byKey_;
+};
 
 /// Forward FLOPs of the op (whole, unsharded).
 double forwardFlops(const Signature& sig, const OpKindInfo& info);

@@ -63,9 +63,10 @@ void validateGraph(const Graph& g)
         if ((t.role == TensorRole::Activation || t.role == TensorRole::Output) && producer[static_cast<size_t>(t.id)] < 0)
             throw InputError("tensor '" + t.name + "': role '" + std::string(tensorRoleName(t.role)) +
                              "' but no op produces it (dangling tensor)");
+    SignatureCache signatures;
     for (const Op& op : g.ops) {
         try {
-            opSignature(op, g);
+            signatures.of(op, g);
         } catch (const InputError& e) {
             // The signature names operands by position; add their names and shapes so the
             // reader can tell which tensor disagrees with the equation.

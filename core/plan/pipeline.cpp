@@ -35,6 +35,11 @@ std::string scheduleText(const PipelineSchedule& schedule)
     return "interleaved, " + std::to_string(schedule.virtualStages) + " chunks per device";
 }
 
+std::string scheduleWord(const PipelineSchedule& schedule)
+{
+    return schedule.virtualStages <= 1 ? "1f1b" : "interleaved:" + std::to_string(schedule.virtualStages);
+}
+
 double bubbleMicroBatches(const PipelineSchedule& schedule)
 {
     return static_cast<double>(schedule.stages - 1) / static_cast<double>(schedule.virtualStages);

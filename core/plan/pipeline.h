@@ -27,6 +27,8 @@ struct PipelineSchedule {
 PipelineSchedule parseSchedule(int stages, const std::string& schedule);
 /// "1F1B" or "interleaved, 3 chunks per device".
 std::string scheduleText(const PipelineSchedule& schedule);
+/// The --schedule word parseSchedule reads back: "1f1b" or "interleaved:V".
+std::string scheduleWord(const PipelineSchedule& schedule);
 
 /// The bubble in micro-batches of the slowest stage: (p - 1) / V (Narayanan et al. 2021, §2.2:
 /// a step of m micro-batches takes (m + (p - 1) / V) micro-batch times).

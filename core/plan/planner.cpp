@@ -5,9 +5,12 @@
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "../cost/baselines.h"
@@ -212,8 +215,9 @@ void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* 
 {
     settings.readerGroupOfOp = readerGroupsOf(ws.folded);
     applyKernelSettings(settings, ws.model.config);
-    ws.costModel = structure ? std::make_unique<CostModel>(*structure, ws.model.graph, std::move(settings))
-                             : std::make_unique<CostModel>(ws.model.graph, ws.mesh, ws.hardware, settings);
+    const Graph& graph = ws.graphOwner ? ws.graphOwner->model.graph : ws.model.graph;
+    ws.costModel = structure ? std::make_unique<CostModel>(*structure, graph, std::move(settings))
+                             : std::make_unique<CostModel>(graph, ws.mesh, ws.hardware, settings);
 }
 
 /// The workspace's model: the request's pipeline stage cut from the whole model and its fold
@@ -384,6 +388,16 @@ namespace {
 /// One concrete combination of settings: its workspace, its search session (dropped when it
 /// loses, to bound memory; rebuilt on demand), its evaluated baselines and the lower bound of
 /// its search (the plan without memory limit and locks), per forced recompute word and flat.
+/// Gives a workspace that shares its planner's graph (PlanWorkspace::graphOwner) a copy of
+/// its own, as one handed out of the planner has. Workspaces are created mutable by the
+/// planner (Slot::workspace), so the const a PlannerResult adds can be set aside here.
+void fillGraph(const PlanWorkspace& handedOut)
+{
+    auto& ws = const_cast<PlanWorkspace&>(handedOut);
+    if (ws.graphOwner && ws.model.graph.ops.size() != ws.graphOwner->model.graph.ops.size())
+        ws.model.graph = ws.graphOwner->model.graph;
+}
+
 struct Slot {
     std::shared_ptr<PlanWorkspace> workspace;
     std::unique_ptr<PlannerSession> session;
@@ -436,6 +450,7 @@ struct Planner::State {
     /// A pipelined request's planners, one per stage request it makes (model key: the stages,
     /// schedule and stage; mesh, hardware), kept between requests (Planner::planStages).
     std::map<std::string, std::unique_ptr<Planner>> stagePlanners;
+    std::mutex stagePlannersMutex; ///< the pipeline search's workers add stage planners
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
 
@@ -459,9 +474,15 @@ struct Planner::State {
         } else {
             // Another combination of the same model: the graph, hardware, mesh and fold are the
             // first slot's; only the cost model is new.
-            const PlanWorkspace& base = *slots.begin()->second->workspace;
+            const std::shared_ptr<PlanWorkspace>& first = slots.begin()->second->workspace;
+            const PlanWorkspace& base = *first;
             auto ws = std::make_shared<PlanWorkspace>();
-            ws->model = base.model;
+            // The graph is shared, not copied (a pipeline stage's planner holds hundreds of
+            // combinations): filled in when the workspace is handed out (State::handOut).
+            ws->model.source = base.model.source;
+            ws->model.name = base.model.name;
+            ws->model.config = base.model.config;
+            ws->graphOwner = base.graphOwner ? base.graphOwner : first;
             ws->hardware = base.hardware;
             ws->mesh = base.mesh;
             ws->folded = base.folded;
@@ -475,6 +496,13 @@ struct Planner::State {
         }
         slot->prepareMs = msSince(start);
         return *slots.emplace(key, std::move(slot)).first->second;
+    }
+
+    /// A slot's workspace as the planner hands it out: with its own copy of the graph.
+    static std::shared_ptr<const PlanWorkspace> handOut(Slot& slot)
+    {
+        fillGraph(*slot.workspace);
+        return slot.workspace;
     }
 
     /// The slots' sessions share their resharding caches: they differ in node costs and the
@@ -931,7 +959,9 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
     out.result = std::move(plan.result);
     out.unlocked = std::move(plan.unlocked);
     if (choosesSettings(request)) out.candidates = std::move(plan.candidates);
-    out.workspace = plan.slot->workspace;
+    // A pipeline stage's workspace keeps sharing its planner's graph: planPipeline fills in
+    // those of the pipeline it chooses (fillGraph), not those of the hundreds it rejects.
+    out.workspace = request.pipelineStage >= 0 ? plan.slot->workspace : State::handOut(*plan.slot);
     for (const auto& name : request.compareBaselines) {
         PlanRequest b = request;
         b.baseline = name;
@@ -939,7 +969,7 @@ PlannerResult Planner::plan(const PlanRequest& request, const std::atomic<bool>*
         b.compareUnlocked = false;
         State::Choice c = s.choose(b, limit);
         out.baselines[name] = std::move(c.result);
-        out.baselineWorkspaces[name] = c.slot->workspace;
+        out.baselineWorkspaces[name] = State::handOut(*c.slot);
     }
     for (const auto& [key, slot] : s.slots) prepareMs += slot->prepareMs;
     out.newWorkspace = s.slots.size() > slotsBefore;
@@ -1043,10 +1073,35 @@ std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const P
 
 } // namespace
 
+namespace {
+
+/// The request of one stage of a pipeline (its own planner's: Planner::State::stagePlanners).
+PlanRequest stageRequestOf(const PlanRequest& request, const PipelineSchedule& schedule, std::int64_t microBatch, int stage)
+{
+    PlanRequest r = request;
+    r.compareBaselines.clear();
+    r.compareUnlocked = false;
+    r.pipeline = schedule.stages;
+    r.schedule = scheduleWord(schedule);
+    r.microBatch = microBatch;
+    r.pipelineStage = stage;
+    return r;
+}
+
+} // namespace
+
+Planner& Planner::stagePlanner(const PlanRequest& stageRequest)
+{
+    State& s = *state_;
+    std::lock_guard<std::mutex> lock(s.stagePlannersMutex);
+    auto& planner = s.stagePlanners[modelKeyOf(stageRequest) + "|" + stageRequest.mesh + "|" + stageRequest.hardware];
+    if (!planner) planner = std::make_unique<Planner>();
+    return *planner; // a map's elements stay where they are while others are added
+}
+
 PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
                                  bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress)
 {
-    State& s = *state_;
     PipelinePlan plan;
     plan.schedule = parseSchedule(stages, schedule);
     plan.microBatch = microBatch;
@@ -1055,18 +1110,10 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
     auto order = stagesToSolve(stages);
     std::rotate(order.begin(), order.end() - 1, order.end());
     for (const auto& [stage, standsFor] : order) {
-        PlanRequest r = request;
-        r.compareBaselines.clear();
-        r.compareUnlocked = false;
-        r.pipeline = stages;
-        r.schedule = schedule;
-        r.microBatch = microBatch;
-        r.pipelineStage = stage;
+        PlanRequest r = stageRequestOf(request, plan.schedule, microBatch, stage);
         r.pipelineBound = bound;
         r.stopAbove = stopAbove;
-        auto& planner = s.stagePlanners[modelKeyOf(r) + "|" + r.mesh + "|" + r.hardware];
-        if (!planner) planner = std::make_unique<Planner>();
-        PlannerResult got = planner->plan(r, cancel, progress);
+        PlannerResult got = stagePlanner(r).plan(r, cancel, progress);
         if (got.result.bounded) { // no plan of this stage is under the bar: neither is the pipeline
             plan.stages.clear();
             plan.complete = false;
@@ -1132,7 +1179,147 @@ double mostMemory(const PipelinePlan& p)
     return most;
 }
 
+/// The best pipeline found so far, shared by the workers that search them (Planner::planPipeline).
+/// Which of two equal pipelines wins does not depend on the order they are found in (fewer
+/// stages, then fewer chunks, then the smaller micro-batch), and a bar prunes only what is
+/// strictly slower, so the answer is the same with any number of workers.
 } // namespace
+
+class Planner::BestPipeline {
+public:
+    /// Whatever is at or over this is strictly slower than a pipeline that fits.
+    double pruneAt() const
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return best_ && fitsAll(*best_) ? std::nextafter(best_->stepSeconds, std::numeric_limits<double>::infinity())
+                                        : std::numeric_limits<double>::infinity();
+    }
+    void consider(PipelinePlan p)
+    {
+        if (!p.complete) return;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!best_ || better(p, *best_)) best_ = std::move(p);
+    }
+    std::optional<PipelinePlan>& best() { return best_; } ///< once the workers are done
+
+private:
+    static bool better(const PipelinePlan& p, const PipelinePlan& q)
+    {
+        const bool pf = fitsAll(p), qf = fitsAll(q);
+        if (pf != qf) return pf;
+        const double pv = pf ? p.stepSeconds : mostMemory(p), qv = qf ? q.stepSeconds : mostMemory(q);
+        if (pv != qv) return pv < qv;
+        return std::make_tuple(p.schedule.stages, p.schedule.virtualStages, p.microBatch) <
+               std::make_tuple(q.schedule.stages, q.schedule.virtualStages, q.microBatch);
+    }
+    mutable std::mutex mutex_;
+    std::optional<PipelinePlan> best_;
+};
+
+namespace {
+
+/// Runs `tasks` on up to `workers` threads (the first task alone first: it sets the bar the
+/// others start from); the first exception is rethrown once every thread is done.
+void runTasks(const std::vector<std::function<void()>>& tasks, int workers)
+{
+    if (tasks.empty()) return;
+    tasks.front()();
+    std::atomic<size_t> next{1};
+    std::mutex failed;
+    std::exception_ptr error;
+    auto work = [&] {
+        for (size_t i = next++; i < tasks.size(); i = next++) {
+            try {
+                tasks[i]();
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(failed);
+                if (!error) error = std::current_exception();
+                next = tasks.size(); // the others stop after their current task
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < workers && static_cast<size_t>(w) < tasks.size() - 1; ++w) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+}
+
+/// Adds to `staged` the request of each stage count it lacks: the whole model loaded for the
+/// stage mesh (its vocabulary padded for the mesh's tensor parallelism; one load per stage
+/// mesh) and folded once, for every stage request to cut its stage from.
+void addStagedRequests(std::map<int, PlanRequest>& staged, const PlanRequest& whole, const Mesh& mesh,
+                       const std::vector<int>& stageCounts)
+{
+    const Hardware hardware = loadHardware(whole.hardware);
+    for (int stages : stageCounts) {
+        if (staged.count(stages)) continue;
+        const std::string stageMesh = stageMeshText(mesh, stages);
+        auto same = std::find_if(staged.begin(), staged.end(), [&](const auto& s) { return stageMeshText(mesh, s.first) == stageMesh; });
+        PlanRequest r = whole;
+        if (same != staged.end()) {
+            r.wholeModel = same->second.wholeModel;
+            r.wholeFold = same->second.wholeFold;
+        } else {
+            r.wholeModel = std::make_shared<const LoadedModel>(loadModel(
+                whole.model, withPaddedVocabulary(whole.model, whole.modelOptions, parseMesh(stageMesh, hardware), hardware)));
+            r.wholeFold = std::make_shared<const FoldedGraph>(foldGraph(r.wholeModel->graph));
+        }
+        if (stages <= layersOf(*r.wholeFold))
+            r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold,
+                                                                splitIntoStages(*r.wholeFold, PipelineSchedule{stages, 1}));
+        staged.emplace(stages, std::move(r));
+    }
+}
+
+/// Threads for the pipeline search: PlanRequest::threads, 0 for every hardware thread.
+int workersOf(const PlanRequest& request)
+{
+    const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return request.threads > 0 ? std::min(request.threads, hardware) : hardware;
+}
+
+} // namespace
+
+void Planner::searchPipelines(const PlanRequest& staged, int stages, const std::vector<std::string>& schedules,
+                              const std::vector<std::int64_t>& micro, bool choosing, BestPipeline& found,
+                              const std::atomic<bool>* cancel, SearchProgress* progress)
+{
+    // Best first: every micro-batch gets a floor under all the schedules (the bubble of the
+    // most chunks, no sends, 1F1B's in-flight activations: the least of each of any schedule;
+    // a stage's step grows with its bubble and its activations), and the pipelines are solved
+    // in the order of their floors until the next floor reaches the best step so far.
+    struct Open {
+        std::int64_t microBatch;
+        double floor;
+        PipelinePlan bound;
+    };
+    auto solveSchedules = [&](const Open& o) {
+        for (const std::string& schedule : schedules) {
+            // Each stage pays at least its floor plus the sends of this schedule.
+            if (choosing && floorWithSends(o.bound, parseSchedule(stages, schedule)) >= found.pruneAt()) continue;
+            found.consider(planStages(staged, stages, schedule, o.microBatch, false, found.pruneAt(), cancel, progress));
+        }
+    };
+    std::vector<Open> open;
+    for (std::int64_t m : micro) {
+        if (!choosing) {
+            open.push_back({m, 0, {}});
+            continue;
+        }
+        PipelinePlan f = planStages(staged, stages, schedules.back(), m, true, found.pruneAt(), cancel, progress);
+        if (!f.complete || !fitsAll(f) || f.stepSeconds >= found.pruneAt()) continue;
+        Open o{m, f.stepSeconds, std::move(f)};
+        // Nothing to beat yet: this one's schedules now, so that the other floors stop at them.
+        if (!std::isfinite(found.pruneAt())) solveSchedules(o);
+        else open.push_back(std::move(o));
+    }
+    std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
+    for (const Open& o : open) {
+        if (o.floor >= found.pruneAt()) break;
+        solveSchedules(o);
+    }
+}
 
 PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress)
 {
@@ -1148,119 +1335,68 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     if (whole.mode != "train") throw InputError("--pipeline: pipelines are costed for training, not --mode infer");
     const Mesh mesh = parseMesh(request.mesh, loadHardware(request.hardware));
     if (request.pipeline != kAuto) stageMeshText(mesh, request.pipeline); // the stages must divide the outer axis
-    if (request.pipeline == kAuto && mesh.axes.at(0).size < 2) return plan(whole, cancel, progress);
     const bool automatic = request.pipeline == kAuto;
-    // The whole model, loaded once per stage mesh (its vocabulary is padded for the mesh's
-    // tensor parallelism) and folded once, for every stage request to cut its stage from.
-    const Hardware hardware = loadHardware(request.hardware);
-    std::map<std::string, PlanRequest> stagedRequests;
-    auto requestFor = [&](int stages) -> const PlanRequest& {
-        const std::string stageMesh = stageMeshText(mesh, stages);
-        auto it = stagedRequests.find(stageMesh);
-        if (it != stagedRequests.end()) return it->second;
-        PlanRequest r = whole;
-        r.wholeModel = std::make_shared<const LoadedModel>(loadModel(
-            request.model, withPaddedVocabulary(request.model, request.modelOptions, parseMesh(stageMesh, hardware), hardware)));
-        r.wholeFold = std::make_shared<const FoldedGraph>(foldGraph(r.wholeModel->graph));
-        if (stages <= layersOf(*r.wholeFold))
-            r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold,
-                                                                splitIntoStages(*r.wholeFold, PipelineSchedule{stages, 1}));
-        return stagedRequests.emplace(stageMesh, std::move(r)).first->second;
-    };
-    const PlanRequest& any = requestFor(request.pipeline == kAuto ? mesh.axes.at(0).size : request.pipeline);
+    if (automatic && mesh.axes.at(0).size < 2) return plan(whole, cancel, progress);
+    const int firstCount = automatic ? mesh.axes.at(0).size : request.pipeline;
+    std::map<int, PlanRequest> staged;
+    addStagedRequests(staged, whole, mesh, {firstCount});
+    const PlanRequest& any = staged.begin()->second;
     const int layers = layersOf(*any.wholeFold);
     // A fixed schedule is checked against the layers here: the stage planners' later
     // combinations share the graph their first one checked (Planner::State::slotFor).
-    if (request.pipeline != kAuto && request.schedule != "auto")
-        splitIntoStages(*any.wholeFold, parseSchedule(request.pipeline, request.schedule));
+    if (!automatic && request.schedule != "auto") splitIntoStages(*any.wholeFold, parseSchedule(request.pipeline, request.schedule));
     const std::int64_t batch = graphBatchOf(any.wholeModel->graph);
     checkMicroBatch(request.microBatch, batch);
     const std::vector<std::int64_t> micro =
         request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
-
-    std::optional<PipelinePlan> best;
-    auto bar = [&] {
-        return best && fitsAll(*best) ? best->stepSeconds : std::numeric_limits<double>::infinity();
-    };
-    auto consider = [&](PipelinePlan p) {
-        if (!p.complete) return;
-        const bool fits = fitsAll(p);
-        if (!best || (fits != fitsAll(*best) ? fits : fits ? p.stepSeconds < best->stepSeconds : mostMemory(p) < mostMemory(*best)))
-            best = std::move(p);
-    };
-    // Best first: every (stages, micro-batch) gets a floor under all its schedules (the bubble
-    // of the most chunks, no sends, 1F1B's in-flight activations: the least of each of any
-    // schedule; a stage's step grows with its bubble and its activations), and the pipelines
-    // are solved in the order of their floors until the next floor reaches the best step so far.
-    struct Open {
-        int stages;
-        std::int64_t microBatch;
-        double floor;
-        const std::vector<std::string>* schedules;
-        PipelinePlan bound;
-    };
     const auto candidates = pipelineCandidates(request, mesh, layers);
     if (candidates.empty()) return plan(whole, cancel, progress); // auto, and no pipeline can be laid out
     const bool choosing = candidates.size() > 1 || micro.size() > 1 || candidates.front().second.size() > 1 || automatic;
-    // The most stages first: their stage meshes are the smallest (the fastest searches) and
-    // they set the bar that stops the rest's searches early (stopAbove).
-    for (auto c = candidates.rbegin(); c != candidates.rend(); ++c) {
-        const auto& [stages, schedules] = *c;
-        std::vector<Open> open;
-        for (std::int64_t m : micro) {
-            if (!choosing) {
-                open.push_back({stages, m, 0, &schedules, {}});
-                continue;
-            }
-            // The floor: the bubble of the most chunks (the least of any schedule) and 1F1B's
-            // activations (the fewest).
-            PipelinePlan f = planStages(requestFor(stages), stages, schedules.back(), m, true, bar(), cancel, progress);
-            if (f.complete && fitsAll(f) && f.stepSeconds < bar()) open.push_back({stages, m, f.stepSeconds, &schedules, std::move(f)});
-        }
-        std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
-        for (const Open& o : open) {
-            if (o.floor >= bar()) break;
-            for (const std::string& schedule : *o.schedules) {
-                // Each stage pays at least its floor plus the sends of this schedule.
-                if (choosing && floorWithSends(o.bound, parseSchedule(o.stages, schedule)) >= bar()) continue;
-                consider(planStages(requestFor(o.stages), o.stages, schedule, o.microBatch, false, bar(), cancel, progress));
-            }
-        }
-    }
+    std::vector<int> counts;
+    for (const auto& c : candidates) counts.push_back(c.first);
+    addStagedRequests(staged, whole, mesh, counts);
+
+    // The most stages first, alone: their stage meshes are the smallest (the fastest searches)
+    // and they set the bar that stops the others' searches early (stopAbove); then the rest in
+    // parallel, each stage count on its own stage planners, and the plan without a pipeline
+    // last, stopped at the best pipeline so far (it wins ties: pruneAt is just past it).
+    BestPipeline found;
+    std::optional<PlannerResult> flat;
+    std::vector<std::function<void()>> tasks;
+    for (auto c = candidates.rbegin(); c != candidates.rend(); ++c)
+        tasks.push_back([&, c] { searchPipelines(staged.at(c->first), c->first, c->second, micro, choosing, found, cancel, progress); });
+    if (automatic)
+        tasks.push_back([&] {
+            PlanRequest w = whole;
+            w.stopAbove = found.pruneAt();
+            flat = plan(w, cancel, progress);
+        });
+    runTasks(tasks, workersOf(request));
+    std::optional<PipelinePlan>& best = found.best();
     // Only the chosen pipeline's stage planners are kept (their sessions hold the most memory).
     const std::string kept = best ? "|pipeline " + std::to_string(best->schedule.stages) + " " : std::string("none");
     for (auto it = s.stagePlanners.begin(); it != s.stagePlanners.end();)
         it = it->first.find(kept) == std::string::npos ? s.stagePlanners.erase(it) : std::next(it);
-    if (automatic) {
-        // Without a pipeline last, stopped past the best pipeline (it wins ties: nextafter), which
-        // settles most of its combinations by their floors unsearched.
-        PlanRequest w = whole;
-        if (best && fitsAll(*best)) w.stopAbove = std::nextafter(best->stepSeconds, std::numeric_limits<double>::infinity());
-        PlannerResult flat = plan(w, cancel, progress);
-        if (!flat.result.bounded &&
-            (!best || (flat.result.fits && (!fitsAll(*best) || flat.result.breakdown.stepSeconds <= best->stepSeconds))))
-            return flat;
-    }
+    if (flat && !flat->result.bounded &&
+        (!best || (flat->result.fits && (!fitsAll(*best) || flat->result.breakdown.stepSeconds <= best->stepSeconds))))
+        return std::move(*flat);
     // Nothing fits: the pipeline with the fewest activations (the smallest micro-batch), to show
     // what it needs.
-    if (!best)
-        consider(planStages(requestFor(candidates.front().first), candidates.front().first, candidates.front().second.front(), micro.front(), false,
-                            std::numeric_limits<double>::infinity(), cancel, progress));
+    if (!best) {
+        const auto& [stages, schedules] = candidates.front();
+        found.consider(planStages(staged.at(stages), stages, schedules.front(), micro.front(), false,
+                                  std::numeric_limits<double>::infinity(), cancel, progress));
+    }
+    for (const auto& st : best->stages) fillGraph(*st.workspace);
     PlannerResult out;
     const PipelineStagePlan& slowest = best->stages[static_cast<size_t>(best->slowest)];
     out.workspace = slowest.workspace;
     out.result = slowest.result;
     if (!request.compareBaselines.empty()) {
         // The baselines of the slowest stage, on its own planner (its workspaces are cached).
-        PlanRequest r = requestFor(best->schedule.stages);
-        r.pipeline = best->schedule.stages;
-        r.schedule = best->schedule.virtualStages > 1 ? "interleaved:" + std::to_string(best->schedule.virtualStages) : "1f1b";
-        r.microBatch = best->microBatch;
-        r.pipelineStage = slowest.stage;
+        PlanRequest r = stageRequestOf(staged.at(best->schedule.stages), best->schedule, best->microBatch, slowest.stage);
         r.compareBaselines = request.compareBaselines;
-        auto& planner = s.stagePlanners[modelKeyOf(r) + "|" + r.mesh + "|" + r.hardware];
-        if (!planner) planner = std::make_unique<Planner>();
-        PlannerResult withBaselines = planner->plan(r, cancel, progress);
+        PlannerResult withBaselines = stagePlanner(r).plan(r, cancel, progress);
         out.baselines = std::move(withBaselines.baselines);
         out.baselineWorkspaces = std::move(withBaselines.baselineWorkspaces);
     }

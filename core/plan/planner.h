@@ -117,7 +117,10 @@ struct PipelineStageInfo {
 
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).
 struct PlanWorkspace {
+    /// The model; in a planner's other combinations of it the graph is filled only once the
+    /// workspace leaves the planner (PlannerResult), their cost models reading `graphOwner`'s.
     LoadedModel model;
+    std::shared_ptr<const PlanWorkspace> graphOwner; ///< whose graph the cost model reads (kept alive), or null
     Hardware hardware; ///< with the request's link overrides applied
     Mesh mesh;
     std::unique_ptr<CostModel> costModel;
@@ -274,12 +277,21 @@ public:
     PlannerResult plan(const PlanRequest& request, const std::atomic<bool>* cancel = nullptr, SearchProgress* progress = nullptr);
 
 private:
+    class BestPipeline;
     PlannerResult planPipeline(const PlanRequest& request, const std::atomic<bool>* cancel, SearchProgress* progress);
+    /// Every pipeline of `stages` stages over `schedules` and `micro`, best first by floors,
+    /// into `found` (one worker of planPipeline; each stage count has its own stage planners).
+    void searchPipelines(const PlanRequest& staged, int stages, const std::vector<std::string>& schedules,
+                         const std::vector<std::int64_t>& micro, bool choosing, BestPipeline& found,
+                         const std::atomic<bool>* cancel, SearchProgress* progress);
     /// One pipeline (stages, schedule, micro-batch): each stage that differs planned on its own
-    /// planner; `bound` costs them without bubble and sends (a floor for every schedule).
-    /// Stops once a stage is at or over `stopAbove` (the plan is then not `complete`).
+    /// planner; `bound` costs them with this schedule's bubble, 1F1B's activations and no sends
+    /// (a floor for every schedule of at most this many chunks). Stops once a stage is at or
+    /// over `stopAbove` (the plan is then not `complete`).
     PipelinePlan planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
                             bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress);
+    /// The planner of one stage request (created on first use; safe from the search's workers).
+    Planner& stagePlanner(const PlanRequest& stageRequest);
     struct State;
     std::unique_ptr<State> state_;
 };
