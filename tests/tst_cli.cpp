@@ -58,9 +58,6 @@ private slots:
         QTest::newRow("chunks not dividing")
             << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "2x2", "--pipeline", "2", "--schedule", "interleaved:3"}
             << "--schedule interleaved:3: 3 chunks per device do not divide the 2 layers per stage";
-        QTest::newRow("pipeline to a plan file")
-            << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "-o", "/tmp/never.tpplan.json"}
-            << "-o: plan files do not hold pipelines yet";
         QTest::newRow("schedule word") << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "--schedule", "zigzag"}
                                        << "--schedule 'zigzag': use auto, 1f1b or interleaved:V";
         QTest::newRow("kernel flag not a boolean") << QStringList{"plan", "gpt2", "--set", "fused_cross_entropy=maybe"}
@@ -300,6 +297,29 @@ private slots:
         QCOMPARE(args.code, 0);
         for (const char* line : {"--use-distributed-optimizer", "--micro-batch-size 4", "--global-batch-size 512"})
             QVERIFY2(args.out.contains(line), args.out.constData());
+    }
+
+    // A pipelined plan saved, checked and exported: Korthikanti et al.'s layout for GPT-3 175B
+    // (TP 8 x PP 8, interleaved with 3 chunks of 96 / 8 / 3 = 4 layers each, micro-batch 1).
+    void pipelinedPlanFileEndToEnd()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("p.tpplan.json");
+        QCOMPARE(tpplan({"plan", "gpt3-175b", "--mesh", "8x8", "--batch", "64", "--pipeline", "8", "--schedule", "interleaved:3",
+                         "--micro-batch", "1", "--baseline", "megatron-sp", "--recompute", "selective", "-o", path})
+                     .code,
+                 0);
+        const Run check = tpplan({"check", path});
+        QCOMPARE(check.code, 0);
+        QVERIFY2(check.out.contains("no differences from the stored figures"), check.out.constData());
+        const Run args = tpplan({"export", path, "--format", "megatron"});
+        QCOMPARE(args.code, 0);
+        for (const char* line : {"--tensor-model-parallel-size 8\n", "--pipeline-model-parallel-size 8\n",
+                                 "--num-layers-per-virtual-pipeline-stage 4\n", "--micro-batch-size 1\n",
+                                 "world size 64 = tensor 8 x pipeline 8 x data 1"})
+            QVERIFY2(args.out.contains(line), args.out.constData());
+        // ZeRO over a data-parallel group of one device shards nothing: no such arguments.
+        QVERIFY2(!args.out.contains("fsdp") && !args.out.contains("distributed-optimizer"), args.out.constData());
     }
 
     // Model states as configured: 16 B/param by default (bf16 parameters and gradients, fp32

@@ -9,6 +9,7 @@
 #include "import/catalog.h"
 #include "plan/plan.h"
 #include "plan/plan_file.h"
+#include "plan/planner.h"
 #include "search/evaluate.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -156,6 +157,78 @@ private slots:
 
     // A hand edit (fc1 row-parallel instead of column-parallel) is costed without searching and
     // the stale figures are reported, the step time first.
+    // A pipelined plan's file holds its slowest stage (formats.md): read back, the stage is cut
+    // from the model config again and recosted with its share of the pipeline (bubble, in-flight
+    // activations), reproducing every stored figure; broken pipeline fields name the field.
+    void pipelinedPlanRoundTrips_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("field");    // "" for the untouched file
+        QTest::addColumn<QString>("value");    // JSON
+        QTest::addColumn<QString>("expected"); // in the error
+        QTest::newRow("1F1B") << "1f1b" << "" << "" << "";
+        QTest::newRow("interleaved") << "interleaved:2" << "" << "" << "";
+        QTest::newRow("stage out of range") << "1f1b" << "stage" << "4" << "/pipeline/stage: is 4, expected 0 to 3";
+        QTest::newRow("chunks not dividing") << "1f1b" << "schedule" << "\"interleaved:3\""
+                                             << "3 chunks per device do not divide the 2 layers per stage";
+        QTest::newRow("unknown schedule") << "1f1b" << "schedule" << "\"zigzag\"" << "/pipeline/schedule";
+        QTest::newRow("stages not dividing the mesh") << "1f1b" << "stages" << "3" << "/pipeline/stages";
+        QTest::newRow("stage mesh not the plan's") << "1f1b" << "mesh" << "\"8x2\"" << "/mesh/shape: is '2', but a stage of 4";
+        QTest::newRow("pipeline not an object") << "1f1b" << "" << "[]" << "/pipeline: must be an object";
+    }
+    void pipelinedPlanRoundTrips()
+    {
+        QFETCH(QString, schedule);
+        QFETCH(QString, field);
+        QFETCH(QString, value);
+        QFETCH(QString, expected);
+        PlanRequest request;
+        request.model = "gpt2";
+        request.modelOptions.batch = 8;
+        request.modelOptions.overrides.push_back("layers=8");
+        request.mesh = "4x2";
+        request.pipeline = 4;
+        request.schedule = schedule.toStdString();
+        request.microBatch = 1;
+        Planner planner;
+        const PlannerResult planned = planner.plan(request);
+        QVERIFY(planned.pipeline);
+        const PlanWorkspace& ws = *planned.workspace;
+        nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, planned.result);
+        doc["pipeline"] = pipelineToJson(*planned.pipeline, "4x2");
+        QCOMPARE(doc["pipeline"]["stage"].get<int>(), planned.pipeline->stages[planned.pipeline->slowest].stage);
+        if (!value.isEmpty()) {
+            const nlohmann::json v = nlohmann::json::parse(value.toStdString());
+            if (field.isEmpty()) doc["pipeline"] = v;
+            else doc["pipeline"][field.toStdString()] = v;
+        }
+        if (!expected.isEmpty()) {
+            try {
+                readPlanFile(writePlanFile(doc), "p.tpplan.json");
+                QFAIL("a broken pipeline was read");
+            } catch (const InputError& e) {
+                QVERIFY2(QString(e.what()).contains(expected), e.what());
+                QVERIFY2(QString(e.what()).startsWith("p.tpplan.json"), e.what());
+            }
+            return;
+        }
+        const LoadedPlan back = readPlanFile(writePlanFile(doc), "p.tpplan.json");
+        for (const auto& d : back.differences) qWarning() << d.message.c_str();
+        QVERIFY(back.differences.empty());
+        // The stage's share of the pipeline is in its cost model again: a stage of 4 pays the
+        // bubble of (4 - 1) / V micro-batches (Narayanan et al. 2021).
+        const PipelineSchedule sched = parseSchedule(4, schedule.toStdString());
+        QCOMPARE(back.workspace->costModel->settings().pipelineBubble, 3.0 / sched.virtualStages);
+        QCOMPARE(back.workspace->stage.stage, doc["pipeline"]["stage"].get<int>());
+        QCOMPARE(back.workspace->model.graph.ops.size(), ws.model.graph.ops.size());
+        QCOMPARE(back.result.breakdown.stepSeconds, planned.result.breakdown.stepSeconds);
+        // Opened in tpstudio, the plan restores the whole pipeline, not its stage's mesh.
+        const ProjectFile project = projectOfPlan(doc, "p.tpplan.json");
+        QCOMPARE(project.mesh, std::string("4x2"));
+        QCOMPARE(project.pipeline, 4);
+        QCOMPARE(project.schedule, schedule.toStdString());
+    }
+
     void handEditedPlanIsCosted()
     {
         const QString dir = QStringLiteral(TP_TEST_DATA "/plans_valid/");

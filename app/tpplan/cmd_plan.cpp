@@ -17,6 +17,7 @@
 #include "graph/opkinds.h"
 #include "mesh/calibration.h"
 #include "plan/mesh_fit.h"
+#include "plan/plan_file.h"
 #include "plan/planner.h"
 
 namespace tp::cli {
@@ -234,35 +235,6 @@ void printChoices(const PlannerResult& planned, std::ostream& out)
     out << ")\n";
 }
 
-/// The pipeline next to the slowest stage's plan in the JSON output: schedule, micro-batch,
-/// step, and per stage its layers, step, sends and memory.
-nlohmann::json pipelineToJson(const PipelinePlan& p)
-{
-    nlohmann::json j;
-    j["stages"] = p.schedule.stages;
-    j["virtual_stages"] = p.schedule.virtualStages;
-    j["stage_mesh"] = p.stageMesh;
-    j["micro_batch"] = p.microBatch;
-    j["step_seconds"] = p.stepSeconds;
-    j["bubble_fraction"] = p.bubbleFraction();
-    j["slowest_stage"] = p.stages[static_cast<size_t>(p.slowest)].stage;
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& st : p.stages) {
-        const PipelineStageInfo& info = st.workspace->stage;
-        list.push_back({{"stage", st.stage},
-                        {"stands_for", st.standsFor},
-                        {"first_layer", info.firstLayer},
-                        {"layers", info.layers},
-                        {"step_seconds", st.stepSeconds()},
-                        {"send_seconds", st.sendSeconds},
-                        {"micro_batches", st.microBatches},
-                        {"bytes_per_device", st.result.breakdown.perDeviceBytes},
-                        {"fits", st.result.fits}});
-    }
-    j["per_stage"] = std::move(list);
-    return j;
-}
-
 /// A pipelined plan: the schedule, the step and every stage's share (the slowest stage's whole
 /// breakdown follows).
 void printPipeline(const PipelinePlan& p, std::ostream& out)
@@ -296,8 +268,6 @@ int runPlan(const Options& o, std::ostream& out)
 {
     if (o.positional.size() != 1) throw UsageError("usage: tpplan plan MODEL [--mesh 2x8] [--hardware NAME] [--json] [-o FILE]");
     const PlanRequest request = planRequest(o, o.positional[0]);
-    if (request.pipeline != 1 && !o.output.empty())
-        throw UsageError("-o: plan files do not hold pipelines yet (--pipeline); --json prints the pipelined plan");
     // The planner the GUI keeps between edits, used once (planner.h).
     Planner planner;
     SearchProgress progress;
@@ -308,7 +278,13 @@ int runPlan(const Options& o, std::ostream& out)
     const PlanWorkspace& ws = *planned.workspace;
     const SearchResult& r = planned.result;
     nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, r);
-    if (planned.pipeline) doc["pipeline"] = pipelineToJson(*planned.pipeline);
+    if (planned.pipeline) {
+        // A plan file cuts its stage from the model's builder config (formats.md).
+        if (!o.output.empty() && ws.context.modelConfig.is_null())
+            throw UsageError("-o: a pipelined plan of '" + request.model +
+                             "' cannot be saved yet: plan files cut the stage from a model config, and this model is a graph file");
+        doc["pipeline"] = pipelineToJson(*planned.pipeline, parseMesh(request.mesh, ws.hardware).shapeText());
+    }
     if (o.json || !o.output.empty()) emitJson(o, doc, out);
     if (!o.json) {
         if (planned.pipeline) printPipeline(*planned.pipeline, out);

@@ -65,8 +65,18 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         for (const auto& d : differences) out << "#   - " << d << "\n";
         out << "# The closest Megatron-LM arguments (tensor parallelism of the same size, data parallelism over the rest):\n";
     }
+    // A pipelined plan is one stage's (docs/formats.md): the stages lie along the whole mesh's
+    // outermost axis, the tensor and data parallelism inside each stage as planned here.
+    const PipelineStageInfo& stage = ws.stage;
+    const int pp = stage.stage >= 0 ? stage.schedule.stages : 1;
     out << "--tensor-model-parallel-size " << tp << "\n";
-    out << "--pipeline-model-parallel-size 1\n";
+    out << "--pipeline-model-parallel-size " << pp << "\n";
+    if (pp > 1 && stage.schedule.virtualStages > 1 && stage.layers % stage.schedule.virtualStages == 0)
+        out << "--num-layers-per-virtual-pipeline-stage " << stage.layers / stage.schedule.virtualStages << "\n";
+    if (pp > 1)
+        out << "# Pipeline: " << pp << " stages, " << scheduleText(stage.schedule) << "; the plan's figures are stage "
+            << stage.stage + 1 << "'s (" << stage.layers << " of the '" << stage.layerLabel << "' layers from layer "
+            << stage.firstLayer << ").\n";
     if (sequenceParallel) out << "--sequence-parallel\n";
     const std::int64_t batch = ws.context.batch;
     const std::int64_t micro =
@@ -78,7 +88,8 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
     if (ws.context.seq > 0) out << "--seq-length " << ws.context.seq << "\n";
     // ZeRO: the distributed optimizer is stage 1; stages 2 and 3 are Megatron-FSDP's sharding
     // strategies (megatron/core/distributed/fsdp).
-    switch (model.settings().training ? model.settings().zeroStage : 0) {
+    // ZeRO over a data-parallel group of one device shards nothing.
+    switch (model.settings().training && dp > 1 ? model.settings().zeroStage : 0) {
     case 1:
         out << "--use-distributed-optimizer\n";
         break;
@@ -101,8 +112,8 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
         out << "--recompute-granularity full\n--recompute-method uniform\n--recompute-num-layers 1\n";
     else if (selective)
         out << "--recompute-granularity selective\n";
-    out << "# data parallel size " << dp << " (world size " << mesh.devices() << " = tensor " << tp << " x pipeline 1 x data "
-        << dp << "); Megatron-LM derives it from the world size.\n";
+    out << "# data parallel size " << dp << " (world size " << mesh.devices() * pp << " = tensor " << tp << " x pipeline " << pp
+        << " x data " << dp << "); Megatron-LM derives it from the world size.\n";
     return out.str();
 }
 

@@ -114,6 +114,13 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     for (int a : axes.dataAxes)
         py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name << "' only splits the batch (data parallelism).\n";
     if (!axes.dataAxes.empty()) py << "# " << zeroComment(zero, model.settings().reshardAfterForward) << "\n";
+    if (const PipelineStageInfo& stage = ws.stage; stage.stage >= 0)
+        py << "# Pipeline: this plan is stage " << stage.stage + 1 << " of " << stage.schedule.stages << " ("
+           << scheduleText(stage.schedule) << "; " << stage.layers << " of the '" << stage.layerLabel << "' layers from layer "
+           << stage.firstLayer << "),\n# on each stage's mesh " << mesh.shapeText()
+           << ". Apply the plan below to every stage's module; splitting the model into stages\n"
+              "# (torch.distributed.pipelining: PipelineStage with Schedule1F1B or ScheduleInterleaved1F1B)\n"
+              "# is not generated yet.\n";
     bool anyInexpressible = false;
     for (const auto& m : styles)
         if (!m.inexpressible.empty()) {

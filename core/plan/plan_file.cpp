@@ -44,6 +44,35 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
         {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam}};
 }
 
+json pipelineToJson(const PipelinePlan& p, const std::string& wholeMesh)
+{
+    json j;
+    j["mesh"] = wholeMesh;
+    j["stages"] = p.schedule.stages;
+    j["schedule"] = scheduleWord(p.schedule);
+    j["virtual_stages"] = p.schedule.virtualStages;
+    j["stage_mesh"] = p.stageMesh;
+    j["micro_batch"] = p.microBatch;
+    j["step_seconds"] = p.stepSeconds;
+    j["bubble_fraction"] = p.bubbleFraction();
+    j["stage"] = p.stages.at(static_cast<size_t>(p.slowest)).stage;
+    json list = json::array();
+    for (const auto& st : p.stages) {
+        const PipelineStageInfo& info = st.workspace->stage;
+        list.push_back({{"stage", st.stage},
+                        {"stands_for", st.standsFor},
+                        {"first_layer", info.firstLayer},
+                        {"layers", info.layers},
+                        {"step_seconds", st.stepSeconds()},
+                        {"send_seconds", st.sendSeconds},
+                        {"micro_batches", st.microBatches},
+                        {"bytes_per_device", st.result.breakdown.perDeviceBytes},
+                        {"fits", st.result.fits}});
+    }
+    j["per_stage"] = std::move(list);
+    return j;
+}
+
 std::string writePlanFile(const json& document) { return document.dump(2) + "\n"; }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,6 +221,39 @@ void readPlanModel(const JsonReader& r, const json& doc, PlanWorkspace& ws)
         r.fail("/model", "holds neither 'config' nor 'graph', so the model cannot be rebuilt");
     }
     r.within("/model", "", [&] { validateGraph(ws.model.graph); });
+}
+
+// A pipelined plan's stage (its "pipeline" object): the whole model in `ws` becomes the stage
+// the ops describe, cut as the planner cut it, on `stageMesh`; its share of the pipeline goes
+// into the cost settings.
+void readPlanPipeline(const JsonReader& r, const json& pipeline, PlanWorkspace& ws, const std::string& stageMesh,
+                      CostSettings& settings)
+{
+    if (!pipeline.is_object()) r.fail("/pipeline", "must be an object, not " + std::string(pipeline.type_name()));
+    if (ws.model.config.is_null())
+        r.fail("/pipeline", "a pipelined plan needs the model's builder config (/model/config) to cut its stage from");
+    const std::string wholeShape = r.string(pipeline, "/pipeline", "mesh");
+    const Mesh whole = r.within("/pipeline/mesh", "", [&] { return parseMesh(wholeShape, ws.hardware); });
+    const int stages = static_cast<int>(r.integer(r.field(pipeline, "/pipeline", "stages"), "/pipeline/stages", 2));
+    const std::string word = r.string(pipeline, "/pipeline", "schedule");
+    const PipelineSchedule schedule = r.within("/pipeline/schedule", "", [&] { return parseSchedule(stages, word); });
+    const std::string expected = r.within("/pipeline/stages", "", [&] { return stageMeshText(whole, stages); });
+    if (expected != stageMesh)
+        r.fail("/mesh/shape", "is '" + stageMesh + "', but a stage of " + std::to_string(stages) + " over mesh " + wholeShape +
+                                  " runs on '" + expected + "'");
+    const std::int64_t stage = r.integer(r.field(pipeline, "/pipeline", "stage"), "/pipeline/stage", 0);
+    if (stage >= stages)
+        r.fail("/pipeline/stage", "is " + std::to_string(stage) + ", expected 0 to " + std::to_string(stages - 1));
+    const std::string name = ws.model.name;
+    const LoadedModel wholeModel = std::move(ws.model);
+    ws.model = {};
+    r.within("/pipeline", "", [&] {
+        cutStage(ws, static_cast<int>(stage), schedule, wholeModel, foldGraph(wholeModel.graph));
+        return 0;
+    });
+    ws.model.name = name;
+    ws.stage.link = whole.axes.at(0);
+    applyStageSettings(settings, schedule, static_cast<int>(stage));
 }
 
 // The hardware of a plan document: a preset by name, or the embedded spec. Returns the name.
@@ -381,6 +443,7 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
     }
     r.integer(r.field(doc, "", "batch"), "/batch", 0);
     r.integer(r.field(doc, "", "seq"), "/seq", 0);
+    if (const json* pipeline = r.optional(doc, "pipeline")) readPlanPipeline(r, *pipeline, ws, shape, settings);
 
     // The same set-up as preparePlan (planner.cpp): one workspace builder.
     buildWorkspace(ws, settings);
@@ -423,6 +486,9 @@ json planDocument(const LoadedPlan& plan)
     // Search metadata (method, timings, table counts) records how the plan was found; it is
     // provenance, not a figure to recompute, so it is kept as stored.
     if (plan.stored.contains("search") && plan.stored["search"].is_object()) doc["search"] = plan.stored["search"];
+    // The pipeline's other stages are not in the file (only the stage its ops describe, whose
+    // figures are recomputed above): the pipeline object is kept as stored.
+    if (plan.stored.contains("pipeline")) doc["pipeline"] = plan.stored["pipeline"];
     // An embedded hardware spec is kept as stored: it parses to this hardware, and re-deriving
     // it could change the last digit of a unit conversion.
     if (plan.stored.contains("hardware") && plan.stored["hardware"].contains("spec") && doc["hardware"].contains("spec"))
@@ -655,6 +721,15 @@ ProjectFile projectOfPlan(const json& doc, const std::string& origin)
             p.memoryLimit = "none";
         else if (limit > 0 && limit != capacity)
             p.memoryLimit = std::to_string(static_cast<long long>(limit));
+    }
+    // A pipelined plan's project is the whole pipeline: its mesh, stages and schedule.
+    if (const json* pipeline = r.optional(doc, "pipeline"); pipeline && pipeline->is_object()) {
+        text(*pipeline, "/pipeline", "mesh", p.mesh);
+        std::int64_t stages = 1;
+        whole(*pipeline, "/pipeline", "stages", 1, stages);
+        if (stages > 4096) r.fail("/pipeline/stages", "is " + std::to_string(stages) + ", expected 1 to 4096");
+        p.pipeline = static_cast<int>(stages);
+        text(*pipeline, "/pipeline", "schedule", p.schedule);
     }
     // The plan's own choices come back as locks only where the user had locked them.
     if (const json* ops = r.optional(doc, "ops"); ops && ops->is_array())

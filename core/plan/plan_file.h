@@ -25,6 +25,11 @@ inline constexpr int kMaxOverlapChunks = 1024;
 /// preset, and the cost settings the document does not otherwise hold.
 void addSelfContainedFields(nlohmann::json& document, const PlanContext& context, const CostModel& model);
 
+/// A pipelined plan's "pipeline" object (docs/formats.md): the whole mesh, the stages,
+/// schedule and micro-batch, which stage the document's ops are (its slowest), and every
+/// solved stage's layers, step, sends and memory as planned.
+nlohmann::json pipelineToJson(const PipelinePlan& pipeline, const std::string& wholeMesh);
+
 /// The hardware in the hardware-file format (resources/hardware/*.json); hardwareFromJson reads it.
 nlohmann::json hardwareToJson(const Hardware& hardware);
 /// Whether the hardware equals the preset of its name, field by field.

@@ -162,9 +162,7 @@ CostSettings costSettingsOf(const PlanRequest& request)
     if (request.pipeline > 1 && request.pipelineStage >= 0) {
         if (request.pipelineStage >= request.pipeline) throw std::logic_error("costSettingsOf: no such pipeline stage");
         if (choosing) throw std::logic_error("costSettingsOf: a pipeline stage with its schedule left open");
-        settings.pipelineBubble = bubbleMicroBatches(schedule);
-        settings.pipelineInFlight =
-            inFlightMicroBatches(request.pipelineBound ? PipelineSchedule{schedule.stages, 1} : schedule, request.pipelineStage);
+        applyStageSettings(settings, schedule, request.pipelineStage, request.pipelineBound);
     }
     return settings;
 }
@@ -220,30 +218,34 @@ void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* 
                              : std::make_unique<CostModel>(graph, ws.mesh, ws.hardware, settings);
 }
 
-/// The workspace's model: the request's pipeline stage cut from the whole model and its fold
-/// (core/plan/pipeline.h).
-void keepStage(PlanWorkspace& ws, const PlanRequest& request, const LoadedModel& whole, const FoldedGraph& folded,
-               const StageCutter* shared)
+} // namespace
+
+void cutStage(PlanWorkspace& ws, int stage, const PipelineSchedule& schedule, const LoadedModel& whole,
+              const FoldedGraph& wholeFold, const StageCutter* shared)
 {
     PipelineStageInfo& info = ws.stage;
-    info.stage = request.pipelineStage;
-    info.schedule = parseSchedule(request.pipeline, request.schedule);
-    const StageSplit split = splitIntoStages(folded, info.schedule); // also checks the chunks divide the layers
+    info.stage = stage;
+    info.schedule = schedule;
+    const StageSplit split = splitIntoStages(wholeFold, schedule); // also checks the chunks divide the layers
     std::optional<StageCutter> own;
-    if (!shared || shared->stages() != request.pipeline) shared = &own.emplace(whole.graph, folded, split);
+    if (!shared || shared->stages() != schedule.stages) shared = &own.emplace(whole.graph, wholeFold, split);
     info.layerLabel = split.label;
-    info.firstLayer = split.firstOfStage.at(static_cast<size_t>(info.stage));
-    info.layers = split.countOfStage.at(static_cast<size_t>(info.stage));
-    StageGraph stage = shared->cut(info.stage);
-    info.receivedBytes = stage.receivedBytes;
-    if (info.stage + 1 < request.pipeline) info.sentBytes = shared->receivedBytes(info.stage + 1);
+    info.firstLayer = split.firstOfStage.at(static_cast<size_t>(stage));
+    info.layers = split.countOfStage.at(static_cast<size_t>(stage));
+    StageGraph cut = shared->cut(stage);
+    info.receivedBytes = cut.receivedBytes;
+    info.sentBytes = stage + 1 < schedule.stages ? shared->receivedBytes(stage + 1) : 0;
     ws.model.source = whole.source;
-    ws.model.name = whole.name + " (stage " + std::to_string(info.stage + 1) + " of " + std::to_string(request.pipeline) + ")";
+    ws.model.name = whole.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(schedule.stages) + ")";
     ws.model.config = whole.config;
-    ws.model.graph = std::move(stage.graph);
+    ws.model.graph = std::move(cut.graph);
 }
 
-} // namespace
+void applyStageSettings(CostSettings& settings, const PipelineSchedule& schedule, int stage, bool bound)
+{
+    settings.pipelineBubble = bubbleMicroBatches(schedule);
+    settings.pipelineInFlight = inFlightMicroBatches(bound ? PipelineSchedule{schedule.stages, 1} : schedule, stage);
+}
 
 void buildWorkspace(PlanWorkspace& ws, CostSettings settings)
 {
@@ -282,7 +284,8 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
                 loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware)));
         std::shared_ptr<const FoldedGraph> folded = request.wholeFold;
         if (!folded) folded = std::make_shared<const FoldedGraph>(foldGraph(model->graph));
-        keepStage(*ws, request, *model, *folded, request.wholeModel ? request.stageCutter.get() : nullptr);
+        cutStage(*ws, request.pipelineStage, parseSchedule(request.pipeline, request.schedule), *model, *folded,
+                 request.wholeModel ? request.stageCutter.get() : nullptr);
     } else {
         ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
     }

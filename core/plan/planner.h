@@ -153,6 +153,15 @@ void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNo
 /// Folds the workspace's graph, builds its cost model with the fold's reader groups, and fills
 /// the context fields that follow from the model; model, hardware and mesh must be set.
 void buildWorkspace(PlanWorkspace& workspace, CostSettings settings);
+/// Makes `workspace` stage `stage` of `schedule` (its model the stage's graph cut from `whole`,
+/// its PipelineStageInfo filled but `link`): what preparePlan does for a stage request, and
+/// plan files for a pipelined plan. `shared` (optional) cuts it when it splits as many stages.
+/// Throws InputError when the schedule's chunks do not divide the layers per stage.
+void cutStage(PlanWorkspace& workspace, int stage, const PipelineSchedule& schedule, const LoadedModel& whole,
+              const FoldedGraph& wholeFold, const StageCutter* shared = nullptr);
+/// A stage's share of its pipeline in the cost settings (CostSettings::pipelineBubble and
+/// pipelineInFlight); `bound`: 1F1B's activations, the fewest of any schedule.
+void applyStageSettings(CostSettings& settings, const PipelineSchedule& schedule, int stage, bool bound = false);
 
 /// A baseline assignment ("megatron", "megatron-sp", "dp") costed on the workspace and judged
 /// against the memory limit (memoryLimitOf's convention), its blocks in the recompute mode
