@@ -610,7 +610,17 @@ void MainWindow::exportPlanJson()
     if (path.isEmpty()) return;
     if (!path.endsWith(QLatin1String(".tpplan.json"))) path += QLatin1String(".tpplan.json");
     const PlanWorkspace& ws = *plan->workspace;
-    const auto json = planToJson(ws.context, *ws.costModel, ws.folded, plan->result);
+    auto json = planToJson(ws.context, *ws.costModel, ws.folded, plan->result);
+    if (plan->pipeline) {
+        // A plan file cuts its stage from the model config (docs/formats.md).
+        if (ws.context.modelConfig.is_null()) {
+            showError(tr("%1: a pipelined plan of a graph file cannot be saved yet: plan files cut the stage from a "
+                         "model config").arg(path));
+            return;
+        }
+        const std::string wholeMesh = parseMesh(document_->settings().mesh, ws.hardware).shapeText();
+        json["pipeline"] = pipelineToJson(*plan->pipeline, wholeMesh);
+    }
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly) || file.write(QByteArray::fromStdString(writePlanFile(json))) < 0 || !file.commit())
         showError(tr("%1: cannot write: %2").arg(path, file.errorString()));
