@@ -8,6 +8,7 @@
 #include "export/export_styles.h"
 #include "import/catalog.h"
 #include "plan/plan_file.h"
+#include "plan/planner.h"
 #include "util/error.h"
 
 using namespace tp;
@@ -239,6 +240,102 @@ private slots:
         p.start(python, {"-m", "py_compile", file});
         QVERIFY(p.waitForFinished(60000));
         QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    }
+
+    // The exported pipeline cuts the model as the plan does: every virtual stage its layers (k * P
+    // + r on rank r), the first-stage modules on the first only, the last-stage ones on the last.
+    // Run on a toy model with PyTorch 1.13 (the torch 2 imports the script needs are stubbed: only
+    // pipeline_stage_module runs), for 1F1B with uneven stages and for interleaving.
+    void pytorchPipelineCutsStages_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("stages");
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("expected"); // layers of each virtual stage
+        // 10 layers over 4 stages: 2, 3, 3, 2 (the extra layers to the middle stages).
+        QTest::newRow("1F1B, uneven") << 10 << "4x2" << 4 << "1f1b" << "2 3 3 2";
+        QTest::newRow("interleaved") << 8 << "2x2" << 2 << "interleaved:2" << "2 2 2 2";
+    }
+    void pytorchPipelineCutsStages()
+    {
+        QFETCH(int, layers);
+        QFETCH(QString, mesh);
+        QFETCH(int, stages);
+        QFETCH(QString, schedule);
+        QFETCH(QString, expected);
+        QString python;
+        for (const QString& candidate : {QStringLiteral("/usr/bin/python3"), QStandardPaths::findExecutable("python3")}) {
+            if (candidate.isEmpty() || !QFileInfo::exists(candidate)) continue;
+            QProcess probe;
+            probe.start(candidate, {"-c", "import torch"});
+            if (probe.waitForFinished(60000) && probe.exitCode() == 0) {
+                python = candidate;
+                break;
+            }
+        }
+        if (python.isEmpty()) QSKIP("no python3 with torch");
+        PlanRequest request;
+        request.model = "gpt2";
+        request.modelOptions.batch = 8;
+        request.modelOptions.overrides.push_back("layers=" + std::to_string(layers));
+        request.mesh = mesh.toStdString();
+        request.pipeline = stages;
+        request.schedule = schedule.toStdString();
+        request.microBatch = 1;
+        const PlannerResult planned = Planner().plan(request);
+        QVERIFY(planned.pipeline);
+        const std::string script = exportPytorch(*planned.workspace, planned.result);
+        QVERIFY(script.find("def apply_pipelined_plan(") != std::string::npos);
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("plan.py").toStdString()) << script;
+        const std::string driver = R"PY(
+import sys, types
+import torch.nn as nn
+for name in ("torch.distributed.device_mesh", "torch.distributed.tensor", "torch.distributed.tensor.parallel"):
+    stub = types.ModuleType(name)
+    for attr in ("init_device_mesh", "Replicate", "Shard", "ColwiseParallel", "PrepareModuleInput",
+                 "RowwiseParallel", "SequenceParallel", "parallelize_module"):
+        setattr(stub, attr, lambda *a, **k: None)
+    sys.modules[name] = stub
+plan = {}
+exec(open(sys.argv[1]).read(), plan)
+n = sum(plan["PP_LAYERS_OF_STAGE"])
+class Toy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        for name in plan["PP_FIRST_STAGE_MODULES"] + plan["PP_LAST_STAGE_MODULES"]:
+            setattr(self, name, nn.Linear(2, 2))
+        self.layers = nn.ModuleList(nn.Linear(2, 2, bias=False) for _ in range(n))
+        for i, layer in enumerate(self.layers):
+            layer.weight.data.fill_(i)
+toy = Toy()
+out = []
+for index in range(len(plan["PP_LAYERS_OF_STAGE"])):
+    stage = plan["pipeline_stage_module"](toy, index)
+    first = [name for name in plan["PP_FIRST_STAGE_MODULES"] if getattr(stage, name) is not None]
+    last = [name for name in plan["PP_LAST_STAGE_MODULES"] if getattr(stage, name) is not None]
+    ids = [int(layer.weight[0, 0]) for layer in stage.layers]
+    assert ids == list(range(ids[0], ids[0] + len(ids))) if ids else True, ids
+    out.append(f"{len(ids)}:{ids[0] if ids else -1}:{int(bool(first))}{int(bool(last))}")
+print(" ".join(out))
+)PY";
+        std::ofstream(dir.filePath("driver.py").toStdString()) << driver;
+        QProcess p;
+        p.start(python, {dir.filePath("driver.py"), dir.filePath("plan.py")});
+        QVERIFY(p.waitForFinished(120000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const QStringList got = QString(p.readAllStandardOutput()).trimmed().split(' ');
+        const QStringList counts = expected.split(' ');
+        QCOMPARE(got.size(), counts.size());
+        int first = 0;
+        for (int i = 0; i < got.size(); ++i) {
+            const QStringList f = got[i].split(':');
+            QCOMPARE(f[0], counts[i]);                  // its layers
+            QCOMPARE(f[1].toInt(), first);              // in order: virtual stage i starts where i - 1 ends
+            QCOMPARE(f[2], QString("%1%2").arg(i == 0 ? 1 : 0).arg(i == got.size() - 1 ? 1 : 0));
+            first += counts[i].toInt();
+        }
     }
 
     // One output pinned byte for byte.

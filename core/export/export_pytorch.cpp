@@ -89,6 +89,101 @@ std::string zeroComment(int zero, bool reshardAfterForward)
     }
 }
 
+constexpr const char* kPipelineDim = "pp";
+
+/// A tuple literal of Python values.
+template <typename T, typename F>
+std::string pyTuple(const std::vector<T>& items, F&& text)
+{
+    std::string out = "(";
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + text(items[i]);
+    return out + (items.size() == 1 ? ",)" : ")");
+}
+
+/// What apply_pipelined_plan needs to cut the model: the stages and chunks, every virtual
+/// stage's layers in order (virtual stage k * P + r is chunk k of pipeline rank r, as
+/// ScheduleInterleaved1F1B numbers them), and the modules outside the layers.
+void pipelineConstants(std::ostream& py, const PipelineStageInfo& stage)
+{
+    const int p = stage.schedule.stages, v = stage.schedule.virtualStages;
+    std::vector<int> layers;
+    if (v == 1) {
+        layers = stage.layersOfStage;
+    } else {
+        int total = 0;
+        for (int n : stage.layersOfStage) total += n;
+        layers.assign(static_cast<size_t>(p * v), total / (p * v)); // chunks divide evenly (splitIntoStages)
+    }
+    const std::string& label = stage.layerLabel;
+    const std::string container = label.size() > 2 && label.ends_with(".*") ? label.substr(0, label.size() - 2) : label;
+    auto quoted = [](const std::string& x) { return pyString(x); };
+    py << "\nPP_DIM = " << pyString(kPipelineDim) << "\n";
+    py << "PP_STAGES = " << p << "\n";
+    py << "PP_CHUNKS = " << v << "  # virtual stages per device (" << scheduleText(stage.schedule) << ")\n";
+    py << "PP_LAYER_CONTAINER = " << pyString(container) << "\n";
+    py << "PP_LAYERS_OF_STAGE = " << pyTuple(layers, [](int n) { return std::to_string(n); })
+       << "  # per virtual stage, in layer order\n";
+    py << "PP_FIRST_STAGE_MODULES = " << pyTuple(stage.firstStageModules, quoted) << "\n";
+    py << "PP_LAST_STAGE_MODULES = " << pyTuple(stage.lastStageModules, quoted) << "\n";
+}
+
+constexpr const char* kPipelineFunctions = R"PY(
+
+def pipeline_stage_module(model, stage_index):
+    """A copy of the model with only virtual stage `stage_index`'s layers, the first-stage modules
+    on the first and the last-stage ones on the last (the others set to None: the model's
+    forward must skip a None module, as torchtitan's do). Build the model on the meta device."""
+    import copy
+
+    import torch.nn as nn
+
+    stage = copy.deepcopy(model)
+    first = sum(PP_LAYERS_OF_STAGE[:stage_index])
+    keep = range(first, first + PP_LAYERS_OF_STAGE[stage_index])
+    parent_name, _, attr = PP_LAYER_CONTAINER.rpartition(".")
+    parent = stage.get_submodule(parent_name) if parent_name else stage
+    layers = getattr(parent, attr)
+    if isinstance(layers, nn.ModuleDict):
+        for key in list(layers.keys()):
+            if int(key) not in keep:
+                del layers[key]
+    else:
+        setattr(parent, attr, nn.ModuleList(layers[i] for i in keep))
+    last = len(PP_LAYERS_OF_STAGE) - 1
+    for names, here in ((PP_FIRST_STAGE_MODULES, stage_index == 0), (PP_LAST_STAGE_MODULES, stage_index == last)):
+        for name in names:
+            if not here and hasattr(stage, name):
+                setattr(stage, name, None)
+    return stage
+
+
+def apply_pipelined_plan(model, n_microbatches, loss_fn, device_type="cuda"):
+    """Builds the device mesh (the pipeline dim outermost, then each stage's mesh), cuts this
+    rank's stages out of the model, applies the tensor-parallel plan and ZeRO to each, and
+    returns (schedule, stage modules, mesh); run a step with schedule.step(inputs) on the first
+    stage, schedule.step(target=labels) on the last, schedule.step() on the others."""
+    import torch
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+
+    mesh = init_device_mesh(device_type, (PP_STAGES,) + MESH_SHAPE, mesh_dim_names=(PP_DIM,) + MESH_DIM_NAMES)
+    pp_rank = mesh[PP_DIM].get_local_rank()
+    device = torch.device(device_type, torch.cuda.current_device()) if device_type == "cuda" else torch.device(device_type)
+    stages, modules = [], []
+    for chunk in range(PP_CHUNKS):
+        index = chunk * PP_STAGES + pp_rank
+        module = pipeline_stage_module(model, index)
+        if TP_DIM is not None and PLAN:
+            parallelize_module(module, mesh[TP_DIM], expand_plan(module, PLAN, strict=False))
+        apply_fsdp(module, mesh)
+        modules.append(module)
+        stages.append(PipelineStage(module, index, PP_STAGES * PP_CHUNKS, device, group=mesh[PP_DIM].get_group()))
+    if PP_CHUNKS == 1:
+        schedule = Schedule1F1B(stages[0], n_microbatches=n_microbatches, loss_fn=loss_fn)
+    else:
+        schedule = ScheduleInterleaved1F1B(stages, n_microbatches=n_microbatches, loss_fn=loss_fn)
+    return schedule, modules, mesh
+)PY";
+
 } // namespace
 
 std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
@@ -115,12 +210,10 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
         py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name << "' only splits the batch (data parallelism).\n";
     if (!axes.dataAxes.empty()) py << "# " << zeroComment(zero, model.settings().reshardAfterForward) << "\n";
     if (const PipelineStageInfo& stage = ws.stage; stage.stage >= 0)
-        py << "# Pipeline: this plan is stage " << stage.stage + 1 << " of " << stage.schedule.stages << " ("
-           << scheduleText(stage.schedule) << "; " << stage.layers << " of the '" << stage.layerLabel << "' layers from layer "
-           << stage.firstLayer << "),\n# on each stage's mesh " << mesh.shapeText()
-           << ". Apply the plan below to every stage's module; splitting the model into stages\n"
-              "# (torch.distributed.pipelining: PipelineStage with Schedule1F1B or ScheduleInterleaved1F1B)\n"
-              "# is not generated yet.\n";
+        py << "# Pipeline: " << stage.schedule.stages << " stages over mesh dim " << pyString(kPipelineDim) << " ("
+           << scheduleText(stage.schedule) << "), each on a mesh " << mesh.shapeText() << "; the figures above are stage "
+           << stage.stage + 1 << "'s.\n# apply_pipelined_plan cuts the model into its stages (torch.distributed.pipelining) and\n"
+              "# applies the plan below to each.\n";
     bool anyInexpressible = false;
     for (const auto& m : styles)
         if (!m.inexpressible.empty()) {
@@ -186,13 +279,15 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     py << "\nPLAN = {";
     for (size_t i = 0; i < variables.size(); ++i) py << (i ? ", " : "") << "**" << variables[i];
     py << "}\n";
-    py << "\n\ndef expand_plan(model, plan):\n"
-          "    \"\"\"Resolves '*' in the plan's module names against the model's modules.\"\"\"\n"
+    if (ws.stage.stage >= 0) pipelineConstants(py, ws.stage);
+    py << "\n\ndef expand_plan(model, plan, strict=True):\n"
+          "    \"\"\"Resolves '*' in the plan's module names against the model's modules (a pipeline\n"
+          "    stage holds only some of them: strict=False skips the others).\"\"\"\n"
           "    names = [name for name, _ in model.named_modules()]\n"
           "    expanded = {}\n"
           "    for pattern, style in plan.items():\n"
           "        matches = [name for name in names if fnmatch.fnmatchcase(name, pattern)]\n"
-          "        if not matches:\n"
+          "        if not matches and strict:\n"
           "            raise KeyError(f\"no module of the model matches {pattern!r}\")\n"
           "        for name in matches:\n"
           "            expanded[name] = style\n"
@@ -230,6 +325,7 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
           "        parallelize_module(model, mesh[TP_DIM], expand_plan(model, PLAN))\n"
           "    apply_fsdp(model, mesh)\n"
           "    return model, mesh\n";
+    if (ws.stage.stage >= 0) py << kPipelineFunctions;
     return py.str();
 }
 

@@ -152,6 +152,20 @@ double StageCutter::receivedBytes(int stage) const
     return bytes;
 }
 
+std::vector<std::string> StageCutter::modulesOutsideRun(int stage) const
+{
+    const std::string prefix = split_.label.substr(0, split_.label.find('*'));
+    std::vector<std::string> out;
+    for (OpId id : order_) {
+        if (stageOfOp_[static_cast<size_t>(id)] != stage) continue;
+        const std::string& name = graph_.op(id).name;
+        if (!prefix.empty() && name.rfind(prefix, 0) == 0) continue;
+        const std::string module = name.substr(0, name.find('/'));
+        if (std::find(out.begin(), out.end(), module) == out.end()) out.push_back(module);
+    }
+    return out;
+}
+
 StageGraph StageCutter::cut(int stage) const
 {
     if (stage < 0 || stage >= stages()) throw std::logic_error("StageCutter: no such stage");

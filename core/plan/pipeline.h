@@ -82,6 +82,9 @@ public:
     StageGraph cut(int stage) const;
     /// What stage `stage` receives from the others per step, whole batch (0 for the first).
     double receivedBytes(int stage) const;
+    /// The top-level modules (op names up to their first '/') of stage `stage`'s ops outside
+    /// the split run, in graph order: the embedding on the first stage, the head on the last.
+    std::vector<std::string> modulesOutsideRun(int stage) const;
 
 private:
     const Graph& graph_;

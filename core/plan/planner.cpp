@@ -235,6 +235,9 @@ void cutStage(PlanWorkspace& ws, int stage, const PipelineSchedule& schedule, co
     StageGraph cut = shared->cut(stage);
     info.receivedBytes = cut.receivedBytes;
     info.sentBytes = stage + 1 < schedule.stages ? shared->receivedBytes(stage + 1) : 0;
+    info.layersOfStage = split.countOfStage;
+    info.firstStageModules = shared->modulesOutsideRun(0);
+    info.lastStageModules = shared->modulesOutsideRun(schedule.stages - 1);
     ws.model.source = whole.source;
     ws.model.name = whole.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(schedule.stages) + ")";
     ws.model.config = whole.config;

@@ -113,6 +113,9 @@ struct PipelineStageInfo {
     double receivedBytes = 0;    ///< per step, whole batch: what it receives from the stage before
     double sentBytes = 0;        ///< per step, whole batch: what it sends to the stage after
     MeshAxis link;               ///< the full mesh's outermost axis, which the stages lie along
+    std::vector<int> layersOfStage;             ///< every stage's layers of the run (StageSplit)
+    std::vector<std::string> firstStageModules; ///< the first stage's modules outside the run (the embedding)
+    std::vector<std::string> lastStageModules;  ///< the last stage's (the head and the loss)
 };
 
 /// Everything a plan was made from, kept alive together (the cost model refers to the rest).

@@ -61,13 +61,14 @@ PLAN_LAYERS = {
 PLAN = {**PLAN_EMBED, **PLAN_LAYERS}
 
 
-def expand_plan(model, plan):
-    """Resolves '*' in the plan's module names against the model's modules."""
+def expand_plan(model, plan, strict=True):
+    """Resolves '*' in the plan's module names against the model's modules (a pipeline
+    stage holds only some of them: strict=False skips the others)."""
     names = [name for name, _ in model.named_modules()]
     expanded = {}
     for pattern, style in plan.items():
         matches = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
-        if not matches:
+        if not matches and strict:
             raise KeyError(f"no module of the model matches {pattern!r}")
         for name in matches:
             expanded[name] = style
