@@ -1108,6 +1108,12 @@ void TestGui::pipelineIsAnUndoableEdit()
     QCOMPARE(doc.plan()->pipeline->schedule.stages, 2);
     QVERIFY(schedule->isEnabled());
     QVERIFY2(choice->text().startsWith(QStringLiteral("Pipeline: 2 stages of mesh 2")), qPrintable(choice->text()));
+    // Each stage with its layers, step and memory: two stages of 2 layers, the slowest marked.
+    auto* list = window.meshPanel()->findChild<QLabel*>(QStringLiteral("pipelineStageList"));
+    QVERIFY(list && list->isVisibleTo(window.meshPanel()));
+    QCOMPARE(list->text().count(QStringLiteral("<tr>")), 3); // the header and the two stages
+    QCOMPARE(list->text().count(QStringLiteral("<td align='right'>2</td>")), 2);
+    QCOMPARE(list->text().count(QStringLiteral("(slowest)")), 1);
     // The slowest stage's graph is the one shown: half the layers.
     QCOMPARE(int(doc.workspace()->folded.largestClass()->instances.size()), 2);
     doc.undoStack()->undo();
@@ -1115,6 +1121,7 @@ void TestGui::pipelineIsAnUndoableEdit()
     QCOMPARE(doc.settings().pipeline, 1);
     QVERIFY(!doc.plan()->pipeline);
     QCOMPARE(stages->currentData().toInt(), 1);
+    QVERIFY(!list->isVisibleTo(window.meshPanel()));
 }
 
 // Where nothing fits, the status bar names the smallest preset mesh on which a plan does

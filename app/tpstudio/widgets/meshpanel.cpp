@@ -208,6 +208,13 @@ MeshPanel::MeshPanel(QWidget* parent) :
     choice_->setObjectName(QStringLiteral("settingsChoice"));
     choice_->setWordWrap(true);
     form->addRow(QString(), choice_);
+    stages_ = new QLabel(this);
+    stages_->setObjectName(QStringLiteral("pipelineStageList"));
+    stages_->setTextFormat(Qt::RichText);
+    stages_->setToolTip(tr("The stages the planner solves (the second stands for every middle stage): their layers, "
+                           "step with sends, and memory per device against the device's capacity"));
+    form->addRow(tr("Stages"), stages_);
+    form_ = form;
     mode_ = new QComboBox(this);
     mode_->addItems({QStringLiteral("train"), QStringLiteral("infer")});
     form->addRow(tr("M&ode"), mode_);
@@ -477,6 +484,36 @@ void MeshPanel::showPipelineChoices(const PlanSettings& s)
     schedule_->setEnabled(s.pipeline != 1);
 }
 
+void MeshPanel::showStages()
+{
+    const std::shared_ptr<const PlanOutcome> plan = document_ ? document_->plan() : nullptr;
+    const bool pipelined = plan && plan->pipeline;
+    form_->setRowVisible(stages_, pipelined);
+    if (!pipelined) return;
+    const PipelinePlan& p = *plan->pipeline;
+    constexpr int kBar = 16;
+    QString rows;
+    for (const auto& st : p.stages) {
+        const PipelineStageInfo& info = st.workspace->stage;
+        const double capacity = st.workspace->hardware.hbmBytes;
+        const double share = capacity > 0 ? st.result.breakdown.perDeviceBytes / capacity : 0;
+        const int filled = std::clamp(static_cast<int>(std::lround(share * kBar)), 0, kBar);
+        const QString which = st.standsFor > 1 ? tr("%1-%2").arg(st.stage + 1).arg(st.stage + st.standsFor) : QString::number(st.stage + 1);
+        const QString colour = st.result.fits ? QStringLiteral("#3a7bd5") : QStringLiteral("#d0021b");
+        rows += tr("<tr><td>%1</td><td align='right'>%2</td><td align='right'>%3%4</td><td><span style='color:%5'>%6</span>"
+                   "<span style='color:#d8d8d8'>%7</span> %8</td></tr>")
+                    .arg(which)
+                    .arg(info.layers)
+                    .arg(QString::fromStdString(formatSeconds(st.stepSeconds())),
+                         st.stage == p.stages[static_cast<size_t>(p.slowest)].stage ? tr(" (slowest)") : QString(), colour,
+                         QString(filled, QChar(0x2588)), QString(kBar - filled, QChar(0x2588)),
+                         QString::fromStdString(formatBytes(st.result.breakdown.perDeviceBytes)));
+    }
+    stages_->setText(tr("<table cellspacing='0' cellpadding='2'><tr><th align='left'>stage</th><th>layers</th><th>step</th>"
+                        "<th align='left'>memory per device</th></tr>") +
+                     rows + QStringLiteral("</table>"));
+}
+
 void MeshPanel::showMesh()
 {
     showOverrides();
@@ -484,6 +521,7 @@ void MeshPanel::showMesh()
     if (!ws) {
         axes_->clear();
         choice_->clear();
+        showStages();
         return;
     }
     const CostSettings& chosen = ws->costModel->settings();
@@ -494,7 +532,15 @@ void MeshPanel::showMesh()
         choice = tr("Pipeline: %1. Shown: the slowest stage's plan; %2")
                      .arg(QString::fromStdString(pipelineSummary(*pipeline)), choice);
     choice_->setText(choice);
+    showStages();
     QStringList lines;
+    // A pipeline's views show one stage: its mesh is the whole mesh less the pipeline axis.
+    if (ws->stage.stage >= 0)
+        lines << tr("pipeline over axis %1: %2 stages, %3; each stage on mesh %4:")
+                     .arg(QString::fromStdString(ws->stage.link.name))
+                     .arg(ws->stage.schedule.stages)
+                     .arg(QString::fromStdString(formatBandwidth(ws->stage.link.link.bandwidth)),
+                          QString::fromStdString(ws->mesh.shapeText()));
     for (const auto& axis : ws->mesh.axes)
         lines << tr("axis %1: %2 devices, %3, %4 (%5)")
                      .arg(QString::fromStdString(axis.name))

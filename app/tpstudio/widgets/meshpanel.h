@@ -18,6 +18,7 @@
 
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
@@ -70,6 +71,7 @@ private:
     void showSettings();
     void showMesh();
     void showPipelineChoices(const PlanSettings& settings);
+    void showStages();
     void showOverrides();
     void commitOverride(QTableWidgetItem* item);
     void refuseOverride(const QString& key, const QString& message);
@@ -87,6 +89,8 @@ private:
     QComboBox* pipeline_; ///< none, auto, and the divisors of the mesh's outermost axis
     QComboBox* schedule_;
     QLabel* choice_; ///< what the planner chose for the auto settings
+    QLabel* stages_; ///< a pipelined plan's stages: layers, step and a memory bar each
+    QFormLayout* form_;
     QComboBox* mode_;
     QLineEdit* memoryLimit_;
     QSpinBox* overlap_;
