@@ -455,7 +455,7 @@ private slots:
     // on 7x2 axis x is unusable while y (2 divides 256) is used and gets no note.
     void summaryNamesAxisNothingDivides()
     {
-        const Run r = tpplan({"plan", "bert-base", "--mesh", "7x2"});
+        const Run r = tpplan({"plan", "bert-base", "--mesh", "7x2", "--pipeline", "1"});
         QCOMPARE(r.code, 0);
         const QString text = QString::fromUtf8(r.out);
         QVERIFY2(text.contains("no op can split anything over axis x (size 7)"), qPrintable(text.left(2000)));

@@ -84,6 +84,7 @@ private slots:
     void statusNamesAxisNothingDivides();
     void zeroAndMicroBatchAreChosenAndUndoable();
     void pipelineIsAnUndoableEdit();
+    void lockingAPipelinedPlanPinsItsPipeline();
     void statusNamesTheMeshThatFits();
     void windowFitsA1280x800Screen();
 };
@@ -97,6 +98,7 @@ void TestGui::openGpt3ShowsOneClassTimes96()
     PlanSettings base;
     base.mesh = "8x8";
     base.microBatch = 1;
+    base.pipeline = 1; // the whole model on one card (a pipelined plan shows its slowest stage)
     QElapsedTimer clock;
     clock.start();
     QVERIFY(window.openSource(QStringLiteral("gpt3-175b"), base));
@@ -995,6 +997,7 @@ void TestGui::runCardSaysWhenLayoutsAreMixed()
     PlanSettings s;
     s.model = "llama3-8b";
     s.mesh = "2x8";
+    s.pipeline = 1; // the whole model's 32 layers on one card
     // Replicated model states, one sample per micro-batch and 40 GiB: the limit binds, and the
     // search mixes two layouts across the layers (tpplan plan llama3-8b --mesh 2x8 --micro-batch
     // 1 --zero 0 --memory-limit 40GiB: 8 of 32 instances use another layout).
@@ -1021,6 +1024,7 @@ void TestGui::statusNamesAxisNothingDivides()
     MainWindow window(false);
     PlanSettings base;
     base.mesh = "7";
+    base.pipeline = 1; // the axis left idle (auto would lay 7 stages along it)
     // Unpadded: Megatron's padding (128 x 7) would make the vocabulary divide by 7.
     base.overrides = {"vocab_multiple=1"};
     QVERIFY(window.openSource(QStringLiteral("bert-base"), base));
@@ -1086,6 +1090,7 @@ void TestGui::pipelineIsAnUndoableEdit()
     PlanSettings base;
     base.mesh = "4x2";
     base.overrides = {"layers=4"};
+    base.pipeline = 1; // from none to 2 stages and back (the default is auto)
     QVERIFY(window.openSource(QStringLiteral("gpt3-125m"), base));
     Document& doc = *window.document();
     QVERIFY(waitForPlan(doc));
@@ -1122,6 +1127,43 @@ void TestGui::pipelineIsAnUndoableEdit()
     QVERIFY(!doc.plan()->pipeline);
     QCOMPARE(stages->currentData().toInt(), 1);
     QVERIFY(!list->isVisibleTo(window.meshPanel()));
+}
+
+// A lock names the axes of the mesh its plan is shown on, a stage's mesh on a pipelined plan:
+// locking an op of a pipeline the planner chose (auto) pins that pipeline, in the same undo
+// step (Document::setLocks; a locked auto is planned without a pipeline: tst_pipeline).
+void TestGui::lockingAPipelinedPlanPinsItsPipeline()
+{
+    PlanSettings s;
+    s.model = "gpt3-125m";
+    s.mesh = "8x1";
+    s.batch = 16;
+    s.overrides = {"layers=8", "hidden=1024", "heads=4", "seq=128", "positions=128", "vocab=1024"};
+    QCOMPARE(s.pipeline, kAuto);
+    Document doc;
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(doc.plan()->pipeline); // tst_pipeline: this model chooses a pipeline on 8x1
+    const PipelineSchedule chosen = doc.plan()->pipeline->schedule;
+    OpId fc1 = -1; // the shown stage's first fc1
+    for (const auto& o : doc.workspace()->model.graph.ops)
+        if (fc1 < 0 && o.name.size() > 8 && o.name.compare(o.name.size() - 8, 8, "/mlp/fc1") == 0) fc1 = o.id;
+    QVERIFY(fc1 >= 0);
+    const int undoBefore = doc.undoStack()->count();
+    QVERIFY(doc.lockOp(fc1, 0, LockScope::AllInstances));
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.undoStack()->count(), undoBefore + 1);
+    QCOMPARE(doc.settings().pipeline, chosen.stages);
+    QCOMPARE(doc.settings().schedule, scheduleWord(chosen));
+    QCOMPARE(doc.locks().size(), size_t(1));
+    QVERIFY(doc.plan()->pipeline);
+    QCOMPARE(doc.plan()->pipeline->schedule.stages, chosen.stages);
+    QVERIFY(doc.isLocked(fc1));
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().pipeline, kAuto);
+    QCOMPARE(doc.settings().schedule, std::string("auto"));
+    QVERIFY(doc.locks().empty());
 }
 
 // Where nothing fits, the status bar names the smallest preset mesh on which a plan does

@@ -12,6 +12,8 @@
 #include "mesh/mesh.h"
 #include "plan/pipeline.h"
 #include "plan/planner.h"
+#include "search/search.h"
+#include "sharding/strategy.h"
 #include "util/error.h"
 
 using namespace tp;
@@ -20,14 +22,14 @@ namespace {
 
 bool near(double a, double b, double rel) { return std::abs(a - b) <= rel * std::max(std::abs(a), std::abs(b)); }
 
-/// A small GPT (hidden 256, 4 heads, sequence 128, vocabulary 1024) with `layers` layers.
-PlanRequest smallGpt(int layers, std::int64_t batch, const std::string& mesh)
+/// A small GPT (hidden 256 unless told, 4 heads, sequence 128, vocabulary 1024) with `layers` layers.
+PlanRequest smallGpt(int layers, std::int64_t batch, const std::string& mesh, int hidden = 256)
 {
     PlanRequest r;
     r.model = "gpt3-125m";
     r.modelOptions.batch = batch;
-    r.modelOptions.overrides = {"layers=" + std::to_string(layers), "hidden=256", "heads=4", "seq=128", "positions=128",
-                                "vocab=1024"};
+    r.modelOptions.overrides = {"layers=" + std::to_string(layers), "hidden=" + std::to_string(hidden), "heads=4", "seq=128",
+                                "positions=128", "vocab=1024"};
     r.mesh = mesh;
     return r;
 }
@@ -99,6 +101,33 @@ private slots:
         QVERIFY(near(bubbleMicroBatches(s), bubble, 1e-12));
         QVERIFY(near(inFlightMicroBatches(s, 0), firstStage, 1e-12));
         QVERIFY(near(inFlightMicroBatches(s, p - 1), lastStage, 1e-12));
+    }
+
+    // Interleaving shortens the bubble to (p - 1) / V only when the micro-batches per step are a
+    // multiple of p (Narayanan et al. 2021, §2.2; Megatron-LM refuses the others); otherwise a
+    // step pays 1F1B's p - 1. The factor on per-micro-batch costs is (m + bubble) / m.
+    void interleavingNeedsMultiplesOfTheStages_data()
+    {
+        QTest::addColumn<int>("p");
+        QTest::addColumn<int>("v");
+        QTest::addColumn<double>("m");
+        QTest::addColumn<double>("factor");
+        QTest::newRow("p 4, V 2, m 8") << 4 << 2 << 8.0 << (8 + 1.5) / 8;
+        QTest::newRow("p 4, V 2, m 4") << 4 << 2 << 4.0 << (4 + 1.5) / 4;
+        QTest::newRow("p 4, V 2, m 6: not a multiple") << 4 << 2 << 6.0 << (6 + 3.0) / 6;
+        QTest::newRow("p 4, V 2, m 1: fewer than the stages") << 4 << 2 << 1.0 << (1 + 3.0) / 1;
+        QTest::newRow("p 4, 1F1B, m 6") << 4 << 1 << 6.0 << (6 + 3.0) / 6;
+        QTest::newRow("p 8, V 3, m 64") << 8 << 3 << 64.0 << (64 + 7.0 / 3) / 64;
+    }
+    void interleavingNeedsMultiplesOfTheStages()
+    {
+        QFETCH(int, p);
+        QFETCH(int, v);
+        QFETCH(double, m);
+        QFETCH(double, factor);
+        CostSettings settings;
+        applyStageSettings(settings, {p, v}, 0);
+        QVERIFY(near(pipelinedFactor(settings, m), factor, 1e-12));
     }
 
     // The bubble in the cost model: every kernel of n micro-batches is paid (n + (p - 1)) / n
@@ -335,14 +364,75 @@ private slots:
 
     // The pipeline search runs its stage counts on parallel workers that share the bar: the
     // answer (which pipeline, and its step to the bit) must not depend on how many there are.
+    // Locks name the axes of the mesh they are planned on: with --pipeline P a stage's mesh
+    // (4x2 in 2 stages: 2x2), each stage honouring the locks that match its ops; a lock matching
+    // no op of the whole model is refused; a locked `auto` is planned without a pipeline.
+    void locksWithPipelines_data()
+    {
+        QTest::addColumn<int>("stages");
+        QTest::addColumn<QString>("lock");
+        QTest::addColumn<QString>("says"); // in the error, or "" when it plans
+        QTest::newRow("every stage's layers") << 2 << "layers.*/mlp/fc1=f=y" << "";
+        QTest::newRow("the first stage's embedding") << 2 << "embed/wte=v=y" << "";
+        QTest::newRow("the last stage's head, on stage mesh 2") << 4 << "head/lm_head=v=x" << "";
+        QTest::newRow("no op matches") << 2 << "layers.*/mlp/fc9=f=y" << "no op matches 'layers.*/mlp/fc9'";
+        QTest::newRow("an axis the stage mesh lacks") << 4 << "layers.*/mlp/fc1=f=z" << "unknown mesh axis 'z'";
+        QTest::newRow("auto: no pipeline") << kAuto << "layers.*/mlp/fc1=f=y" << "";
+    }
+    void locksWithPipelines()
+    {
+        QFETCH(int, stages);
+        QFETCH(QString, lock);
+        QFETCH(QString, says);
+        PlanRequest r = smallGpt(8, 16, "4x2");
+        r.pipeline = stages;
+        r.schedule = stages == kAuto ? "auto" : "1f1b";
+        r.locks = {lock.toStdString()};
+        Planner planner;
+        if (!says.isEmpty()) {
+            const QString e = errorOf([&] { planner.plan(r); });
+            QVERIFY2(e.contains(says), qPrintable(e));
+            return;
+        }
+        const PlannerResult got = planner.plan(r);
+        const LockRequest wanted = parseLockRequest(lock.toStdString());
+        std::vector<const PlanWorkspace*> workspaces;
+        std::vector<const SearchResult*> results;
+        if (stages == kAuto) {
+            QVERIFY(!got.pipeline);
+            workspaces.push_back(got.workspace.get());
+            results.push_back(&got.result);
+        } else {
+            QVERIFY(got.pipeline);
+            QCOMPARE(got.pipeline->schedule.stages, stages);
+            for (const auto& st : got.pipeline->stages) {
+                workspaces.push_back(st.workspace.get());
+                results.push_back(&st.result);
+            }
+        }
+        int lockedOps = 0;
+        for (size_t i = 0; i < workspaces.size(); ++i) {
+            const CostModel& cm = *workspaces[i]->costModel;
+            for (const auto& op : workspaces[i]->model.graph.ops) {
+                if (!globMatch(wanted.pattern, op.name)) continue;
+                ++lockedOps;
+                QVERIFY2(results[i]->lockedOp.at(static_cast<size_t>(op.id)), op.name.c_str());
+                const int chosen = results[i]->strategyOfOp.at(static_cast<size_t>(op.id));
+                QCOMPARE(chosen, cm.findStrategy(op.id, parseStrategy(wanted.strategy, cm.signature(op.id), cm.mesh())));
+            }
+        }
+        QVERIFY(lockedOps > 0);
+    }
+
     void pipelineSearchIsTheSameOnAnyNumberOfThreads_data()
     {
         QTest::addColumn<int>("layers");
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<QString>("limit");
-        // Each chooses a pipeline (2 stages x 4 chunks, 2 x 6, 4 x 4), over the plan without one.
-        QTest::newRow("8 layers, 8x2") << 8 << "8x2" << "";
-        QTest::newRow("12 layers, 4x2") << 12 << "4x2" << "";
+        // Hidden 1024 on 8 nodes of one device, batch 16: each chooses a pipeline (2 stages of
+        // 4 chunks, 6, 8) over the plan without one, whose gradients cross the nodes.
+        QTest::newRow("8 layers, 8x1") << 8 << "8x1" << "";
+        QTest::newRow("12 layers, 8x1") << 12 << "8x1" << "";
         QTest::newRow("16 layers, 8x1") << 16 << "8x1" << "";
     }
     void pipelineSearchIsTheSameOnAnyNumberOfThreads()
@@ -350,7 +440,7 @@ private slots:
         QFETCH(int, layers);
         QFETCH(QString, mesh);
         QFETCH(QString, limit);
-        PlanRequest r = smallGpt(layers, 16, mesh.toStdString());
+        PlanRequest r = smallGpt(layers, 16, mesh.toStdString(), 1024);
         r.memoryLimit = limit.toStdString();
         r.pipeline = kAuto;
         r.schedule = "auto";

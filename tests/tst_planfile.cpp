@@ -166,15 +166,22 @@ private slots:
         QTest::addColumn<QString>("field");    // "" for the untouched file
         QTest::addColumn<QString>("value");    // JSON
         QTest::addColumn<QString>("expected"); // in the error
-        QTest::newRow("1F1B") << "1f1b" << "" << "" << "";
-        QTest::newRow("interleaved") << "interleaved:2" << "" << "" << "";
-        QTest::newRow("stage out of range") << "1f1b" << "stage" << "4" << "/pipeline/stage: is 4, expected 0 to 3";
+        QTest::addColumn<bool>("graphFile");   // the model a graph file: no config to cut from
+        QTest::newRow("1F1B") << "1f1b" << "" << "" << "" << false;
+        QTest::newRow("interleaved") << "interleaved:2" << "" << "" << "" << false;
+        QTest::newRow("stage out of range") << "1f1b" << "stage" << "4" << "/pipeline/stage: is 4, expected 0 to 3" << false;
         QTest::newRow("chunks not dividing") << "1f1b" << "schedule" << "\"interleaved:3\""
-                                             << "3 chunks per device do not divide the 2 layers per stage";
-        QTest::newRow("unknown schedule") << "1f1b" << "schedule" << "\"zigzag\"" << "/pipeline/schedule";
-        QTest::newRow("stages not dividing the mesh") << "1f1b" << "stages" << "3" << "/pipeline/stages";
-        QTest::newRow("stage mesh not the plan's") << "1f1b" << "mesh" << "\"8x2\"" << "/mesh/shape: is '2', but a stage of 4";
-        QTest::newRow("pipeline not an object") << "1f1b" << "" << "[]" << "/pipeline: must be an object";
+                                             << "3 chunks per device do not divide the 2 layers per stage" << false;
+        QTest::newRow("unknown schedule") << "1f1b" << "schedule" << "\"zigzag\"" << "/pipeline/schedule" << false;
+        QTest::newRow("stages not dividing the mesh") << "1f1b" << "stages" << "3" << "/pipeline/stages" << false;
+        QTest::newRow("stage mesh not the plan's") << "1f1b" << "mesh" << "\"8x2\"" << "/mesh/shape: is '2', but a stage of 4" << false;
+        QTest::newRow("pipeline not an object") << "1f1b" << "" << "[]" << "/pipeline: must be an object" << false;
+        QTest::newRow("graph file") << "1f1b" << "" << "" << "" << true;
+        QTest::newRow("graph file, interleaved") << "interleaved:2" << "" << "" << "" << true;
+        QTest::newRow("graph file, no entry for its stage")
+            << "1f1b" << "per_stage" << "[]" << "/pipeline/per_stage: has no entry for stage" << true;
+        QTest::newRow("graph file, per_stage not a list")
+            << "1f1b" << "per_stage" << "3" << "/pipeline/per_stage: must be an array" << true;
     }
     void pipelinedPlanRoundTrips()
     {
@@ -182,10 +189,17 @@ private slots:
         QFETCH(QString, field);
         QFETCH(QString, value);
         QFETCH(QString, expected);
+        QFETCH(bool, graphFile);
         PlanRequest request;
         request.model = "gpt2";
         request.modelOptions.batch = 8;
         request.modelOptions.overrides.push_back("layers=8");
+        QTemporaryDir dir;
+        if (graphFile) {
+            request.model = dir.filePath("gpt2-8.tpgraph.json").toStdString();
+            std::ofstream(request.model) << writeGraphJson(loadModel("gpt2", request.modelOptions).graph);
+            request.modelOptions = {};
+        }
         request.mesh = "4x2";
         request.pipeline = 4;
         request.schedule = schedule.toStdString();
@@ -197,6 +211,7 @@ private slots:
         nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, planned.result);
         doc["pipeline"] = pipelineToJson(*planned.pipeline, "4x2");
         QCOMPARE(doc["pipeline"]["stage"].get<int>(), planned.pipeline->stages[planned.pipeline->slowest].stage);
+        QCOMPARE(doc["model"].contains("graph"), graphFile);
         if (!value.isEmpty()) {
             const nlohmann::json v = nlohmann::json::parse(value.toStdString());
             if (field.isEmpty()) doc["pipeline"] = v;
@@ -220,6 +235,9 @@ private slots:
         const PipelineSchedule sched = parseSchedule(4, schedule.toStdString());
         QCOMPARE(back.workspace->costModel->settings().pipelineBubble, 3.0 / sched.virtualStages);
         QCOMPARE(back.workspace->stage.stage, doc["pipeline"]["stage"].get<int>());
+        QCOMPARE(back.workspace->stage.layers, ws.stage.layers);
+        QCOMPARE(back.workspace->stage.receivedBytes, ws.stage.receivedBytes);
+        QCOMPARE(back.workspace->stage.layersOfStage, ws.stage.layersOfStage);
         QCOMPARE(back.workspace->model.graph.ops.size(), ws.model.graph.ops.size());
         QCOMPARE(back.result.breakdown.stepSeconds, planned.result.breakdown.stepSeconds);
         // Opened in tpstudio, the plan restores the whole pipeline, not its stage's mesh.

@@ -57,6 +57,7 @@ PlanSettings slowSettings()
     s.model = "gpt3-175b";
     s.mesh = "2x2x2x8";
     s.microBatch = 1;
+    s.pipeline = 1; // the 4-axis search itself, which these tests interrupt
     return s;
 }
 

@@ -45,8 +45,8 @@ struct Options {
     std::string reshardAfterForward = "auto"; ///< --reshard-after-forward auto|on|off
     std::string gradDtype = "bf16";      ///< --grad-dtype bf16|fp32
     std::string optimizerDtype = "fp32"; ///< --optimizer-dtype fp32|bf16
-    int pipeline = 1;                    ///< --pipeline P: stages over the outermost mesh axis
-    std::string schedule = "1f1b";       ///< --schedule 1f1b|interleaved:V
+    int pipeline = kDefaultPipeline;     ///< --pipeline auto|P: stages over the outermost mesh axis
+    std::string schedule = kDefaultSchedule; ///< --schedule auto|1f1b|interleaved:V
     std::string format;
     std::string plot; ///< bench fidelity --plot FILE.svg
     std::string output;

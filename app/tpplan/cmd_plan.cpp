@@ -279,10 +279,6 @@ int runPlan(const Options& o, std::ostream& out)
     const SearchResult& r = planned.result;
     nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, r);
     if (planned.pipeline) {
-        // A plan file cuts its stage from the model's builder config (formats.md).
-        if (!o.output.empty() && ws.context.modelConfig.is_null())
-            throw UsageError("-o: a pipelined plan of '" + request.model +
-                             "' cannot be saved yet: plan files cut the stage from a model config, and this model is a graph file");
         doc["pipeline"] = pipelineToJson(*planned.pipeline, parseMesh(request.mesh, ws.hardware).shapeText());
     }
     if (o.json || !o.output.empty()) emitJson(o, doc, out);

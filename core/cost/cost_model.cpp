@@ -296,6 +296,8 @@ void CostModel::Impl::validateSettings() const
     if (settings.microBatch < 0) throw InputError("cost settings: field 'microBatch' must not be negative");
     if (!std::isfinite(settings.pipelineBubble) || settings.pipelineBubble < 0)
         throw InputError("cost settings: field 'pipelineBubble' must be a finite number of micro-batches, 0 or more");
+    if (settings.pipelineStages < 1 || settings.pipelineStages > 65536)
+        throw InputError("cost settings: field 'pipelineStages' must be from 1 to 65536");
     if (!std::isfinite(settings.pipelineInFlight) || settings.pipelineInFlight < 1)
         throw InputError("cost settings: field 'pipelineInFlight' must be a finite number of micro-batches, 1 or more");
 }
@@ -817,7 +819,11 @@ double heldActivationShare(const CostSettings& settings, std::int64_t graphBatch
 
 double pipelinedFactor(const CostSettings& settings, double microBatches)
 {
-    return settings.pipelineBubble > 0 ? (microBatches + settings.pipelineBubble) / microBatches : 1;
+    if (settings.pipelineBubble <= 0) return 1;
+    double bubble = settings.pipelineBubble;
+    const double stages = settings.pipelineStages;
+    if (stages > 1 && std::abs(std::remainder(microBatches, stages)) > 1e-9) bubble = std::max(bubble, stages - 1);
+    return (microBatches + bubble) / microBatches;
 }
 
 CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardware, CostSettings settings) :

@@ -93,6 +93,10 @@ struct CostSettings {
     /// held for that many micro-batches (at most the whole local batch). 0 and 1: no pipeline.
     double pipelineBubble = 0;
     double pipelineInFlight = 1;
+    /// The pipeline's stages p: interleaving shortens the bubble to (p - 1) / V only when the
+    /// micro-batches per step are a multiple of p (Narayanan et al. 2021, §2.2; Megatron-LM
+    /// refuses the others); otherwise a step pays 1F1B's p - 1 (pipelinedFactor).
+    int pipelineStages = 1;
 };
 
 /// The graph's batch: dim 0 of its first input of rank >= 2 (tokens, images); 0 when there is

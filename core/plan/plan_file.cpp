@@ -63,6 +63,8 @@ json pipelineToJson(const PipelinePlan& p, const std::string& wholeMesh)
                         {"stands_for", st.standsFor},
                         {"first_layer", info.firstLayer},
                         {"layers", info.layers},
+                        {"received_bytes", info.receivedBytes},
+                        {"sent_bytes", info.sentBytes},
                         {"step_seconds", st.stepSeconds()},
                         {"send_seconds", st.sendSeconds},
                         {"micro_batches", st.microBatches},
@@ -223,6 +225,50 @@ void readPlanModel(const JsonReader& r, const json& doc, PlanWorkspace& ws)
     r.within("/model", "", [&] { validateGraph(ws.model.graph); });
 }
 
+// The stage of a model config cut from it again (cutStage: one path with the planner).
+void cutStageAgain(const JsonReader& r, PlanWorkspace& ws, const PipelineSchedule& schedule, int stage)
+{
+    const std::string name = ws.model.name;
+    const LoadedModel wholeModel = std::move(ws.model);
+    ws.model = {};
+    r.within("/pipeline", "", [&] {
+        cutStage(ws, stage, schedule, wholeModel, foldGraph(wholeModel.graph));
+        return 0;
+    });
+    ws.model.name = name;
+}
+
+// A graph file's stage as stored: its graph is the plan's, its place in the pipeline its
+// per_stage entry's.
+void readStoredStage(const JsonReader& r, const json& pipeline, PlanWorkspace& ws, const PipelineSchedule& schedule, int stage)
+{
+    const json& list = r.field(pipeline, "/pipeline", "per_stage");
+    if (!list.is_array()) r.fail("/pipeline/per_stage", "must be an array, not " + std::string(list.type_name()));
+    PipelineStageInfo& info = ws.stage;
+    info.stage = stage;
+    info.schedule = schedule;
+    bool found = false;
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string path = "/pipeline/per_stage/" + std::to_string(i);
+        const json& entry = list[i];
+        if (!entry.is_object()) r.fail(path, "must be an object, not " + std::string(entry.type_name()));
+        const std::int64_t layers = r.integer(r.field(entry, path, "layers"), path + "/layers", 0);
+        const std::int64_t standsFor = r.integer(r.field(entry, path, "stands_for"), path + "/stands_for", 1);
+        if (info.layersOfStage.size() + static_cast<size_t>(standsFor) > static_cast<size_t>(schedule.stages))
+            r.fail(path + "/stands_for", "makes more than the pipeline's " + std::to_string(schedule.stages) + " stages");
+        info.layersOfStage.insert(info.layersOfStage.end(), static_cast<size_t>(standsFor), static_cast<int>(layers));
+        if (r.integer(r.field(entry, path, "stage"), path + "/stage", 0) != stage) continue;
+        found = true;
+        info.layers = static_cast<int>(layers);
+        info.firstLayer = static_cast<int>(r.integer(r.field(entry, path, "first_layer"), path + "/first_layer", 0));
+        info.receivedBytes = r.number(r.field(entry, path, "received_bytes"), path + "/received_bytes");
+        info.sentBytes = r.number(r.field(entry, path, "sent_bytes"), path + "/sent_bytes");
+        if (info.receivedBytes < 0) r.fail(path + "/received_bytes", "is negative");
+        if (info.sentBytes < 0) r.fail(path + "/sent_bytes", "is negative");
+    }
+    if (!found) r.fail("/pipeline/per_stage", "has no entry for stage " + std::to_string(stage));
+}
+
 // A pipelined plan's stage (its "pipeline" object): the whole model in `ws` becomes the stage
 // the ops describe, cut as the planner cut it, on `stageMesh`; its share of the pipeline goes
 // into the cost settings.
@@ -230,8 +276,6 @@ void readPlanPipeline(const JsonReader& r, const json& pipeline, PlanWorkspace& 
                       CostSettings& settings)
 {
     if (!pipeline.is_object()) r.fail("/pipeline", "must be an object, not " + std::string(pipeline.type_name()));
-    if (ws.model.config.is_null())
-        r.fail("/pipeline", "a pipelined plan needs the model's builder config (/model/config) to cut its stage from");
     const std::string wholeShape = r.string(pipeline, "/pipeline", "mesh");
     const Mesh whole = r.within("/pipeline/mesh", "", [&] { return parseMesh(wholeShape, ws.hardware); });
     const int stages = static_cast<int>(r.integer(r.field(pipeline, "/pipeline", "stages"), "/pipeline/stages", 2));
@@ -244,14 +288,13 @@ void readPlanPipeline(const JsonReader& r, const json& pipeline, PlanWorkspace& 
     const std::int64_t stage = r.integer(r.field(pipeline, "/pipeline", "stage"), "/pipeline/stage", 0);
     if (stage >= stages)
         r.fail("/pipeline/stage", "is " + std::to_string(stage) + ", expected 0 to " + std::to_string(stages - 1));
-    const std::string name = ws.model.name;
-    const LoadedModel wholeModel = std::move(ws.model);
-    ws.model = {};
-    r.within("/pipeline", "", [&] {
-        cutStage(ws, static_cast<int>(stage), schedule, wholeModel, foldGraph(wholeModel.graph));
-        return 0;
-    });
-    ws.model.name = name;
+    if (ws.model.config.is_null()) {
+        // A graph file's plan holds the stage's own graph (/model/graph); its place in the
+        // pipeline comes from its per_stage entry.
+        readStoredStage(r, pipeline, ws, schedule, static_cast<int>(stage));
+    } else {
+        cutStageAgain(r, ws, schedule, static_cast<int>(stage));
+    }
     ws.stage.link = whole.axes.at(0);
     applyStageSettings(settings, schedule, static_cast<int>(stage));
 }

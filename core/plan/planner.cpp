@@ -247,6 +247,7 @@ void cutStage(PlanWorkspace& ws, int stage, const PipelineSchedule& schedule, co
 void applyStageSettings(CostSettings& settings, const PipelineSchedule& schedule, int stage, bool bound)
 {
     settings.pipelineBubble = bubbleMicroBatches(schedule);
+    settings.pipelineStages = schedule.stages;
     settings.pipelineInFlight = inFlightMicroBatches(bound ? PipelineSchedule{schedule.stages, 1} : schedule, stage);
 }
 
@@ -579,7 +580,9 @@ struct Planner::State {
         session.setThreads(request.threads);
         session.setForcedRecompute(recomputeOf(request.recompute));
         session.setStopAbove(stopAbove);
-        session.setLocks(locks); // throws InputError for a lock that cannot be honoured
+        // Throws InputError for a lock that cannot be honoured; a stage holds some ops only (the
+        // whole model is checked by Planner::planPipeline).
+        session.setLocks(locks, request.pipelineStage < 0);
         SearchResult r = session.solve();
         if (locks.empty()) {
             slot.lowerBound[request.baseline + "|" + request.recompute] = r.unpricedSeconds;
@@ -996,9 +999,12 @@ std::string pipelineSummary(const PipelinePlan& p)
 double PipelinePlan::bubbleFraction() const
 {
     if (stages.empty()) return 0;
-    const double bubble = bubbleMicroBatches(schedule);
-    const double m = stages[static_cast<size_t>(slowest)].microBatches;
-    return bubble / (m + bubble);
+    const PipelineStagePlan& st = stages[static_cast<size_t>(slowest)];
+    // The bubble the cost model charged (pipelinedFactor: interleaving only on multiples of p).
+    CostSettings settings;
+    settings.pipelineBubble = bubbleMicroBatches(schedule);
+    settings.pipelineStages = schedule.stages;
+    return 1 - 1 / pipelinedFactor(settings, st.microBatches);
 }
 
 namespace {
@@ -1333,20 +1339,26 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     if (request.pipeline < kAuto || request.pipeline == 0)
         throw InputError("--pipeline " + std::to_string(request.pipeline) + ": use auto or a positive number of stages");
     if (request.pipeline != kAuto) parseSchedule(request.pipeline, request.schedule == "auto" ? "1f1b" : request.schedule);
-    if (!request.locks.empty()) throw InputError("--lock: locks are not yet supported with --pipeline");
     PlanRequest whole = request;
     whole.pipeline = 1;
     whole.schedule = "1f1b";
     costSettingsOf(whole); // rejects bad settings before anything is built
-    if (whole.mode != "train") throw InputError("--pipeline: pipelines are costed for training, not --mode infer");
+    const bool automatic = request.pipeline == kAuto;
+    if (whole.mode != "train") {
+        if (automatic) return plan(whole, cancel, progress);
+        throw InputError("--pipeline: pipelines are costed for training, not --mode infer");
+    }
     const Mesh mesh = parseMesh(request.mesh, loadHardware(request.hardware));
     if (request.pipeline != kAuto) stageMeshText(mesh, request.pipeline); // the stages must divide the outer axis
-    const bool automatic = request.pipeline == kAuto;
-    if (automatic && mesh.axes.at(0).size < 2) return plan(whole, cancel, progress);
+    // Locks name the axes of the mesh they are planned on, which differs between a stage's mesh
+    // and the whole one: a locked `auto` is planned on the whole mesh; --pipeline P locks a
+    // stage's ops on the stage mesh (each stage honours the locks that match its ops).
+    if (automatic && (mesh.axes.at(0).size < 2 || !request.locks.empty())) return plan(whole, cancel, progress);
     const int firstCount = automatic ? mesh.axes.at(0).size : request.pipeline;
     std::map<int, PlanRequest> staged;
     addStagedRequests(staged, whole, mesh, {firstCount});
     const PlanRequest& any = staged.begin()->second;
+    requireLockMatches(any.wholeModel->graph, locksOf(request));
     const int layers = layersOf(*any.wholeFold);
     // A fixed schedule is checked against the layers here: the stage planners' later
     // combinations share the graph their first one checked (Planner::State::slotFor).

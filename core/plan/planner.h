@@ -18,6 +18,11 @@ namespace tp {
 
 /// A PlanRequest setting that Planner::plan chooses (PlanRequest::microBatch, zero).
 inline constexpr int kAuto = -1;
+/// What tpplan and tpstudio ask for when not told (--pipeline, --schedule): the planner chooses
+/// the stages (1 where no pipeline is faster) and the schedule. PlanRequest itself defaults to no
+/// pipeline, as plan files, projects and published runs without a pipeline were planned.
+inline constexpr int kDefaultPipeline = kAuto;
+inline constexpr const char* kDefaultSchedule = "auto";
 
 struct PlanRequest {
     std::string model; ///< built-in name or file

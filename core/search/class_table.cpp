@@ -451,7 +451,8 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     f.vars = {std::min(producerVar, consumerVar), std::max(producerVar, consumerVar)};
     // Identical edges of identical blocks cost the same: computed once per session (also for an
     // instance that a lock split out of its class).
-    const auto key = std::make_tuple(model.settings().microBatch, model.settings().pipelineBubble, keyOp(src.producer), src.slot, keyOp(consumer), input,
+    const auto key = std::make_tuple(model.settings().microBatch, model.settings().pipelineBubble,
+                                     model.settings().pipelineStages, keyOp(src.producer), src.slot, keyOp(consumer), input,
                                      producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
     if (auto hit = caches->edgeCache.find(key); !flat && hit != caches->edgeCache.end()) {
@@ -492,7 +493,7 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     if (!flat) {
         const EdgePart other = part == EdgePart::Exposed ? EdgePart::RecomputedForward : EdgePart::Exposed;
         auto otherKey = key;
-        std::get<7>(otherKey) = other;
+        std::get<8>(otherKey) = other;
         caches->edgeCache.emplace(key, f.values);
         caches->edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
     }

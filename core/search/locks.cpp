@@ -37,11 +37,29 @@ bool globMatch(const std::string& pattern, const std::string& name)
     return p == pattern.size();
 }
 
-std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks)
+namespace {
+
+std::string lockLabel(const LockRequest& lock) { return "lock '" + lock.pattern + "=" + lock.strategy + "'"; }
+
+InputError noMatch(const LockRequest& lock)
+{
+    return InputError(lockLabel(lock) + ": no op matches '" + lock.pattern + "'");
+}
+
+} // namespace
+
+void requireLockMatches(const Graph& graph, const std::vector<LockRequest>& locks)
+{
+    for (const auto& lock : locks)
+        if (std::none_of(graph.ops.begin(), graph.ops.end(), [&](const Op& op) { return globMatch(lock.pattern, op.name); }))
+            throw noMatch(lock);
+}
+
+std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks, bool requireMatch)
 {
     std::map<OpId, int> chosen;
     for (const auto& lock : locks) {
-        const std::string label = "lock '" + lock.pattern + "=" + lock.strategy + "'";
+        const std::string label = lockLabel(lock);
         bool matched = false;
         for (const auto& op : model.graph().ops) {
             if (!globMatch(lock.pattern, op.name)) continue;
@@ -58,7 +76,7 @@ std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector
                                  model.mesh().shapeText());
             chosen[op.id] = index; // a later lock overrides an earlier one on the same op
         }
-        if (!matched) throw InputError(label + ": no op matches '" + lock.pattern + "'");
+        if (!matched && requireMatch) throw noMatch(lock);
     }
     std::vector<ResolvedLock> out;
     for (const auto& [op, s] : chosen) out.push_back({op, s});

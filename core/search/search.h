@@ -33,8 +33,13 @@ struct ResolvedLock {
     int strategy = 0; ///< index into CostModel::strategies(op)
 };
 /// Resolves lock requests against the graph. Throws InputError naming the lock, the op and why
-/// (no op matches, strategy text invalid for that op, not a candidate).
-std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks);
+/// (no op matches, strategy text invalid for that op, not a candidate). `requireMatch` false:
+/// a lock that matches no op of this graph is skipped (a pipeline stage holds some ops only;
+/// requireLockMatches checks the whole model).
+std::vector<ResolvedLock> resolveLocks(const CostModel& model, const std::vector<LockRequest>& locks,
+                                       bool requireMatch = true);
+/// Throws InputError for the first lock whose pattern matches no op of `graph`.
+void requireLockMatches(const Graph& graph, const std::vector<LockRequest>& locks);
 
 /// Live counters of a running search, read by another thread for a progress display.
 struct SearchProgress {
@@ -103,7 +108,7 @@ public:
 
     /// Resolves and applies locks; a lock on some but not all instances of a class splits those
     /// instances out (refolding). Throws InputError for a lock that cannot be honoured.
-    void setLocks(const std::vector<LockRequest>& locks);
+    void setLocks(const std::vector<LockRequest>& locks, bool requireMatch = true);
     void setResolvedLocks(const std::vector<ResolvedLock>& locks);
     void setMemoryLimit(double bytes);
     void setAllowRecompute(bool allow);

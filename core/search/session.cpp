@@ -53,7 +53,7 @@ std::string edgeRegimeKey(const CostSettings& settings)
 {
     std::ostringstream key;
     key.precision(17);
-    key << settings.microBatch << '/' << settings.pipelineBubble << '|';
+    key << settings.microBatch << '/' << settings.pipelineBubble << '/' << settings.pipelineStages << '|';
     return key.str();
 }
 
@@ -78,7 +78,10 @@ PlannerSession::~PlannerSession() = default;
 const CostModel& PlannerSession::model() const { return impl_->model; }
 const FoldedGraph& PlannerSession::folded() const { return impl_->folded; }
 
-void PlannerSession::setLocks(const std::vector<LockRequest>& locks) { setResolvedLocks(resolveLocks(impl_->model, locks)); }
+void PlannerSession::setLocks(const std::vector<LockRequest>& locks, bool requireMatch)
+{
+    setResolvedLocks(resolveLocks(impl_->model, locks, requireMatch));
+}
 
 void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
 {

@@ -42,7 +42,7 @@ struct SharedSearchCaches {
     // (n + bubble) / n times), so these are keyed by both (edgeRegimeKey).
     std::map<std::string, std::vector<Factor>> structureCache; ///< edge and link factors per micro-batch and class layout
     std::map<std::string, std::vector<Factor>> recomputeCache; ///< recomputeFactors per micro-batch and class layout
-    std::map<std::tuple<std::int64_t, double, OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by micro-batch, bubble and keyOp
+    std::map<std::tuple<std::int64_t, double, int, OpId, int, OpId, int, bool, EdgePart>, std::vector<double>> edgeCache; ///< op-to-op edges by micro-batch, bubble, stages and keyOp
     /// Per op-to-op edge (keyOp producer, its output slot, keyOp consumer, input), the collectives
     /// of each (distinct produced spec, consumer strategy) at whole size (CostModel::edgePlan):
     /// the same for every micro-batch, so each is planned once.

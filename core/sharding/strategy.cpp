@@ -98,7 +98,11 @@ OpStrategy parseStrategy(const std::string& text, const Signature& sig, const Me
                 const auto star = axes.find('*', s);
                 const std::string name = axes.substr(s, star == std::string::npos ? std::string::npos : star - s);
                 const int a = mesh.axisIndex(name);
-                if (a < 0) fail("unknown mesh axis '" + name + "' (mesh " + mesh.shapeText() + " has axes x, y, ...)");
+                if (a < 0) {
+                    std::string names;
+                    for (const auto& axis : mesh.axes) names += (names.empty() ? "" : ", ") + axis.name;
+                    fail("unknown mesh axis '" + name + "' (mesh " + mesh.shapeText() + " has axes " + names + ")");
+                }
                 st.loopAxes[static_cast<size_t>(l)].push_back(a);
                 if (star == std::string::npos) break;
                 s = star + 1;

@@ -237,8 +237,22 @@ void Document::setLinkBandwidths(double intraNodeGBps, double interNodeGBps)
 void Document::setLocks(const std::vector<LockRequest>& locks, const QString& description)
 {
     if (sameLocks(locks, locks_)) return;
+    // Locks name the axes of the mesh the plan is shown on; on a pipelined plan that is a stage's
+    // mesh, so locking pins the pipeline the lock was made on (the planner plans a locked
+    // `auto` without a pipeline: Planner::planPipeline). One undo step for both.
+    PlanSettings pinned = settings_;
+    if (plan_ && plan_->pipeline && !locks.empty()) {
+        pinned.pipeline = plan_->pipeline->schedule.stages;
+        pinned.schedule = scheduleWord(plan_->pipeline->schedule);
+    }
+    if (pinned == settings_) {
+        undo_.push(
+            description, [this, before = locks_] { applyLocks(before); }, [this, locks] { applyLocks(locks); });
+        return;
+    }
     undo_.push(
-        description, [this, before = locks_] { applyLocks(before); }, [this, locks] { applyLocks(locks); });
+        description, [this, before = locks_, settings = settings_] { applySettingsAndLocks(settings, before); },
+        [this, locks, pinned] { applySettingsAndLocks(pinned, locks); });
 }
 
 std::string Document::classPattern(OpId op) const
@@ -344,6 +358,15 @@ void Document::applySettings(const PlanSettings& settings)
 void Document::applyLocks(const std::vector<LockRequest>& locks)
 {
     locks_ = locks;
+    emit locksChanged();
+    replan();
+}
+
+void Document::applySettingsAndLocks(const PlanSettings& settings, const std::vector<LockRequest>& locks)
+{
+    settings_ = settings;
+    locks_ = locks;
+    emit settingsChanged();
     emit locksChanged();
     replan();
 }

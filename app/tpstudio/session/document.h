@@ -91,6 +91,7 @@ public:
     // Applied by the undo commands; not for views.
     void applySettings(const PlanSettings& settings);
     void applyLocks(const std::vector<LockRequest>& locks);
+    void applySettingsAndLocks(const PlanSettings& settings, const std::vector<LockRequest>& locks);
 
 signals:
     void modelChanged(); ///< a plan for a different graph arrived (views rebuild)

@@ -28,8 +28,8 @@ struct PlanSettings {
     double intraNodeGBps = 0; ///< link overrides; 0 keeps the hardware preset's
     double interNodeGBps = 0;
     int overlapChunks = 1; ///< chunked comm/compute overlap (CostSettings); 1: none
-    int pipeline = 1;              ///< pipeline stages: 1 none, kAuto the planner chooses, or P
-    std::string schedule = "1f1b"; ///< "1f1b", "interleaved:V" or "auto"
+    int pipeline = kDefaultPipeline;         ///< pipeline stages: 1 none, kAuto the planner chooses, or P
+    std::string schedule = kDefaultSchedule; ///< "1f1b", "interleaved:V" or "auto"
 
     bool operator==(const PlanSettings&) const = default;
 

@@ -612,12 +612,6 @@ void MainWindow::exportPlanJson()
     const PlanWorkspace& ws = *plan->workspace;
     auto json = planToJson(ws.context, *ws.costModel, ws.folded, plan->result);
     if (plan->pipeline) {
-        // A plan file cuts its stage from the model config (docs/formats.md).
-        if (ws.context.modelConfig.is_null()) {
-            showError(tr("%1: a pipelined plan of a graph file cannot be saved yet: plan files cut the stage from a "
-                         "model config").arg(path));
-            return;
-        }
         const std::string wholeMesh = parseMesh(document_->settings().mesh, ws.hardware).shapeText();
         json["pipeline"] = pipelineToJson(*plan->pipeline, wholeMesh);
     }
