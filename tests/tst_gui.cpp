@@ -1119,8 +1119,14 @@ void TestGui::pipelineIsAnUndoableEdit()
     QCOMPARE(list->text().count(QStringLiteral("<tr>")), 3); // the header and the two stages
     QCOMPARE(list->text().count(QStringLiteral("<td align='right'>2</td>")), 2);
     QCOMPARE(list->text().count(QStringLiteral("(slowest)")), 1);
-    // The slowest stage's graph is the one shown: half the layers.
+    // The slowest stage's graph is the one shown: half the layers, its card saying where they lie.
     QCOMPARE(int(doc.workspace()->folded.largestClass()->instances.size()), 2);
+    const SceneIndex& scene = window.graphView()->sceneIndex();
+    const int slowest = doc.plan()->pipeline->stages[static_cast<size_t>(doc.plan()->pipeline->slowest)].stage;
+    const QString band = slowest == 0 ? QStringLiteral("stage 1 of 2: 0-1 of 4 (2 stages of 2)")
+                                      : QStringLiteral("stage 2 of 2: 2-3 of 4 (2 stages of 2)");
+    QCOMPARE(std::count_if(scene.cardInfos.begin(), scene.cardInfos.end(), [&](const QString& l) { return l.contains(band); }),
+             1L);
     doc.undoStack()->undo();
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().pipeline, 1);

@@ -140,7 +140,12 @@ public:
         p->setFont(font(8.5));
         p->setPen(QColor(0x30, 0x30, 0x40));
         const double right = toggle.isEmpty() ? 12 : rect_.right() - toggle.left() + 8;
-        p->drawText(header.adjusted(8, 0, -right, 0), Qt::AlignRight | Qt::AlignVCenter, info_);
+        // The info line right-aligned after the title, elided where it would run into it (the
+        // card's tooltip has it whole).
+        const double titleEnd = 12 + QFontMetricsF(font(11, true)).horizontalAdvance(glyph + title_) + 16;
+        const QRectF infoRect = header.adjusted(titleEnd, 0, -right, 0);
+        p->drawText(infoRect, Qt::AlignRight | Qt::AlignVCenter,
+                    QFontMetricsF(font(8.5)).elidedText(info_, Qt::ElideRight, std::max(0.0, infoRect.width())));
         if (!expanded_ && !unfolded_) {
             // One square per op, coloured by its sharding.
             const double size = 11, gap = 3;

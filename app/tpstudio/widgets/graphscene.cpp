@@ -33,6 +33,7 @@ public:
         g(plan.workspace->model.graph),
         f(plan.workspace->folded),
         model(*plan.workspace->costModel),
+        stage(plan.workspace->stage),
         r(plan.result),
         expanded_(expanded),
         cardLayouts_(cardLayouts)
@@ -222,6 +223,24 @@ private:
                    : nullptr;
     }
 
+    /// On a pipeline stage's plan, the run the stages split says where the stage lies in the
+    /// whole model: "stage 8 of 8: 84-95 of 96 (8 stages of 12)", first on the card's info line.
+    QString stageBand(const BlockClass& bc, const Run& run) const
+    {
+        if (stage.stage < 0 || bc.label != stage.layerLabel || run.count != stage.layers) return {};
+        int total = 0;
+        for (int n : stage.layersOfStage) total += n;
+        const auto [low, high] = std::minmax_element(stage.layersOfStage.begin(), stage.layersOfStage.end());
+        const QString sizes = *low == *high ? QString::number(*low) : QStringLiteral("%1-%2").arg(*low).arg(*high);
+        return tr("stage %1 of %2: %3-%4 of %5 (%2 stages of %6)")
+            .arg(stage.stage + 1)
+            .arg(stage.schedule.stages)
+            .arg(stage.firstLayer)
+            .arg(stage.firstLayer + stage.layers - 1)
+            .arg(total)
+            .arg(sizes);
+    }
+
     /// One run: its card (the first instance's ops when expanded), or, unfolded, one card per
     /// instance inside the run's frame.
     void addRun(int ri)
@@ -239,7 +258,9 @@ private:
         // The card shows the run's first instance (every instance has the same ops).
         InstanceNodes rep = instanceNodes(run.classId, run.firstInstance);
         const InstanceSummary repSummary = instanceSummary(bc.instances[static_cast<size_t>(run.firstInstance)]);
-        const QString info = countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") +
+        const QString band = stageBand(bc, run);
+        const QString info = (band.isEmpty() ? QString() : band + QStringLiteral(" · ")) +
+                             countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") +
                              QString::fromStdString(formatSeconds(repSummary.seconds)) +
                              (run.count > 1 ? tr(" each") : QString());
         const CardLayout* dot = dotLayoutOf(ri, rep, isExpanded);
@@ -260,16 +281,18 @@ private:
             unfolded ? std::vector<Pill>() : pillsFor(repSummary.kinds), run.count > 1 ? run.count : 0, unfolded);
         card->setData(KindKey, CardKindItem);
         card->setData(ValueKey, static_cast<int>(index_.cards.size()));
-        card->setToolTip(run.count > 1
-                             ? tr("%1: double-click to %2 its ops; click %3 to %4 its %5 instances")
-                                   .arg(title, isExpanded ? tr("hide") : tr("show"),
-                                        unfolded ? QStringLiteral("−") : QStringLiteral("+"), unfolded ? tr("fold") : tr("show"))
-                                   .arg(run.count)
-                             : tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand")));
+        card->setToolTip((run.count > 1
+                              ? tr("%1: double-click to %2 its ops; click %3 to %4 its %5 instances")
+                                    .arg(title, isExpanded ? tr("hide") : tr("show"),
+                                         unfolded ? QStringLiteral("−") : QStringLiteral("+"), unfolded ? tr("fold") : tr("show"))
+                                    .arg(run.count)
+                              : tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand"))) +
+                         QStringLiteral("\n") + info);
         scene_.addItem(card);
         const int cardIndex = static_cast<int>(index_.cards.size());
         index_.cards.push_back(card);
         index_.cardLabels.push_back(title);
+        index_.cardInfos.push_back(info);
         index_.cardClass.push_back(run.classId);
         index_.cardRun.push_back(ri);
         index_.cardToggles.push_back(card->toggleRect());
@@ -362,6 +385,7 @@ private:
     const Graph& g;
     const FoldedGraph& f;
     const CostModel& model;
+    const PipelineStageInfo& stage; ///< which pipeline stage the plan is (stage -1: the whole model)
     const SearchResult& r;
     const QStringList expanded_; // a copy: Document::expandedClasses returns a value
     const std::map<int, CardLayout>& cardLayouts_;

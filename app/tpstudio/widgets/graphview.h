@@ -42,6 +42,7 @@ struct SceneIndex {
         opItems; ///< displayed ops (the first instance of each expanded run, every instance of an unfolded one)
     std::vector<QGraphicsItem*> cards;         ///< per run
     std::vector<QString> cardLabels;           ///< per run: "layers.*  ×96"
+    std::vector<QString> cardInfos;            ///< per run: its info line, "21 ops · 1.277 s each · stage 8 of 8: ..."
     std::vector<int> cardClass;                ///< per run: block class id
     std::vector<int> cardRun;                  ///< per card: index into folded.runs (-1 for a sibling group)
     std::vector<QRectF> cardToggles;           ///< per card: its "+/- ×N" toggle in the scene (empty: not a run)
