@@ -180,6 +180,12 @@ private slots:
         QTest::newRow("graph file, interleaved") << "interleaved:2" << "" << "" << "" << true;
         QTest::newRow("graph file, no entry for its stage")
             << "1f1b" << "per_stage" << "[]" << "/pipeline/per_stage: has no entry for stage" << true;
+        QTest::newRow("graph file, absurd layers")
+            << "1f1b" << "per_stage" << "[{\"stage\":1,\"stands_for\":1,\"layers\":1e15,\"first_layer\":0}]"
+            << "/pipeline/per_stage/0/layers" << true;
+        QTest::newRow("graph file, more stages than the pipeline")
+            << "1f1b" << "per_stage" << "[{\"stage\":0,\"stands_for\":9,\"layers\":1,\"first_layer\":0}]"
+            << "/pipeline/per_stage/0/stands_for: makes more than the pipeline's 4 stages" << true;
         QTest::newRow("graph file, per_stage not a list")
             << "1f1b" << "per_stage" << "3" << "/pipeline/per_stage: must be an array" << true;
     }

@@ -238,6 +238,9 @@ void cutStageAgain(const JsonReader& r, PlanWorkspace& ws, const PipelineSchedul
     ws.model.name = name;
 }
 
+// Layer counts beyond any model's (a fuzzed file's) are refused before they become ints.
+constexpr std::int64_t kMaxStoredLayers = 1 << 20;
+
 // A graph file's stage as stored: its graph is the plan's, its place in the pipeline its
 // per_stage entry's.
 void readStoredStage(const JsonReader& r, const json& pipeline, PlanWorkspace& ws, const PipelineSchedule& schedule, int stage)
@@ -253,6 +256,8 @@ void readStoredStage(const JsonReader& r, const json& pipeline, PlanWorkspace& w
         const json& entry = list[i];
         if (!entry.is_object()) r.fail(path, "must be an object, not " + std::string(entry.type_name()));
         const std::int64_t layers = r.integer(r.field(entry, path, "layers"), path + "/layers", 0);
+        if (layers > kMaxStoredLayers)
+            r.fail(path + "/layers", "is " + std::to_string(layers) + ", at most " + std::to_string(kMaxStoredLayers));
         const std::int64_t standsFor = r.integer(r.field(entry, path, "stands_for"), path + "/stands_for", 1);
         if (info.layersOfStage.size() + static_cast<size_t>(standsFor) > static_cast<size_t>(schedule.stages))
             r.fail(path + "/stands_for", "makes more than the pipeline's " + std::to_string(schedule.stages) + " stages");
@@ -260,7 +265,10 @@ void readStoredStage(const JsonReader& r, const json& pipeline, PlanWorkspace& w
         if (r.integer(r.field(entry, path, "stage"), path + "/stage", 0) != stage) continue;
         found = true;
         info.layers = static_cast<int>(layers);
-        info.firstLayer = static_cast<int>(r.integer(r.field(entry, path, "first_layer"), path + "/first_layer", 0));
+        const std::int64_t firstLayer = r.integer(r.field(entry, path, "first_layer"), path + "/first_layer", 0);
+        if (firstLayer > kMaxStoredLayers)
+            r.fail(path + "/first_layer", "is " + std::to_string(firstLayer) + ", at most " + std::to_string(kMaxStoredLayers));
+        info.firstLayer = static_cast<int>(firstLayer);
         info.receivedBytes = r.number(r.field(entry, path, "received_bytes"), path + "/received_bytes");
         info.sentBytes = r.number(r.field(entry, path, "sent_bytes"), path + "/sent_bytes");
         if (info.receivedBytes < 0) r.fail(path + "/received_bytes", "is negative");
