@@ -85,6 +85,7 @@ private slots:
     void zeroAndMicroBatchAreChosenAndUndoable();
     void pipelineIsAnUndoableEdit();
     void lockingAPipelinedPlanPinsItsPipeline();
+    void blockTimesAddUpToTheStep();
     void statusNamesTheMeshThatFits();
     void windowFitsA1280x800Screen();
 };
@@ -1170,6 +1171,25 @@ void TestGui::lockingAPipelinedPlanPinsItsPipeline()
     QCOMPARE(doc.settings().pipeline, kAuto);
     QCOMPARE(doc.settings().schedule, std::string("auto"));
     QVERIFY(doc.locks().empty());
+}
+
+// The outline's, cards' and block chart's times are what each op adds to the step: the
+// gradient reduction hidden behind the backward pass is not counted again, so the classes add
+// up to the step (they overcounted it by the hidden communication before).
+void TestGui::blockTimesAddUpToTheStep()
+{
+    PlanSettings s = quickSettings();
+    s.pipeline = 1;
+    Document doc;
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    const SearchResult& r = doc.plan()->result;
+    QVERIFY(r.breakdown.hiddenCommSeconds > 0); // something is hidden, or the test proves nothing
+    const OutlineSnapshot outline = outlineSnapshot(*doc.workspace(), r);
+    double sum = 0;
+    for (const auto& c : outline.classes) sum += c.seconds;
+    QVERIFY2(std::abs(sum - r.breakdown.stepSeconds) <= 1e-9 * r.breakdown.stepSeconds,
+             qPrintable(QStringLiteral("%1 vs %2").arg(sum).arg(r.breakdown.stepSeconds)));
 }
 
 // Where nothing fits, the status bar names the smallest preset mesh on which a plan does

@@ -30,7 +30,9 @@ OutlineSnapshot outlineSnapshot(const PlanWorkspace& ws, const SearchResult& r)
                 o.strategy = QString::fromStdString(
                     strategyToString(model.strategies(op)[static_cast<size_t>(strategy)], model.signature(op), model.mesh()));
                 o.locked = r.lockedOp[static_cast<size_t>(op)];
-                o.seconds = ob.computeSeconds + ob.commSeconds;
+                // What the op adds to the step: communication hidden behind other work is not
+                // counted again, so the classes add up to the step (OpBreakdown::stepSeconds).
+                o.seconds = ob.stepSeconds;
                 o.sharding = classifyOp(model, op, strategy).kind;
                 oi.seconds += o.seconds;
                 oi.ops.push_back(std::move(o));

@@ -246,7 +246,7 @@ void BreakdownView::showBlockTimes(const PlanOutcome* plan)
         const FoldedGraph& f = plan->workspace->folded;
         std::vector<double> seconds(f.classes.size(), 0);
         for (const auto& ob : plan->result.breakdown.ops)
-            seconds[static_cast<size_t>(f.classOfOp[static_cast<size_t>(ob.op)])] += ob.computeSeconds + ob.commSeconds;
+            seconds[static_cast<size_t>(f.classOfOp[static_cast<size_t>(ob.op)])] += ob.stepSeconds; // adds up to the step
         // Largest last, so it is drawn at the top.
         std::vector<size_t> order(f.classes.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -94,7 +94,7 @@ private:
         InstanceSummary sum;
         for (OpId op : inst.ops) {
             const auto& ob = r.breakdown.ops[static_cast<size_t>(op)];
-            sum.seconds += ob.computeSeconds + ob.commSeconds;
+            sum.seconds += ob.stepSeconds; // as the outline: hidden communication not counted again
             sum.strip.push_back(shardingColor(classifyOp(model, op, r.strategyOfOp[static_cast<size_t>(op)]).kind));
             if (const auto it = collectivesAt_.find(op); it != collectivesAt_.end())
                 for (const auto& [kind, lines] : it->second) sum.kinds[kind] << lines;
