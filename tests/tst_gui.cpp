@@ -1092,6 +1092,7 @@ void TestGui::pipelineIsAnUndoableEdit()
     base.mesh = "4x2";
     base.overrides = {"layers=4"};
     base.pipeline = 1; // from none to 2 stages and back (the default is auto)
+    base.stageLayers = "even"; // two stages of 2 layers (balanced, the head's stage holds fewer)
     QVERIFY(window.openSource(QStringLiteral("gpt3-125m"), base));
     Document& doc = *window.document();
     QVERIFY(waitForPlan(doc));

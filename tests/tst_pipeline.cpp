@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "cost/cost_model.h"
 #include "fold/fold.h"
@@ -228,11 +229,12 @@ private slots:
         const LoadedModel m = loadModel(r.model, r.modelOptions);
         const FoldedGraph folded = foldGraph(m.graph);
         const StageSplit split = splitIntoStages(folded, {3, 1});
+        const StageCutter cutter(m.graph, folded);
         QCOMPARE(split.runLength, 6);
         QCOMPARE(split.countOfStage, (std::vector<int>{2, 2, 2}));
         size_t ops = 0;
         for (int s = 0; s < 3; ++s) {
-            const StageGraph g = stageGraph(m.graph, folded, split, s);
+            const StageGraph g = cutter.cut(s, 3, split.firstOfStage[size_t(s)], split.countOfStage[size_t(s)]);
             ops += g.graph.ops.size();
             const FoldedGraph f = foldGraph(g.graph);
             QVERIFY(f.largestClass());
@@ -249,6 +251,136 @@ private slots:
         QCOMPARE(splitIntoStages(foldGraph(loadModel(smallGpt(7, 8, "1").model, smallGpt(7, 8, "1").modelOptions).graph), {3, 1})
                      .countOfStage,
                  (std::vector<int>{2, 3, 2}));
+    }
+
+    // Where the boundaries fall: evenly (the extras to the middle stages from the second on), or
+    // with the first and last stage's layers given (Megatron-LM's only uneven split: the middle
+    // stages share the rest); bad words and splits that leave a stage empty name --stage-layers.
+    void stageSplits_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<int>("stages");
+        QTest::addColumn<QString>("word");
+        QTest::addColumn<QString>("split"); // or the error's text
+        QTest::newRow("even") << 96 << 8 << "even" << "12,12,12,12,12,12,12,12";
+        QTest::newRow("even, extras in the middle") << 7 << 3 << "even" << "2,3,2";
+        QTest::newRow("even, extras from the second") << 10 << 4 << "auto" << "2,3,3,2";
+        // 96 - 11 - 13 = 72 over 6 middle stages: 12 each.
+        QTest::newRow("ends given") << 96 << 8 << "11,13" << "11,12,12,12,12,12,12,13";
+        // 9 - 2 - 2 = 5 over 2: 3 and 2, the extra on the second stage.
+        QTest::newRow("ends given, middle uneven") << 9 << 4 << "2,2" << "2,3,2,2";
+        QTest::newRow("two stages") << 8 << 2 << "5,3" << "5,3";
+        QTest::newRow("two stages not adding up") << 8 << 2 << "5,4" << "--stage-layers 5,4: 8 layers over 2 stages leave the two stages 9";
+        QTest::newRow("middle left empty") << 8 << 4 << "4,3" << "--stage-layers 4,3: 8 layers over 4 stages leave 1 for 2 middle stages";
+        QTest::newRow("zero") << 8 << 4 << "0,3" << "--stage-layers '0,3': use auto, even, or F,L";
+        QTest::newRow("one number") << 8 << 4 << "3" << "--stage-layers '3': use auto, even, or F,L";
+        QTest::newRow("three numbers") << 8 << 4 << "1,2,3" << "--stage-layers '1,2,3'";
+        QTest::newRow("not numbers") << 8 << 4 << "a,b" << "--stage-layers 'a,b'";
+    }
+    void stageSplits()
+    {
+        QFETCH(int, layers);
+        QFETCH(int, stages);
+        QFETCH(QString, word);
+        QFETCH(QString, split);
+        std::vector<int> got;
+        const QString e = errorOf([&] {
+            const auto [first, last] = parseStageLayers(word.toStdString());
+            got = first > 0 ? splitWithEnds(layers, stages, first, last) : evenSplit(layers, stages);
+        });
+        if (split.startsWith(QStringLiteral("--"))) {
+            QVERIFY2(e.startsWith(split), qPrintable(e));
+            return;
+        }
+        QVERIFY2(e.isEmpty(), qPrintable(e));
+        QStringList text;
+        for (int n : got) text << QString::number(n);
+        QCOMPARE(text.join(','), split);
+    }
+
+    // balanceStages against every split it may choose, on made-up stage values that grow with
+    // the layers (random steps, some of them flat so that splits tie, and a count past which a
+    // stage does not fit): the same slowest stage, the same split whatever the bar above the
+    // optimum, and a few evaluations where brute force makes thousands.
+    void balanceStagesEqualsBruteForce_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<int>("stages");
+        QTest::addColumn<int>("chunks");
+        QTest::addColumn<int>("maxEvaluations"); // brute force: about 3 x layers / chunks
+        QTest::newRow("8 over 2") << 8 << 2 << 1 << 12;
+        QTest::newRow("10 over 4") << 10 << 4 << 1 << 20;
+        QTest::newRow("12 over 3, 2 chunks") << 12 << 3 << 2 << 12;
+        QTest::newRow("96 over 8") << 96 << 8 << 1 << 40;
+        QTest::newRow("96 over 8, 3 chunks") << 96 << 8 << 3 << 20;
+        QTest::newRow("96 over 4, 2 chunks") << 96 << 4 << 2 << 35;
+        QTest::newRow("1536 over 8") << 1536 << 8 << 1 << 80;
+    }
+    void balanceStagesEqualsBruteForce()
+    {
+        QFETCH(int, layers);
+        QFETCH(int, stages);
+        QFETCH(int, chunks);
+        QFETCH(int, maxEvaluations);
+        const double inf = std::numeric_limits<double>::infinity();
+        const PipelineSchedule schedule{stages, chunks};
+        std::mt19937 random(7);
+        int mostEvaluations = 0;
+        for (int trial = 0; trial < 40; ++trial) {
+            // Per role: a fixed part (the embedding, the head) and a step per layer.
+            std::vector<std::vector<double>> table(3);
+            std::vector<int> fitsUpTo(3);
+            for (int role = 0; role < 3; ++role) {
+                double v = std::uniform_real_distribution<double>(0, 10)(random);
+                table[size_t(role)].push_back(v);
+                for (int c = 1; c <= layers; ++c) {
+                    if (std::uniform_int_distribution<int>(0, 4)(random) > 0) v += std::uniform_real_distribution<double>(0.5, 1.5)(random);
+                    table[size_t(role)].push_back(v);
+                }
+                fitsUpTo[size_t(role)] = std::uniform_int_distribution<int>(layers / stages, layers)(random);
+            }
+            int evaluations = 0;
+            auto exact = [&](int role, int count) { return count > fitsUpTo[size_t(role)] ? inf : table[size_t(role)][size_t(count)]; };
+            const StageValue value = [&](int role, int count, double bar) {
+                ++evaluations;
+                const double v = exact(role, count);
+                return v >= bar ? inf : v;
+            };
+            auto slowest = [&](const std::vector<int>& split) {
+                double most = std::max(exact(0, split.front()), exact(2, split.back()));
+                if (stages > 2) most = std::max(most, exact(1, split[1]));
+                return most;
+            };
+            const std::vector<int> start = evenSplit(layers, stages);
+            double best = slowest(start);
+            for (int a = chunks; a < layers; a += chunks)
+                for (int c = stages > 2 ? chunks : 0; stages > 2 ? c < layers : c == 0; c += chunks ? chunks : 1) {
+                    const int b = layers - a - (stages - 2) * c;
+                    if (b < chunks || b % chunks) continue;
+                    std::vector<int> split = {a};
+                    split.insert(split.end(), size_t(stages - 2), c);
+                    split.push_back(b);
+                    best = std::min(best, slowest(split));
+                    if (stages == 2) break;
+                }
+            const std::vector<int> got = balanceStages(layers, schedule, start, value, inf);
+            const QString at = QString("trial %1").arg(trial);
+            QVERIFY2(slowest(got) == best, qPrintable(at + QString(": %1 vs %2").arg(slowest(got)).arg(best)));
+            QVERIFY2(evaluations <= maxEvaluations, qPrintable(at + QString(": %1 evaluations").arg(evaluations)));
+            mostEvaluations = std::max(mostEvaluations, evaluations);
+            int total = 0;
+            for (int n : got) {
+                QVERIFY2(n >= 1 && n % chunks == 0, qPrintable(at));
+                total += n;
+            }
+            QCOMPARE(total, layers);
+            if (std::isfinite(best)) {
+                // A bar just above the optimum gives the same split; one at it, the start.
+                QCOMPARE(balanceStages(layers, schedule, start, value, std::nextafter(best, inf)), got);
+                QCOMPARE(balanceStages(layers, schedule, start, value, best), start);
+            }
+        }
+        qInfo("at most %d evaluations", mostEvaluations);
     }
 
     // Pipelines that cannot be built are refused with one line naming the constraint.
@@ -358,6 +490,97 @@ private slots:
                     best = std::min(best, one.pipeline->stepSeconds);
                 }
         }
+        QVERIFY2(near(chosen, best, 1e-12) || (std::isinf(chosen) && std::isinf(best)),
+                 qPrintable(QString("planner %1 s, brute force %2 s").arg(chosen, 0, 'g', 12).arg(best, 0, 'g', 12)));
+    }
+
+    // With the boundaries left to it (--stage-layers auto), the planner's pipeline is the best
+    // of every stage count, schedule, micro-batch and split it may choose (the even split and
+    // every split Megatron-LM runs: the first and last stage's layers given, the middle stages
+    // equal, each a multiple of the chunks), each planned with its boundaries fixed.
+    void balancedPipelineEqualsBruteForce_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QString>("limit");
+        QTest::addColumn<int>("stages");   // kAuto or fixed
+        QTest::addColumn<int>("vocabulary");
+        QTest::addColumn<QString>("split"); // the chosen split, "" when no pipeline wins
+        QTest::newRow("6 layers, 2x2") << 6 << "2x2" << "" << kAuto << 1024 << "";
+        QTest::newRow("8 layers, 4x2") << 8 << "4x2" << "" << kAuto << 1024 << "";
+        QTest::newRow("8 layers, 4x2, tight memory") << 8 << "4x2" << "12MiB" << kAuto << 1024 << "";
+        // A vocabulary of 16384 at hidden 256: the head weighs as much as ten layers, so the
+        // last stage gives layers to the others.
+        QTest::newRow("8 layers, 2 stages, large head") << 8 << "4x2" << "" << 2 << 16384 << "5,3";
+        QTest::newRow("8 layers, 4 stages, large head") << 8 << "4x2" << "" << 4 << 16384 << "1,3,3,1";
+        QTest::newRow("10 layers, 4 stages, large head") << 10 << "4x2" << "" << 4 << 16384 << "3,3,3,1";
+    }
+    void balancedPipelineEqualsBruteForce()
+    {
+        QFETCH(int, layers);
+        QFETCH(QString, mesh);
+        QFETCH(QString, limit);
+        QFETCH(int, stages);
+        QFETCH(int, vocabulary);
+        QFETCH(QString, split);
+        const double inf = std::numeric_limits<double>::infinity();
+        PlanRequest r = smallGpt(layers, 16, mesh.toStdString());
+        r.modelOptions.overrides.push_back("vocab=" + std::to_string(vocabulary));
+        r.memoryLimit = limit.toStdString();
+        r.pipeline = stages;
+        r.schedule = "auto";
+        r.stageLayers = "auto";
+        const PlannerResult got = Planner().plan(r);
+        const double chosen = got.pipeline ? got.pipeline->stepSeconds : (got.result.fits ? got.result.breakdown.stepSeconds : inf);
+        QStringList chosenSplit;
+        if (got.pipeline)
+            for (int n : got.pipeline->layersOfStage) chosenSplit << QString::number(n);
+        if (!split.isEmpty()) QCOMPARE(chosenSplit.join(','), split);
+
+        double best = inf;
+        if (stages == kAuto) {
+            PlanRequest flat = r;
+            flat.pipeline = 1;
+            flat.schedule = "1f1b";
+            flat.stageLayers = "even";
+            const PlannerResult f = Planner().plan(flat);
+            best = f.result.fits ? f.result.breakdown.stepSeconds : inf;
+        }
+        int pipelines = 0;
+        const int outer = parseMesh(r.mesh, loadHardware(r.hardware)).axes[0].size;
+        for (int p = 2; p <= outer && p <= layers; ++p) {
+            if (outer % p != 0 || (stages != kAuto && p != stages)) continue;
+            const int stages = p;
+            Planner planner; // its stage planners are shared by every split of this stage count
+            for (int v = 1; v <= layers / stages; ++v) {
+                if (v > 1 && layers % (stages * v) != 0) continue;
+                std::vector<std::string> splits = {"even"};
+                for (int a = v; a < layers; a += v)
+                    for (int c = v; c < layers || stages == 2; c += v) {
+                        const int b = layers - a - (stages - 2) * (stages == 2 ? 0 : c);
+                        if (b >= v && b % v == 0) splits.push_back(std::to_string(a) + "," + std::to_string(b));
+                        if (stages == 2) break;
+                    }
+                for (const std::string& split : splits)
+                    for (std::int64_t m : {1, 2, 4, 8, 0}) {
+                        PlanRequest fixed = r;
+                        fixed.pipeline = stages;
+                        fixed.schedule = v == 1 ? "1f1b" : "interleaved:" + std::to_string(v);
+                        fixed.microBatch = m;
+                        fixed.stageLayers = split;
+                        const PlannerResult one = planner.plan(fixed);
+                        QVERIFY(one.pipeline);
+                        ++pipelines;
+                        int total = 0;
+                        for (int n : one.pipeline->layersOfStage) total += n;
+                        QCOMPARE(total, layers);
+                        const bool fits = std::all_of(one.pipeline->stages.begin(), one.pipeline->stages.end(),
+                                                      [](const auto& st) { return st.result.fits; });
+                        if (fits) best = std::min(best, one.pipeline->stepSeconds);
+                    }
+            }
+        }
+        qInfo("%d pipelines planned one by one", pipelines);
         QVERIFY2(near(chosen, best, 1e-12) || (std::isinf(chosen) && std::isinf(best)),
                  qPrintable(QString("planner %1 s, brute force %2 s").arg(chosen, 0, 'g', 12).arg(best, 0, 'g', 12)));
     }

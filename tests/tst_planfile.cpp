@@ -167,27 +167,39 @@ private slots:
         QTest::addColumn<QString>("value");    // JSON
         QTest::addColumn<QString>("expected"); // in the error
         QTest::addColumn<bool>("graphFile");   // the model a graph file: no config to cut from
-        QTest::newRow("1F1B") << "1f1b" << "" << "" << "" << false;
-        QTest::newRow("interleaved") << "interleaved:2" << "" << "" << "" << false;
-        QTest::newRow("stage out of range") << "1f1b" << "stage" << "4" << "/pipeline/stage: is 4, expected 0 to 3" << false;
+        QTest::addColumn<QString>("stageLayers"); // PlanRequest::stageLayers
+        QTest::newRow("1F1B") << "1f1b" << "" << "" << "" << false << "even";
+        QTest::newRow("interleaved") << "interleaved:2" << "" << "" << "" << false << "even";
+        QTest::newRow("stage out of range") << "1f1b" << "stage" << "4" << "/pipeline/stage: is 4, expected 0 to 3" << false << "even";
         QTest::newRow("chunks not dividing") << "1f1b" << "schedule" << "\"interleaved:3\""
-                                             << "3 chunks per device do not divide the 2 layers per stage" << false;
-        QTest::newRow("unknown schedule") << "1f1b" << "schedule" << "\"zigzag\"" << "/pipeline/schedule" << false;
-        QTest::newRow("stages not dividing the mesh") << "1f1b" << "stages" << "3" << "/pipeline/stages" << false;
-        QTest::newRow("stage mesh not the plan's") << "1f1b" << "mesh" << "\"8x2\"" << "/mesh/shape: is '2', but a stage of 4" << false;
-        QTest::newRow("pipeline not an object") << "1f1b" << "" << "[]" << "/pipeline: must be an object" << false;
-        QTest::newRow("graph file") << "1f1b" << "" << "" << "" << true;
-        QTest::newRow("graph file, interleaved") << "interleaved:2" << "" << "" << "" << true;
+                                             << "/pipeline/layers_of_stage: --stage-layers: stage 1's 2 layers do not divide into the 3 chunks"
+                                             << false << "even";
+        QTest::newRow("unknown schedule") << "1f1b" << "schedule" << "\"zigzag\"" << "/pipeline/schedule" << false << "even";
+        QTest::newRow("stages not dividing the mesh") << "1f1b" << "stages" << "3" << "/pipeline/stages" << false << "even";
+        QTest::newRow("stage mesh not the plan's") << "1f1b" << "mesh" << "\"8x2\"" << "/mesh/shape: is '2', but a stage of 4" << false << "even";
+        QTest::newRow("pipeline not an object") << "1f1b" << "" << "[]" << "/pipeline: must be an object" << false << "even";
+        QTest::newRow("graph file") << "1f1b" << "" << "" << "" << true << "even";
+        QTest::newRow("graph file, interleaved") << "interleaved:2" << "" << "" << "" << true << "even";
         QTest::newRow("graph file, no entry for its stage")
-            << "1f1b" << "per_stage" << "[]" << "/pipeline/per_stage: has no entry for stage" << true;
+            << "1f1b" << "per_stage" << "[]" << "/pipeline/per_stage: has no entry for stage" << true << "even";
         QTest::newRow("graph file, absurd layers")
             << "1f1b" << "per_stage" << "[{\"stage\":1,\"stands_for\":1,\"layers\":1e15,\"first_layer\":0}]"
-            << "/pipeline/per_stage/0/layers" << true;
+            << "/pipeline/per_stage/0/layers" << true << "even";
         QTest::newRow("graph file, more stages than the pipeline")
             << "1f1b" << "per_stage" << "[{\"stage\":0,\"stands_for\":9,\"layers\":1,\"first_layer\":0}]"
-            << "/pipeline/per_stage/0/stands_for: makes more than the pipeline's 4 stages" << true;
+            << "/pipeline/per_stage/0/stands_for: makes more than the pipeline's 4 stages" << true << "even";
         QTest::newRow("graph file, per_stage not a list")
-            << "1f1b" << "per_stage" << "3" << "/pipeline/per_stage: must be an array" << true;
+            << "1f1b" << "per_stage" << "3" << "/pipeline/per_stage: must be an array" << true << "even";
+        // Uneven boundaries (3, 2, 2, 1 of 8 layers) are stored and cut again as planned.
+        QTest::newRow("uneven boundaries") << "1f1b" << "" << "" << "" << false << "3,1";
+        QTest::newRow("graph file, uneven boundaries") << "1f1b" << "" << "" << "" << true << "3,1";
+        QTest::newRow("boundaries not adding up")
+            << "1f1b" << "layers_of_stage" << "[2,2,2,3]" << "/pipeline/layers_of_stage: --stage-layers: the stages' layers must be 4"
+            << false << "even";
+        QTest::newRow("boundaries of another pipeline")
+            << "1f1b" << "layers_of_stage" << "[4,4]" << "/pipeline/layers_of_stage: has 2 entries for 4 stages" << false << "even";
+        QTest::newRow("absurd boundaries")
+            << "1f1b" << "layers_of_stage" << "[1e15,1,1,1]" << "/pipeline/layers_of_stage/0" << true << "even";
     }
     void pipelinedPlanRoundTrips()
     {
@@ -196,6 +208,7 @@ private slots:
         QFETCH(QString, value);
         QFETCH(QString, expected);
         QFETCH(bool, graphFile);
+        QFETCH(QString, stageLayers);
         PlanRequest request;
         request.model = "gpt2";
         request.modelOptions.batch = 8;
@@ -210,9 +223,12 @@ private slots:
         request.pipeline = 4;
         request.schedule = schedule.toStdString();
         request.microBatch = 1;
+        request.stageLayers = stageLayers.toStdString();
         Planner planner;
         const PlannerResult planned = planner.plan(request);
         QVERIFY(planned.pipeline);
+        QCOMPARE(planned.pipeline->layersOfStage, stageLayers == QStringLiteral("3,1") ? (std::vector<int>{3, 2, 2, 1})
+                                                                                         : (std::vector<int>{2, 2, 2, 2}));
         const PlanWorkspace& ws = *planned.workspace;
         nlohmann::json doc = planToJson(ws.context, *ws.costModel, ws.folded, planned.result);
         doc["pipeline"] = pipelineToJson(*planned.pipeline, "4x2");
@@ -251,6 +267,7 @@ private slots:
         QCOMPARE(project.mesh, std::string("4x2"));
         QCOMPARE(project.pipeline, 4);
         QCOMPARE(project.schedule, schedule.toStdString());
+        QCOMPARE(project.stageLayers, stageLayers == QStringLiteral("3,1") ? std::string("3,1") : std::string("even"));
     }
 
     void handEditedPlanIsCosted()

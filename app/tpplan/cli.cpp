@@ -7,6 +7,8 @@
 #include <iostream>
 #include <system_error>
 
+#include "util/error.h"
+
 #include <unistd.h>
 
 namespace tp::cli {
@@ -134,6 +136,14 @@ Options parseArguments(const std::vector<std::string>& args)
             o.pipeline = static_cast<int>(stages);
         } else if (a == "--schedule")
             o.schedule = value();
+        else if (a == "--stage-layers") {
+            o.stageLayers = value();
+            try {
+                parseStageLayers(o.stageLayers);
+            } catch (const tp::InputError& e) {
+                throw UsageError(e.what());
+            }
+        }
         else if (a == "--grad-dtype") {
             o.gradDtype = value();
             if (o.gradDtype != "bf16" && o.gradDtype != "fp32")

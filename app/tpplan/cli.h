@@ -47,6 +47,7 @@ struct Options {
     std::string optimizerDtype = "fp32"; ///< --optimizer-dtype fp32|bf16
     int pipeline = kDefaultPipeline;     ///< --pipeline auto|P: stages over the outermost mesh axis
     std::string schedule = kDefaultSchedule; ///< --schedule auto|1f1b|interleaved:V
+    std::string stageLayers = kDefaultStageLayers; ///< --stage-layers auto|even|F,L
     std::string format;
     std::string plot; ///< bench fidelity --plot FILE.svg
     std::string output;

@@ -350,6 +350,7 @@ Json runPipelineCase(const Suite& s)
     searched.modelOptions.batch = 64;
     searched.pipeline = kAuto;
     searched.schedule = "auto";
+    searched.stageLayers = kDefaultStageLayers;
     PlannerResult a, b;
     const Sample handTime = medianOf(s.repetitions, [&] { a = Planner().plan(hand); });
     const Sample searchTime = medianOf(s.repetitions, [&] { b = Planner().plan(searched); });

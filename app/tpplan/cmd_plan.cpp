@@ -49,6 +49,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.optimizerDtype = o.optimizerDtype;
     r.pipeline = o.pipeline;
     r.schedule = o.schedule;
+    r.stageLayers = o.stageLayers;
     return r;
 }
 
@@ -247,6 +248,9 @@ void printPipeline(const PipelinePlan& p, std::ostream& out)
         << formatSeconds(p.bubbleFraction() * slowest.result.breakdown.stepSeconds) << ", "
         << std::fixed << std::setprecision(1) << 100 * p.bubbleFraction() << "% of it)\n"
         << std::defaultfloat << std::setprecision(6);
+    std::string split;
+    for (int n : p.layersOfStage) split += (split.empty() ? "" : ", ") + std::to_string(n);
+    out << "  stage layers    " << split << " of '" << first.layerLabel << "'\n";
     for (const auto& st : p.stages) {
         const PipelineStageInfo& info = st.workspace->stage;
         const std::string which = st.standsFor > 1 ? "stages " + std::to_string(st.stage + 1) + "-" +

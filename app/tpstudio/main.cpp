@@ -40,6 +40,9 @@ struct CommandLine {
                                 QStringLiteral("stages")};
     QCommandLineOption schedule{QStringLiteral("schedule"), QStringLiteral("Pipeline schedule: auto, 1f1b or interleaved:V."),
                                 QStringLiteral("schedule")};
+    QCommandLineOption stageLayers{QStringLiteral("stage-layers"),
+                                   QStringLiteral("Pipeline stage boundaries: auto, even, or F,L (first and last stage's layers)."),
+                                   QStringLiteral("layers")};
     QCommandLineOption memoryLimit{QStringLiteral("memory-limit"), QStringLiteral("e.g. 80GiB, none."), QStringLiteral("bytes")};
     QCommandLineOption lock{QStringLiteral("lock"), QStringLiteral("GLOB=STRATEGY (repeatable)."), QStringLiteral("lock")};
     QCommandLineOption select{QStringLiteral("select"), QStringLiteral("Op to select (name)."), QStringLiteral("op")};
@@ -65,7 +68,7 @@ struct CommandLine {
         parser.addPositionalArgument(
             QStringLiteral("source"),
             QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
-        parser.addOptions({mesh, hardware, batch, seq, microBatch, zero, mode, pipeline, schedule, memoryLimit, lock, select, screenshot,
+        parser.addOptions({mesh, hardware, batch, seq, microBatch, zero, mode, pipeline, schedule, stageLayers, memoryLimit, lock, select, screenshot,
                            screenshotBreakdown, screenshotExplain, size, benchEdits});
     }
 
@@ -86,6 +89,7 @@ struct CommandLine {
         if (parser.isSet(mode)) base.mode = parser.value(mode).toStdString();
         if (parser.isSet(pipeline)) base.pipeline = static_cast<int>(autoOr(parser.value(pipeline), 0));
         if (parser.isSet(schedule)) base.schedule = parser.value(schedule).toStdString();
+        if (parser.isSet(stageLayers)) base.stageLayers = parser.value(stageLayers).toStdString();
         if (parser.isSet(memoryLimit)) base.memoryLimit = parser.value(memoryLimit).toStdString();
         return base;
     }

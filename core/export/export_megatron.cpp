@@ -1,4 +1,6 @@
 // Megatron-LM arguments for a plan, or what keeps the plan from being Megatron-shaped.
+#include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "../cost/baselines.h"
@@ -71,8 +73,26 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
     const int pp = stage.stage >= 0 ? stage.schedule.stages : 1;
     out << "--tensor-model-parallel-size " << tp << "\n";
     out << "--pipeline-model-parallel-size " << pp << "\n";
-    if (pp > 1 && stage.schedule.virtualStages > 1 && stage.layers % stage.schedule.virtualStages == 0)
-        out << "--num-layers-per-virtual-pipeline-stage " << stage.layers / stage.schedule.virtualStages << "\n";
+    const std::vector<int>& split = stage.layersOfStage;
+    const bool even = std::adjacent_find(split.begin(), split.end(), std::not_equal_to<>()) == split.end();
+    // Uneven boundaries as Megatron-LM sets them: the first and last stage's layers, the middle
+    // stages sharing the rest evenly (its only uneven split), chunks per rank then by count.
+    const bool megatronUneven = !even && split.size() >= 2 &&
+                                std::adjacent_find(split.begin() + 1, split.end() - 1, std::not_equal_to<>()) == split.end() - 1;
+    if (pp > 1 && megatronUneven)
+        out << "--decoder-first-pipeline-num-layers " << split.front() << "\n--decoder-last-pipeline-num-layers " << split.back()
+            << "\n";
+    if (pp > 1 && !even && !megatronUneven)
+        out << "# Megatron-LM cannot give the middle stages different layer counts (" << split.size() - 2
+            << " middle stages here); the plan's are " << [&] {
+                   std::string text;
+                   for (int n : split) text += (text.empty() ? "" : ", ") + std::to_string(n);
+                   return text;
+               }() << ".\n";
+    if (pp > 1 && stage.schedule.virtualStages > 1 && stage.layers % stage.schedule.virtualStages == 0) {
+        if (even) out << "--num-layers-per-virtual-pipeline-stage " << stage.layers / stage.schedule.virtualStages << "\n";
+        else out << "--num-virtual-stages-per-pipeline-rank " << stage.schedule.virtualStages << "\n";
+    }
     if (pp > 1)
         out << "# Pipeline: " << pp << " stages, " << scheduleText(stage.schedule) << "; the plan's figures are stage "
             << stage.stage + 1 << "'s (" << stage.layers << " of the '" << stage.layerLabel << "' layers from layer "

@@ -106,14 +106,10 @@ std::string pyTuple(const std::vector<T>& items, F&& text)
 void pipelineConstants(std::ostream& py, const PipelineStageInfo& stage)
 {
     const int p = stage.schedule.stages, v = stage.schedule.virtualStages;
+    // Chunk k of rank r holds 1/V of rank r's layers (V divides each: splitIntoStages).
     std::vector<int> layers;
-    if (v == 1) {
-        layers = stage.layersOfStage;
-    } else {
-        int total = 0;
-        for (int n : stage.layersOfStage) total += n;
-        layers.assign(static_cast<size_t>(p * v), total / (p * v)); // chunks divide evenly (splitIntoStages)
-    }
+    for (int k = 0; k < v; ++k)
+        for (int n : stage.layersOfStage) layers.push_back(n / v);
     const std::string& label = stage.layerLabel;
     const std::string container = label.size() > 2 && label.ends_with(".*") ? label.substr(0, label.size() - 2) : label;
     auto quoted = [](const std::string& x) { return pyString(x); };

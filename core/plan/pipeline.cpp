@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
 
 #include "../util/error.h"
 
@@ -80,7 +85,53 @@ const Run* stagedRun(const FoldedGraph& folded)
     return best;
 }
 
-StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule)
+std::vector<int> evenSplit(int layers, int stages)
+{
+    std::vector<int> counts(static_cast<size_t>(stages), layers / stages);
+    for (int extra = 0; extra < layers % stages; ++extra) counts[static_cast<size_t>(1 + extra % (stages - 1))] += 1;
+    return counts;
+}
+
+std::vector<int> splitWithEnds(int layers, int stages, int first, int last)
+{
+    const std::string flag = "--stage-layers " + std::to_string(first) + "," + std::to_string(last);
+    if (stages < 2) throw InputError(flag + ": needs --pipeline 2 or more");
+    const int middle = layers - first - last;
+    if (first < 1 || last < 1 || (stages == 2 ? middle != 0 : middle < stages - 2))
+        throw InputError(flag + ": " + std::to_string(layers) + " layers over " + std::to_string(stages) +
+                         " stages leave " + (stages == 2 ? "the two stages " + std::to_string(first + last) + " in all"
+                                                         : std::to_string(middle) + " for " + std::to_string(stages - 2) +
+                                                               " middle stages") +
+                         "; every stage needs at least one layer");
+    std::vector<int> counts = {first};
+    if (stages > 2) {
+        // The middle stages as evenSplit shares among them (the extras from the second stage on).
+        std::vector<int> mid(static_cast<size_t>(stages - 2), middle / (stages - 2));
+        for (int extra = 0; extra < middle % (stages - 2); ++extra) mid[static_cast<size_t>(extra)] += 1;
+        counts.insert(counts.end(), mid.begin(), mid.end());
+    }
+    counts.push_back(last);
+    return counts;
+}
+
+std::pair<int, int> parseStageLayers(const std::string& word)
+{
+    if (word == "auto" || word == "even") return {0, 0};
+    const auto comma = word.find(',');
+    auto number = [&](std::string_view digits) {
+        int n = 0;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        return ec == std::errc() && end == digits.data() + digits.size() && n >= 1 && n <= 1000000 ? n : 0;
+    };
+    if (comma != std::string::npos) {
+        const int first = number(std::string_view(word).substr(0, comma)), last = number(std::string_view(word).substr(comma + 1));
+        if (first > 0 && last > 0) return {first, last};
+    }
+    throw InputError("--stage-layers '" + word +
+                     "': use auto, even, or F,L (the first and the last stage's layers, each at least 1)");
+}
+
+StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule, const std::vector<int>& counts)
 {
     const Run* best = stagedRun(folded);
     const int p = schedule.stages;
@@ -95,16 +146,27 @@ StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& sc
     split.runFirstInstance = best->firstInstance;
     split.runLength = layers;
     split.label = layer.label;
-    split.countOfStage.assign(static_cast<size_t>(p), layers / p);
-    // The extra layers go to stages 1, 2, ... (the first stage also holds the embedding and
-    // the most in-flight activations): Planner's middle-stage argument needs stage 1 to hold
-    // the most layers of the middle stages.
-    for (int extra = 0; extra < layers % p; ++extra) split.countOfStage[static_cast<size_t>(1 + extra % (p - 1))] += 1;
     const int v = schedule.virtualStages;
-    if (v > 1 && layers % (p * v) != 0)
-        throw InputError("--schedule interleaved:" + std::to_string(v) + ": " + std::to_string(v) +
-                         " chunks per device do not divide the " + std::to_string(layers / p) + " layers per stage of '" +
-                         layer.label + "' (" + std::to_string(layers) + " layers over " + std::to_string(p) + " stages)");
+    if (counts.empty()) {
+        split.countOfStage = evenSplit(layers, p);
+        if (v > 1 && layers % (p * v) != 0)
+            throw InputError("--schedule interleaved:" + std::to_string(v) + ": " + std::to_string(v) +
+                             " chunks per device do not divide the " + std::to_string(layers / p) + " layers per stage of '" +
+                             layer.label + "' (" + std::to_string(layers) + " layers over " + std::to_string(p) + " stages)");
+    } else {
+        int total = 0;
+        for (int n : counts) total += n;
+        if (static_cast<int>(counts.size()) != p || total != layers ||
+            std::any_of(counts.begin(), counts.end(), [](int n) { return n < 1; }))
+            throw InputError("--stage-layers: the stages' layers must be " + std::to_string(p) + " counts of at least 1 adding up to the " +
+                             std::to_string(layers) + " layers of '" + layer.label + "'");
+        for (int s = 0; s < p; ++s)
+            if (v > 1 && counts[static_cast<size_t>(s)] % v != 0)
+                throw InputError("--stage-layers: stage " + std::to_string(s + 1) + "'s " +
+                                 std::to_string(counts[static_cast<size_t>(s)]) + " layers do not divide into the " +
+                                 std::to_string(v) + " chunks per device of --schedule interleaved:" + std::to_string(v));
+        split.countOfStage = counts;
+    }
     int first = 0;
     for (int s = 0; s < p; ++s) {
         split.firstOfStage.push_back(first);
@@ -113,51 +175,220 @@ StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& sc
     return split;
 }
 
-StageCutter::StageCutter(const Graph& graph, const FoldedGraph& folded, StageSplit split) :
-    graph_(graph), split_(std::move(split)), order_(graph.topologicalOrder()), producers_(graph.producers()),
-    consumers_(graph.consumers())
-{
-    const int p = stages();
-    const BlockClass& layer = folded.classes.at(static_cast<size_t>(split_.classId));
-    // Each op's stage: the run's instances by their range; everything else by whether it comes
-    // before the run's first op in topological order (first stage) or after (last stage).
-    stageOfOp_.assign(graph.ops.size(), -1);
-    for (int s = 0; s < p; ++s)
-        for (int i = 0; i < split_.countOfStage[static_cast<size_t>(s)]; ++i) {
-            const auto& inst =
-                layer.instances[static_cast<size_t>(split_.runFirstInstance + split_.firstOfStage[static_cast<size_t>(s)] + i)];
-            for (OpId op : inst.ops) stageOfOp_[static_cast<size_t>(op)] = s;
+namespace {
+
+/// The state of balanceStages: every value asked so far, exact or known to be at least the bar
+/// it was asked under.
+class SplitSearch {
+public:
+    SplitSearch(int layers, const PipelineSchedule& schedule, const StageValue& value, double bar) :
+        layers_(layers), stages_(schedule.stages), step_(std::max(1, schedule.virtualStages)), value_(value), bar_(bar)
+    {
+    }
+
+    /// Whether role's stage of `count` layers is under `limit` (strictly, or at most).
+    bool under(int role, int count, double limit, bool strict)
+    {
+        auto it = known_.find({role, count});
+        const double askBar = strict ? limit : std::nextafter(limit, std::numeric_limits<double>::infinity());
+        if (it != known_.end() && !it->second.exact && it->second.v < std::min(askBar, bar_)) known_.erase(it), it = known_.end();
+        if (it == known_.end()) {
+            const double bar = std::min(askBar, bar_);
+            const double v = value_(role, count, bar);
+            it = known_.emplace(std::make_pair(role, count), Known{v < bar ? v : bar, v < bar}).first;
         }
-    const OpId runStart = layer.instances[static_cast<size_t>(split_.runFirstInstance)].ops.front();
-    bool beforeRun = true;
+        if (!it->second.exact) return false; // at least its bar, which is at least the limit asked
+        return strict ? it->second.v < limit : it->second.v <= limit;
+    }
+    /// Whether role's stage of `count` layers is known, without asking, to be at or over `limit`.
+    bool knownNotUnder(int role, int count, double limit) const
+    {
+        const auto it = known_.find({role, count});
+        return it != known_.end() && it->second.v >= limit;
+    }
+    int chunk() const { return step_; }
+    /// The split's slowest stage when every stage is under `limit` (strictly); else infinity.
+    double valueOf(const std::vector<int>& split, double limit)
+    {
+        double most = 0;
+        for (int role : roles()) {
+            const int count = split[static_cast<size_t>(role == 0 ? 0 : role == 1 ? 1 : stages_ - 1)];
+            if (!under(role, count, limit, true)) return std::numeric_limits<double>::infinity();
+            most = std::max(most, known_.at({role, count}).v);
+        }
+        return most;
+    }
+    /// The most layers role's stage can hold under `limit` (a multiple of the chunks), searched
+    /// from `hint` by doubling steps and then halving them (a few values even for long runs);
+    /// 0 when not even the fewest are under it.
+    int most(int role, double limit, bool strict, int hint)
+    {
+        const int cap = role == 1 ? (layers_ - 2 * step_) / (stages_ - 2) / step_ * step_ : layers_ - (stages_ - 1) * step_;
+        if (cap < step_) return 0;
+        auto ok = [&](int units) { return under(role, units * step_, limit, strict); };
+        const int top = cap / step_;
+        int good = 0, bad = top + 1; // in chunks: `good` is under (0: none known), `bad` is not
+        const int from = std::clamp(hint / step_, 1, top);
+        if (ok(from)) {
+            good = from;
+            for (int jump = 1; good < top; jump *= 2) {
+                const int next = std::min(top, good + jump);
+                if (!ok(next)) {
+                    bad = next;
+                    break;
+                }
+                good = next;
+            }
+        } else {
+            bad = from;
+            for (int jump = 1; bad > 1; jump *= 2) {
+                const int next = std::max(1, bad - jump);
+                if (ok(next)) {
+                    good = next;
+                    break;
+                }
+                bad = next;
+            }
+            if (good == 0) return 0;
+        }
+        while (bad - good > 1) {
+            const int mid = good + (bad - good) / 2;
+            (ok(mid) ? good : bad) = mid;
+        }
+        return good * step_;
+    }
+    /// A Megatron split whose first stage holds at most `a` layers, the middle ones at most `c`
+    /// each, the last at most `b`. `centred`: the middle of each range (every stage keeps some
+    /// room under the limit, so the next round's limit drops the most); else the most per
+    /// middle stage, then the ends as even as they can be (the tie rule).
+    std::optional<std::vector<int>> pick(int a, int b, int c, bool centred) const
+    {
+        if (a < step_ || b < step_) return std::nullopt;
+        if (stages_ == 2) return layers_ <= a + b ? std::optional(ends(layers_, a, b, 0, centred)) : std::nullopt;
+        int most = 0, fewest = 0; // per middle stage, that leave the ends between 2 chunks and a + b
+        for (int mid = c; mid >= step_; mid -= step_) {
+            const int rest = layers_ - (stages_ - 2) * mid;
+            if (rest < 2 * step_) continue;
+            if (rest > a + b) break; // fewer per middle stage leaves the ends more
+            if (most == 0) most = mid;
+            fewest = mid;
+            if (!centred) break;
+        }
+        if (most == 0) return std::nullopt;
+        const int mid = centred ? (most + fewest) / 2 / step_ * step_ : most;
+        return ends(layers_ - (stages_ - 2) * mid, a, b, mid, centred);
+    }
+    std::vector<int> roles() const { return stages_ > 2 ? std::vector<int>{2, 0, 1} : std::vector<int>{2, 0}; }
+    int layers() const { return layers_; }
+
+private:
+    std::vector<int> ends(int rest, int a, int b, int mid, bool centred) const
+    {
+        const int low = std::max(step_, rest - b), high = std::min(a, rest - step_);
+        const int first = centred ? (low + high) / 2 / step_ * step_ : std::clamp(rest / 2 / step_ * step_, low, high);
+        std::vector<int> split = {first};
+        split.insert(split.end(), static_cast<size_t>(stages_ - 2), mid);
+        split.push_back(rest - first);
+        return split;
+    }
+    struct Known {
+        double v;   ///< the value, or the bar it is known to reach
+        bool exact;
+    };
+    int layers_, stages_, step_;
+    const StageValue& value_;
+    double bar_;
+    std::map<std::pair<int, int>, Known> known_;
+};
+
+} // namespace
+
+std::vector<int> balanceStages(int layers, const PipelineSchedule& schedule, const std::vector<int>& start,
+                               const StageValue& value, double bar)
+{
+    const int p = schedule.stages;
+    if (p < 2 || static_cast<int>(start.size()) != p) return start;
+    SplitSearch search(layers, schedule, value, bar);
+    const double inf = std::numeric_limits<double>::infinity();
+    double best = search.valueOf(start, bar);
+    std::vector<int> hints = {start.front(), p > 2 ? start[1] : 0, start.back()};
+    std::optional<std::vector<int>> found;
+    const std::vector<int> roles = p > 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 2};
+    for (;;) {
+        // Every stage strictly under the best so far (and the bar): the most layers each role
+        // can hold there, and a split within them; none means nothing beats the best. A role
+        // already known to reach the limit at its hint holds less than that: the others are
+        // searched first, and it only when they leave it something to do.
+        const double limit = std::min(best, bar);
+        std::vector<int> most = {0, 0, 0};
+        std::vector<int> later;
+        for (int role : roles) {
+            if (search.knownNotUnder(role, hints[static_cast<size_t>(role)], limit)) {
+                most[static_cast<size_t>(role)] = hints[static_cast<size_t>(role)] - search.chunk();
+                later.push_back(role);
+            } else {
+                most[static_cast<size_t>(role)] = search.most(role, limit, true, hints[static_cast<size_t>(role)]);
+            }
+        }
+        if (!search.pick(most[0], most[2], most[1], false)) break;
+        for (int role : later)
+            most[static_cast<size_t>(role)] = search.most(role, limit, true, hints[static_cast<size_t>(role)]);
+        hints = most;
+        const auto split = search.pick(most[0], most[2], most[1], true);
+        if (!split) break;
+        const double v = search.valueOf(*split, limit);
+        if (!(v < limit)) break; // a value that decreased with more layers: stop rather than loop
+        best = v;
+        found = split;
+    }
+    if (!found || !(best < inf)) return start;
+    if (search.valueOf(start, std::nextafter(best, inf)) <= best) return start;
+    // Ties: the split of the most layers each role holds at the optimum, so that the answer does
+    // not depend on the path (or the bar) that found it.
+    const int a = search.most(0, best, false, hints[0]), b = search.most(2, best, false, hints[2]);
+    const int c = p > 2 ? search.most(1, best, false, hints[1]) : 0;
+    const auto split = search.pick(a, b, p > 2 ? c : 0, false);
+    return split ? *split : *found;
+}
+
+StageCutter::StageCutter(const Graph& graph, const FoldedGraph& folded) :
+    graph_(graph), order_(graph.topologicalOrder()), producers_(graph.producers()), consumers_(graph.consumers())
+{
+    const Run* run = stagedRun(folded);
+    if (!run) throw InputError("--pipeline: the model has no run of repeated layers to split into stages");
+    const BlockClass& layer = folded.classes.at(static_cast<size_t>(run->classId));
+    runLength_ = run->count;
+    label_ = layer.label;
+    // Each op's place: its instance of the run; else before the run's first op in topological
+    // order (the first stage's) or after it (the last stage's).
+    placeOfOp_.assign(graph.ops.size(), kAfterRun);
+    std::vector<char> inRun(graph.ops.size(), 0);
+    for (int i = 0; i < runLength_; ++i)
+        for (OpId op : layer.instances[static_cast<size_t>(run->firstInstance + i)].ops) {
+            placeOfOp_[static_cast<size_t>(op)] = i;
+            inRun[static_cast<size_t>(op)] = 1;
+        }
+    const OpId runStart = layer.instances[static_cast<size_t>(run->firstInstance)].ops.front();
     for (OpId op : order_) {
-        if (op == runStart) beforeRun = false;
-        if (stageOfOp_[static_cast<size_t>(op)] < 0) stageOfOp_[static_cast<size_t>(op)] = beforeRun ? 0 : p - 1;
+        if (op == runStart) break;
+        if (!inRun[static_cast<size_t>(op)]) placeOfOp_[static_cast<size_t>(op)] = kBeforeRun;
+    }
+    rankOfOp_.assign(graph.ops.size(), 0);
+    opsOfPlace_.assign(static_cast<size_t>(runLength_) + 2, {});
+    for (size_t i = 0; i < order_.size(); ++i) {
+        const OpId op = order_[i];
+        rankOfOp_[static_cast<size_t>(op)] = static_cast<int>(i);
+        const int place = placeOfOp_[static_cast<size_t>(op)];
+        opsOfPlace_[static_cast<size_t>(place == kBeforeRun ? 0 : place == kAfterRun ? 1 : 2 + place)].push_back(op);
     }
 }
 
-double StageCutter::receivedBytes(int stage) const
+std::vector<std::string> StageCutter::modulesOutsideRun(bool beforeRun) const
 {
-    std::vector<char> counted(graph_.tensors.size(), 0);
-    double bytes = 0;
-    for (const auto& op : graph_.ops) {
-        if (stageOfOp_[static_cast<size_t>(op.id)] != stage) continue;
-        for (TensorId t : op.inputs) {
-            const OpId producer = producers_[static_cast<size_t>(t)];
-            if (producer < 0 || stageOfOp_[static_cast<size_t>(producer)] == stage || counted[static_cast<size_t>(t)]) continue;
-            counted[static_cast<size_t>(t)] = 1;
-            bytes += static_cast<double>(graph_.tensor(t).bytes());
-        }
-    }
-    return bytes;
-}
-
-std::vector<std::string> StageCutter::modulesOutsideRun(int stage) const
-{
-    const std::string prefix = split_.label.substr(0, split_.label.find('*'));
+    const std::string prefix = label_.substr(0, label_.find('*'));
     std::vector<std::string> out;
     for (OpId id : order_) {
-        if (stageOfOp_[static_cast<size_t>(id)] != stage) continue;
+        if (placeOfOp_[static_cast<size_t>(id)] != (beforeRun ? kBeforeRun : kAfterRun)) continue;
         const std::string& name = graph_.op(id).name;
         if (!prefix.empty() && name.rfind(prefix, 0) == 0) continue;
         const std::string module = name.substr(0, name.find('/'));
@@ -166,31 +397,48 @@ std::vector<std::string> StageCutter::modulesOutsideRun(int stage) const
     return out;
 }
 
-StageGraph StageCutter::cut(int stage) const
+StageGraph StageCutter::cut(int stage, int stages, int first, int count) const
 {
-    if (stage < 0 || stage >= stages()) throw std::logic_error("StageCutter: no such stage");
-    auto mine = [&](OpId op) { return op >= 0 && stageOfOp_[static_cast<size_t>(op)] == stage; };
+    if (stage < 0 || stage >= stages || first < 0 || count < 1 || first + count > runLength_)
+        throw std::logic_error("StageCutter: no such stage");
+    auto mine = [&](OpId op) {
+        if (op < 0) return false;
+        const int place = placeOfOp_[static_cast<size_t>(op)];
+        if (place == kBeforeRun) return stage == 0;
+        if (place == kAfterRun) return stage == stages - 1;
+        return place >= first && place < first + count;
+    };
+    // The stage's ops in topological order: only theirs are visited (a stage of a deep model is
+    // a small part of it).
+    std::vector<OpId> ops;
+    if (stage == 0) ops = opsOfPlace_[0];
+    for (int i = first; i < first + count; ++i)
+        ops.insert(ops.end(), opsOfPlace_[static_cast<size_t>(2 + i)].begin(), opsOfPlace_[static_cast<size_t>(2 + i)].end());
+    if (stage == stages - 1) ops.insert(ops.end(), opsOfPlace_[1].begin(), opsOfPlace_[1].end());
+    std::sort(ops.begin(), ops.end(), [&](OpId x, OpId y) { return rankOfOp_[static_cast<size_t>(x)] < rankOfOp_[static_cast<size_t>(y)]; });
     // The tensors the stage touches, received ones first (the batch is read from the first
     // input of rank >= 2, core/cost/cost_model.cpp graphBatchOf), then the rest in id order.
-    std::vector<char> used(graph_.tensors.size(), 0);
-    for (const auto& op : graph_.ops)
-        if (mine(op.id)) {
-            for (TensorId t : op.inputs) used[static_cast<size_t>(t)] = 1;
-            for (TensorId t : op.outputs) used[static_cast<size_t>(t)] = 1;
-        }
+    std::vector<TensorId> touched;
+    for (OpId id : ops) {
+        const Op& op = graph_.op(id);
+        touched.insert(touched.end(), op.inputs.begin(), op.inputs.end());
+        touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
+    }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     auto received = [&](TensorId t) {
         const OpId producer = producers_[static_cast<size_t>(t)];
         return producer >= 0 && !mine(producer);
     };
     std::vector<TensorId> order;
-    for (const auto& t : graph_.tensors)
-        if (used[static_cast<size_t>(t.id)] && received(t.id)) order.push_back(t.id);
-    for (const auto& t : graph_.tensors)
-        if (used[static_cast<size_t>(t.id)] && !received(t.id)) order.push_back(t.id);
+    for (TensorId t : touched)
+        if (received(t)) order.push_back(t);
+    for (TensorId t : touched)
+        if (!received(t)) order.push_back(t);
     StageGraph result;
     Graph& out = result.graph;
-    out.name = graph_.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(stages()) + ")";
-    std::vector<TensorId> newId(graph_.tensors.size(), -1);
+    out.name = graph_.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(stages) + ")";
+    std::map<TensorId, TensorId> newId;
     for (TensorId t : order) {
         const Tensor& old = graph_.tensor(t);
         TensorRole role = old.role;
@@ -200,23 +448,18 @@ StageGraph StageCutter::cut(int stage) const
         }
         const auto& readers = consumers_[static_cast<size_t>(t)];
         const bool sent = std::any_of(readers.begin(), readers.end(), [&](OpId c) { return !mine(c); });
+        if (sent && mine(producers_[static_cast<size_t>(t)])) result.sentBytes += static_cast<double>(old.bytes());
         if (sent && role == TensorRole::Activation) role = TensorRole::Output;
-        newId[static_cast<size_t>(t)] = out.addTensor(old.name, old.shape, old.dtype, role);
+        newId[t] = out.addTensor(old.name, old.shape, old.dtype, role);
     }
-    for (OpId id : order_) {
-        if (!mine(id)) continue;
+    for (OpId id : ops) {
         const Op& op = graph_.op(id);
         std::vector<TensorId> ins, outs;
-        for (TensorId t : op.inputs) ins.push_back(newId[static_cast<size_t>(t)]);
-        for (TensorId t : op.outputs) outs.push_back(newId[static_cast<size_t>(t)]);
+        for (TensorId t : op.inputs) ins.push_back(newId.at(t));
+        for (TensorId t : op.outputs) outs.push_back(newId.at(t));
         out.addOp(op.name, op.kind, std::move(ins), std::move(outs), op.einsum, op.attrs);
     }
     return result;
-}
-
-StageGraph stageGraph(const Graph& graph, const FoldedGraph& folded, const StageSplit& split, int stage)
-{
-    return StageCutter(graph, folded, split).cut(stage);
 }
 
 } // namespace tp

@@ -6,7 +6,9 @@
 // What a schedule costs enters each stage's own cost model (CostSettings::pipelineBubble,
 // pipelineInFlight), so every stage is searched exactly by the one search; Planner::plan
 // combines the stages.
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../fold/fold.h"
@@ -57,11 +59,41 @@ struct StageSplit {
 /// The run stages split: the run of more than one instance with the most ops; null when none.
 const Run* stagedRun(const FoldedGraph& folded);
 
-/// Splits the run into `schedule.stages` contiguous ranges: evenly when they divide it, else
-/// the extra instances go to the middle stages from the second on (never the first stage, which
-/// also holds the embedding and the most activations). Throws InputError when there is no
-/// repeated block, more stages than instances, or V does not divide an even stage's instances.
-StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule);
+/// The even split of `layers` over `stages`: equal shares, the extra layers to the middle
+/// stages from the second on (never the first stage, which also holds the embedding and the
+/// most activations; the second then holds the most of the middle stages, which
+/// Planner::planStages relies on).
+std::vector<int> evenSplit(int layers, int stages);
+/// `first` layers on the first stage and `last` on the last, the middle stages sharing the rest
+/// as evenSplit shares (Megatron-LM's --decoder-first/last-pipeline-num-layers). Throws
+/// InputError naming --stage-layers when a stage would get no layer.
+std::vector<int> splitWithEnds(int layers, int stages, int first, int last);
+/// "auto" (Planner::plan balances the stages), "even" (evenSplit) or "F,L" (splitWithEnds):
+/// the first and last stage's layers, 0 for evenSplit's. Throws InputError naming --stage-layers.
+std::pair<int, int> parseStageLayers(const std::string& word);
+
+/// Splits the run into `schedule.stages` contiguous ranges of `counts` instances each (empty:
+/// evenSplit). Throws InputError when there is no repeated block, more stages than instances,
+/// counts that do not add up to the run, or chunks (V) that do not divide a stage's layers.
+StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule, const std::vector<int>& counts = {});
+
+/// What one stage of a split costs in the pipeline's step, by its role: 0 the first stage, 1
+/// the second (it stands for the middle stages: it holds the most of their layers and
+/// in-flight activations), 2 the last. `bar`: a stage at or over it may return infinity
+/// instead of its step (the search stopped there). Infinity also when it does not fit. Must
+/// not decrease with `count` (a stage with one more layer holds every plan of the smaller one).
+using StageValue = std::function<double(int role, int count, double bar)>;
+
+/// The split of `layers` over `schedule.stages` stages whose slowest stage is fastest, among
+/// `start` and the splits Megatron-LM runs (the middle stages equal; with V chunks per device
+/// every stage's layers a multiple of V), exactly when `value` does not decrease with the
+/// count: each round asks for a split whose every stage is strictly faster than the best so far
+/// (the most layers each role can take under that bar, found by scanning its monotone value),
+/// so it ends at the optimum after a few evaluations. Ties keep `start`, else the split of the
+/// most layers per middle stage, then the most even ends. Stages at or over `bar` are not
+/// wanted; when every split reaches it, `start` comes back.
+std::vector<int> balanceStages(int layers, const PipelineSchedule& schedule, const std::vector<int>& start,
+                               const StageValue& value, double bar);
 
 /// One stage's graph: its instances of the run, with everything before the run on the first
 /// stage and everything after it on the last. Tensors it reads from other stages become its
@@ -70,31 +102,36 @@ StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& sc
 struct StageGraph {
     Graph graph;
     double receivedBytes = 0; ///< of the tensors it receives from other stages, for the whole batch
+    double sentBytes = 0;     ///< of its tensors that later stages read, for the whole batch
 };
 
-/// Cuts the stages of one split from the whole graph: the op-to-stage map, topological order and
-/// readers are found once for every stage cut from it. The graph must outlive it.
+/// Cuts stages from the whole graph: each op's place (its instance of the staged run, or
+/// before or after the run) and the graph's order and readers are found once for every stage
+/// of every split cut from it. The graph must outlive it.
 class StageCutter {
 public:
-    StageCutter(const Graph& graph, const FoldedGraph& folded, StageSplit split);
-    const StageSplit& split() const { return split_; }
-    int stages() const { return static_cast<int>(split_.countOfStage.size()); }
-    StageGraph cut(int stage) const;
-    /// What stage `stage` receives from the others per step, whole batch (0 for the first).
-    double receivedBytes(int stage) const;
-    /// The top-level modules (op names up to their first '/') of stage `stage`'s ops outside
-    /// the split run, in graph order: the embedding on the first stage, the head on the last.
-    std::vector<std::string> modulesOutsideRun(int stage) const;
+    /// Throws InputError when the fold has no run of repeated blocks.
+    StageCutter(const Graph& graph, const FoldedGraph& folded);
+    int runLength() const { return runLength_; }
+    const std::string& label() const { return label_; }
+    /// Stage `stage` of `stages`: instances [first, first + count) of the run, with what comes
+    /// before the run on the first stage and what comes after it on the last.
+    StageGraph cut(int stage, int stages, int first, int count) const;
+    /// The top-level modules (op names up to their first '/') outside the run before it (the
+    /// embedding, on the first stage) or after it (the head, on the last), in graph order.
+    std::vector<std::string> modulesOutsideRun(bool beforeRun) const;
 
 private:
+    static constexpr int kBeforeRun = -1, kAfterRun = -2;
     const Graph& graph_;
-    StageSplit split_;
-    std::vector<int> stageOfOp_;
+    int runLength_ = 0;
+    std::string label_;
+    std::vector<int> placeOfOp_; ///< its instance of the run, or kBeforeRun / kAfterRun
+    std::vector<int> rankOfOp_;  ///< its place in topological order
+    /// Ops by place, in topological order: [0] before the run, [1] after it, [2 + i] instance i.
+    std::vector<std::vector<OpId>> opsOfPlace_;
     std::vector<OpId> order_, producers_;
     std::vector<std::vector<OpId>> consumers_;
 };
-
-/// StageCutter(graph, folded, split).cut(stage), for one stage.
-StageGraph stageGraph(const Graph& graph, const FoldedGraph& folded, const StageSplit& split, int stage);
 
 } // namespace tp

@@ -56,6 +56,8 @@ json pipelineToJson(const PipelinePlan& p, const std::string& wholeMesh)
     j["step_seconds"] = p.stepSeconds;
     j["bubble_fraction"] = p.bubbleFraction();
     j["stage"] = p.stages.at(static_cast<size_t>(p.slowest)).stage;
+    j["layers_of_stage"] = p.layersOfStage.empty() ? p.stages.at(static_cast<size_t>(p.slowest)).workspace->stage.layersOfStage
+                                                   : p.layersOfStage;
     json list = json::array();
     for (const auto& st : p.stages) {
         const PipelineStageInfo& info = st.workspace->stage;
@@ -225,21 +227,41 @@ void readPlanModel(const JsonReader& r, const json& doc, PlanWorkspace& ws)
     r.within("/model", "", [&] { validateGraph(ws.model.graph); });
 }
 
+// Layer counts beyond any model's (a fuzzed file's) are refused before they become ints.
+constexpr std::int64_t kMaxStoredLayers = 1 << 20;
+
+// The pipeline's stored split (/pipeline/layers_of_stage, every stage's layers); empty when
+// the file has none (files before balanced boundaries: the even split).
+std::vector<int> readLayersOfStage(const JsonReader& r, const json& pipeline, const PipelineSchedule& schedule)
+{
+    const json* list = r.optional(pipeline, "layers_of_stage");
+    if (!list) return {};
+    const std::string path = "/pipeline/layers_of_stage";
+    if (!list->is_array()) r.fail(path, "must be an array, not " + std::string(list->type_name()));
+    if (list->size() != static_cast<size_t>(schedule.stages))
+        r.fail(path, "has " + std::to_string(list->size()) + " entries for " + std::to_string(schedule.stages) + " stages");
+    std::vector<int> split;
+    for (size_t i = 0; i < list->size(); ++i) {
+        const std::string at = path + "/" + std::to_string(i);
+        const std::int64_t n = r.integer((*list)[i], at, 1);
+        if (n > kMaxStoredLayers) r.fail(at, "is " + std::to_string(n) + ", at most " + std::to_string(kMaxStoredLayers));
+        split.push_back(static_cast<int>(n));
+    }
+    return split;
+}
+
 // The stage of a model config cut from it again (cutStage: one path with the planner).
-void cutStageAgain(const JsonReader& r, PlanWorkspace& ws, const PipelineSchedule& schedule, int stage)
+void cutStageAgain(const JsonReader& r, PlanWorkspace& ws, const PipelineSchedule& schedule, int stage, const std::vector<int>& split)
 {
     const std::string name = ws.model.name;
     const LoadedModel wholeModel = std::move(ws.model);
     ws.model = {};
-    r.within("/pipeline", "", [&] {
-        cutStage(ws, stage, schedule, wholeModel, foldGraph(wholeModel.graph));
+    r.within(split.empty() ? "/pipeline" : "/pipeline/layers_of_stage", "", [&] {
+        cutStage(ws, stage, schedule, wholeModel, foldGraph(wholeModel.graph), split);
         return 0;
     });
     ws.model.name = name;
 }
-
-// Layer counts beyond any model's (a fuzzed file's) are refused before they become ints.
-constexpr std::int64_t kMaxStoredLayers = 1 << 20;
 
 // A graph file's stage as stored: its graph is the plan's, its place in the pipeline its
 // per_stage entry's.
@@ -275,6 +297,7 @@ void readStoredStage(const JsonReader& r, const json& pipeline, PlanWorkspace& w
         if (info.sentBytes < 0) r.fail(path + "/sent_bytes", "is negative");
     }
     if (!found) r.fail("/pipeline/per_stage", "has no entry for stage " + std::to_string(stage));
+    if (std::vector<int> split = readLayersOfStage(r, pipeline, schedule); !split.empty()) info.layersOfStage = std::move(split);
 }
 
 // A pipelined plan's stage (its "pipeline" object): the whole model in `ws` becomes the stage
@@ -301,7 +324,7 @@ void readPlanPipeline(const JsonReader& r, const json& pipeline, PlanWorkspace& 
         // pipeline comes from its per_stage entry.
         readStoredStage(r, pipeline, ws, schedule, static_cast<int>(stage));
     } else {
-        cutStageAgain(r, ws, schedule, static_cast<int>(stage));
+        cutStageAgain(r, ws, schedule, static_cast<int>(stage), readLayersOfStage(r, pipeline, schedule));
     }
     ws.stage.link = whole.axes.at(0);
     applyStageSettings(settings, schedule, static_cast<int>(stage));
@@ -577,6 +600,7 @@ json projectToJson(const ProjectFile& p)
     else if (p.pipeline != 1)
         settings["pipeline"] = p.pipeline;
     if (p.schedule != "1f1b") settings["schedule"] = p.schedule;
+    if (p.stageLayers != "even") settings["stage_layers"] = p.stageLayers;
     json doc = json::object();
     doc["format"] = "tpstudio.project";
     doc["version"] = kProjectFileVersion;
@@ -646,6 +670,11 @@ ProjectFile readProjectJson(const std::string& text, const std::string& origin)
         if (p.schedule != "auto")
             r.within("/settings/schedule", "", [&] { return parseSchedule(p.pipeline > 1 ? p.pipeline : 2, p.schedule); });
     }
+    // Absent: the even split (a project written before balanced boundaries).
+    if (r.optional(s, "stage_layers")) {
+        p.stageLayers = r.string(s, "/settings", "stage_layers");
+        r.within("/settings/stage_layers", "", [&] { return parseStageLayers(p.stageLayers); });
+    }
     p.intraNodeGBps = optionalNumber("intra_node_GBps");
     p.interNodeGBps = optionalNumber("inter_node_GBps");
     if (const json* chunks = r.optional(s, "overlap_chunks")) {
@@ -691,6 +720,7 @@ PlanRequest planRequestOf(const ProjectFile& p)
     request.zero = p.zero;
     request.pipeline = p.pipeline;
     request.schedule = p.schedule;
+    request.stageLayers = p.stageLayers;
     request.overlapChunks = p.overlapChunks;
     request.intraNodeGBps = p.intraNodeGBps;
     request.interNodeGBps = p.interNodeGBps;
@@ -781,6 +811,17 @@ ProjectFile projectOfPlan(const json& doc, const std::string& origin)
         if (stages > 4096) r.fail("/pipeline/stages", "is " + std::to_string(stages) + ", expected 1 to 4096");
         p.pipeline = static_cast<int>(stages);
         text(*pipeline, "/pipeline", "schedule", p.schedule);
+        // Its boundaries: fixed as the plan has them when they are not the even split.
+        if (const json* split = r.optional(*pipeline, "layers_of_stage"); split && split->is_array() && split->size() >= 2) {
+            const json& first = split->front();
+            const json& last = split->back();
+            if (first.is_number_integer() && last.is_number_integer() && first.get<std::int64_t>() >= 1 &&
+                last.get<std::int64_t>() >= 1 && first.get<std::int64_t>() <= (1 << 20) && last.get<std::int64_t>() <= (1 << 20)) {
+                bool even = true;
+                for (const auto& n : *split) even = even && n == first;
+                if (!even) p.stageLayers = std::to_string(first.get<std::int64_t>()) + "," + std::to_string(last.get<std::int64_t>());
+            }
+        }
     }
     // The plan's own choices come back as locks only where the user had locked them.
     if (const json* ops = r.optional(doc, "ops"); ops && ops->is_array())

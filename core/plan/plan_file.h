@@ -84,6 +84,7 @@ struct ProjectFile {
     int overlapChunks = 1;          ///< chunked comm/compute overlap (CostSettings); 1: none
     int pipeline = 1;               ///< pipeline stages (PlanRequest::pipeline): 1 none, kAuto ("auto") or P
     std::string schedule = "1f1b";  ///< "1f1b", "interleaved:V" or "auto" (PlanRequest::schedule)
+    std::string stageLayers = "even"; ///< "even", "auto" or "F,L" (PlanRequest::stageLayers)
     std::vector<std::string> locks; ///< "GLOB=STRATEGY"
     nlohmann::json view = nlohmann::json::object();
 };

@@ -93,6 +93,12 @@ std::string modelKeyOf(const PlanRequest& r)
     // A stage's graph depends on the number of stages only; its schedule is a cost setting
     // (workspaceKeyOf), so one stage's combinations share its graph, fold and caches.
     if (r.pipeline != 1) key << "|pipeline " << r.pipeline << ' ' << r.pipelineStage;
+    // A stage's own layers: the other stages' counts do not change its graph.
+    if (r.pipelineStage >= 0 && static_cast<size_t>(r.pipelineStage) < r.stageSplit.size()) {
+        int first = 0;
+        for (int s = 0; s < r.pipelineStage; ++s) first += r.stageSplit[static_cast<size_t>(s)];
+        key << " layers " << first << '+' << r.stageSplit[static_cast<size_t>(r.pipelineStage)];
+    }
     return key.str();
 }
 
@@ -221,23 +227,23 @@ void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* 
 } // namespace
 
 void cutStage(PlanWorkspace& ws, int stage, const PipelineSchedule& schedule, const LoadedModel& whole,
-              const FoldedGraph& wholeFold, const StageCutter* shared)
+              const FoldedGraph& wholeFold, const std::vector<int>& split, const StageCutter* shared)
 {
     PipelineStageInfo& info = ws.stage;
     info.stage = stage;
     info.schedule = schedule;
-    const StageSplit split = splitIntoStages(wholeFold, schedule); // also checks the chunks divide the layers
+    const StageSplit cutAt = splitIntoStages(wholeFold, schedule, split); // also checks the chunks divide the layers
     std::optional<StageCutter> own;
-    if (!shared || shared->stages() != schedule.stages) shared = &own.emplace(whole.graph, wholeFold, split);
-    info.layerLabel = split.label;
-    info.firstLayer = split.firstOfStage.at(static_cast<size_t>(stage));
-    info.layers = split.countOfStage.at(static_cast<size_t>(stage));
-    StageGraph cut = shared->cut(stage);
+    if (!shared) shared = &own.emplace(whole.graph, wholeFold);
+    info.layerLabel = cutAt.label;
+    info.firstLayer = cutAt.firstOfStage.at(static_cast<size_t>(stage));
+    info.layers = cutAt.countOfStage.at(static_cast<size_t>(stage));
+    StageGraph cut = shared->cut(stage, schedule.stages, info.firstLayer, info.layers);
     info.receivedBytes = cut.receivedBytes;
-    info.sentBytes = stage + 1 < schedule.stages ? shared->receivedBytes(stage + 1) : 0;
-    info.layersOfStage = split.countOfStage;
-    info.firstStageModules = shared->modulesOutsideRun(0);
-    info.lastStageModules = shared->modulesOutsideRun(schedule.stages - 1);
+    info.sentBytes = cut.sentBytes;
+    info.layersOfStage = cutAt.countOfStage;
+    info.firstStageModules = shared->modulesOutsideRun(true);
+    info.lastStageModules = shared->modulesOutsideRun(false);
     ws.model.source = whole.source;
     ws.model.name = whole.name + " (stage " + std::to_string(stage + 1) + " of " + std::to_string(schedule.stages) + ")";
     ws.model.config = whole.config;
@@ -289,7 +295,7 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
         std::shared_ptr<const FoldedGraph> folded = request.wholeFold;
         if (!folded) folded = std::make_shared<const FoldedGraph>(foldGraph(model->graph));
         cutStage(*ws, request.pipelineStage, parseSchedule(request.pipeline, request.schedule), *model, *folded,
-                 request.wholeModel ? request.stageCutter.get() : nullptr);
+                 request.stageSplit, request.wholeModel ? request.stageCutter.get() : nullptr);
     } else {
         ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
     }
@@ -1060,9 +1066,10 @@ namespace {
 
 /// The pipelines a request leaves open: (stages, schedule) pairs, `--pipeline auto` every
 /// divisor of the outermost mesh axis from 2 up to the layers, `--schedule auto` 1F1B and every
-/// interleaving whose chunks divide the layers per stage.
+/// interleaving whose chunks divide the layers per stage (of `fixedSplit` when the boundaries
+/// are fixed).
 std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const PlanRequest& request, const Mesh& mesh,
-                                                                        int layers)
+                                                                        int layers, const std::vector<int>& fixedSplit)
 {
     std::vector<int> stages = {request.pipeline};
     if (request.pipeline == kAuto) {
@@ -1075,8 +1082,12 @@ std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const P
         std::vector<std::string> schedules = {request.schedule};
         if (request.schedule == "auto") {
             schedules = {"1f1b"};
-            for (int v = 2; v <= layers / p; ++v)
-                if (layers % (p * v) == 0) schedules.push_back("interleaved:" + std::to_string(v));
+            for (int v = 2; v <= layers / p; ++v) {
+                // Chunks divide every stage's layers: the even split's, or the fixed split's.
+                const bool divides = fixedSplit.empty() ? layers % (p * v) == 0
+                                                        : std::all_of(fixedSplit.begin(), fixedSplit.end(), [&](int n) { return n % v == 0; });
+                if (divides) schedules.push_back("interleaved:" + std::to_string(v));
+            }
         }
         out.emplace_back(p, std::move(schedules));
     }
@@ -1111,37 +1122,99 @@ Planner& Planner::stagePlanner(const PlanRequest& stageRequest)
     return *planner; // a map's elements stay where they are while others are added
 }
 
+namespace {
+
+/// A split in which stage `stage` holds instances [first, first + count) of the run and every
+/// stage a multiple of `chunk` (the others sharing the rest evenly, in chunks): the split a
+/// stage's own plan is solved under while the boundaries are searched (its graph depends on its
+/// own range only; Planner::planPipeline writes the chosen split into the plan's workspaces).
+std::vector<int> splitHolding(int layers, int stages, int chunk, int stage, int first, int count)
+{
+    std::vector<int> split(static_cast<size_t>(stages), 0);
+    split[static_cast<size_t>(stage)] = count;
+    if (stage == 1 && stages > 2) split[0] = first;
+    std::vector<size_t> open;
+    int rest = layers;
+    for (size_t s = 0; s < split.size(); ++s) {
+        rest -= split[s];
+        if (split[s] == 0) open.push_back(s);
+    }
+    const int units = rest / chunk, share = units / static_cast<int>(open.size());
+    for (size_t i = 0; i < open.size(); ++i)
+        split[open[i]] = chunk * (share + (static_cast<int>(i) < units % static_cast<int>(open.size()) ? 1 : 0));
+    return split;
+}
+
+} // namespace
+
 PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
                                  bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress)
 {
     PipelinePlan plan;
     plan.schedule = parseSchedule(stages, schedule);
     plan.microBatch = microBatch;
+    const int layers = request.stageCutter->runLength(), chunk = plan.schedule.virtualStages;
+    const auto [firstLayers, lastLayers] = parseStageLayers(request.stageLayers);
+    const std::vector<int> start =
+        firstLayers > 0 ? splitWithEnds(layers, stages, firstLayers, lastLayers) : evenSplit(layers, stages);
+    // Every stage solved for this pipeline, by stage and range; a stage that stopped at its bar
+    // is not kept (balanceStages remembers the bar).
+    std::map<std::tuple<int, int, int>, PipelineStagePlan> solved;
+    auto solve = [&](int stage, const std::vector<int>& split, double bar) -> const PipelineStagePlan* {
+        int first = 0;
+        for (int s = 0; s < stage; ++s) first += split[static_cast<size_t>(s)];
+        const auto key = std::make_tuple(stage, first, split[static_cast<size_t>(stage)]);
+        if (auto it = solved.find(key); it != solved.end()) return &it->second;
+        PlanRequest r = stageRequestOf(request, plan.schedule, microBatch, stage);
+        r.stageSplit = split;
+        r.pipelineBound = bound;
+        r.stopAbove = bar;
+        PlannerResult got = stagePlanner(r).plan(r, cancel, progress);
+        if (got.result.bounded) return nullptr; // no plan of this stage is under the bar
+        PipelineStagePlan st;
+        st.stage = stage;
+        st.workspace = got.workspace;
+        st.result = std::move(got.result);
+        st.microBatches = microBatchesOf(*st.workspace, st.result);
+        if (!bound) st.sendSeconds = sendSecondsOf(st);
+        return &solved.emplace(key, std::move(st)).first->second;
+    };
+    std::vector<int> split = start;
+    const bool balancing = request.stageLayers == "auto";
+    if (balancing && !bound) {
+        const StageValue value = [&](int role, int count, double bar) {
+            const int stage = role == 0 ? 0 : role == 1 ? 1 : stages - 1;
+            // The middle stages' representative where the start split puts it, moved where
+            // that leaves the later stages too few layers.
+            const int first = role != 1 ? (role == 0 ? 0 : layers - count)
+                                        : std::clamp(start.front() / chunk * chunk, chunk, layers - count - (stages - 2) * chunk);
+            const PipelineStagePlan* st = solve(stage, splitHolding(layers, stages, chunk, stage, first, count), bar);
+            return st && st->result.fits ? st->stepSeconds() : std::numeric_limits<double>::infinity();
+        };
+        split = balanceStages(layers, plan.schedule, start, value, stopAbove);
+    }
+    plan.layersOfStage = split;
     // The last stage (the head and the loss) first: it is the slowest more often than not, and a
     // stage at or over `stopAbove` settles the pipeline.
     auto order = stagesToSolve(stages);
     std::rotate(order.begin(), order.end() - 1, order.end());
     for (const auto& [stage, standsFor] : order) {
-        PlanRequest r = stageRequestOf(request, plan.schedule, microBatch, stage);
-        r.pipelineBound = bound;
-        r.stopAbove = stopAbove;
-        PlannerResult got = stagePlanner(r).plan(r, cancel, progress);
-        if (got.result.bounded) { // no plan of this stage is under the bar: neither is the pipeline
+        const PipelineStagePlan* st = solve(stage, split, stopAbove);
+        // A floor under balanced boundaries needs every stage (floorOf): one over the bar is left out.
+        if (!st && balancing && bound) continue;
+        if (!st) { // no plan of this stage is under the bar: neither is the pipeline
             plan.stages.clear();
             plan.complete = false;
             return plan;
         }
-        PipelineStagePlan st;
-        st.stage = stage;
-        st.standsFor = standsFor;
-        st.workspace = got.workspace;
-        st.result = std::move(got.result);
-        st.microBatches = microBatchesOf(*st.workspace, st.result);
-        if (!bound) st.sendSeconds = sendSecondsOf(st);
-        plan.stages.push_back(std::move(st));
+        plan.stages.push_back(*st);
+        plan.stages.back().standsFor = standsFor;
         // A stage that does not fit settles it too once something fits (a plan to beat).
-        const PipelineStagePlan& last = plan.stages.back();
-        if (std::isfinite(stopAbove) && (!last.result.fits || last.stepSeconds() >= stopAbove)) break;
+        if (!(balancing && bound) && std::isfinite(stopAbove) && (!st->result.fits || st->stepSeconds() >= stopAbove)) break;
+    }
+    if (plan.stages.empty()) {
+        plan.complete = false;
+        return plan;
     }
     std::sort(plan.stages.begin(), plan.stages.end(), [](const auto& x, const auto& y) { return x.stage < y.stage; });
     plan.stageMesh = plan.stages.front().workspace->mesh.shapeText();
@@ -1168,20 +1241,59 @@ bool fitsAll(const PipelinePlan& p)
     return std::all_of(p.stages.begin(), p.stages.end(), [](const auto& st) { return st.result.fits; });
 }
 
-/// A floor under a schedule's pipeline: each stage of the floor of every schedule (the least
-/// bubble, no sends) plus the least sends of `schedule` (one message per micro-batch, no
-/// bubble factor).
-double floorWithSends(const PipelinePlan& floor, const PipelineSchedule& schedule)
+/// A floor under a schedule's pipeline, whatever its split: the floor of every schedule (the
+/// least bubble, no sends; with balanced boundaries the best split's) plus the least sends of
+/// `schedule` of any stage (one message per micro-batch, no bubble factor).
+double floorWithSends(const PipelinePlan& floor, double floorSeconds, const PipelineSchedule& schedule)
 {
-    double most = 0;
+    double least = std::numeric_limits<double>::infinity();
     for (const auto& st : floor.stages) {
         const PipelineStageInfo& info = st.workspace->stage;
         const double perDevice = std::max(info.receivedBytes, info.sentBytes) / static_cast<double>(st.workspace->mesh.devices());
-        const double sends =
-            info.link.link.bandwidth > 0 ? 2 * schedule.virtualStages * perDevice / info.link.link.bandwidth : 0;
-        most = std::max(most, st.stepSeconds() + sends);
+        least = std::min(least, info.link.link.bandwidth > 0 ? 2 * schedule.virtualStages * perDevice / info.link.link.bandwidth : 0);
     }
-    return most;
+    // A stage left out (over the bar) may send the least: then none is assumed.
+    if (floor.stages.size() < stagesToSolve(schedule.stages).size()) least = 0;
+    return floorSeconds + (std::isfinite(least) ? least : 0);
+}
+
+/// The floor of a micro-batch's pipelines from its bound plan (every schedule's least bubble,
+/// 1F1B's in-flight activations: no stage of any schedule is faster). With fixed boundaries its
+/// slowest stage. With balanced ones the fastest of its stages (a stage over the bar or not
+/// fitting counts as infinite): any split gives some stage at least the layers the even split
+/// gives it (they add up to the same), and a stage with more layers is no faster.
+double floorOf(const PipelinePlan& bound, bool balanced)
+{
+    const double inf = std::numeric_limits<double>::infinity();
+    if (!balanced) return bound.complete && fitsAll(bound) ? bound.stepSeconds : inf;
+    double least = inf;
+    for (const auto& st : bound.stages)
+        if (st.result.fits) least = std::min(least, st.stepSeconds());
+    return least;
+}
+
+/// The workspace of a chosen pipeline's stage with that pipeline's split: a stage's plan is
+/// solved once for every split that gives it the same layers (the graph is its own range
+/// only), so the split it was first solved under may differ. The copy shares the graph and
+/// rebuilds the cost model from the solved one's structure, so the plan's strategies hold.
+std::shared_ptr<const PlanWorkspace> withSplit(const std::shared_ptr<const PlanWorkspace>& solved, const std::vector<int>& split)
+{
+    if (solved->stage.layersOfStage == split) return solved;
+    auto ws = std::make_shared<PlanWorkspace>();
+    ws->model.source = solved->model.source;
+    ws->model.name = solved->model.name;
+    ws->model.config = solved->model.config;
+    ws->graphOwner = solved->graphOwner ? solved->graphOwner : solved;
+    ws->hardware = solved->hardware;
+    ws->mesh = solved->mesh;
+    ws->folded = solved->folded;
+    ws->foldMs = solved->foldMs;
+    ws->context = solved->context;
+    ws->stage = solved->stage;
+    ws->stage.layersOfStage = split;
+    attachCostModel(*ws, solved->costModel->settings(), solved->costModel.get());
+    fillGraph(*ws);
+    return ws;
 }
 
 double mostMemory(const PipelinePlan& p)
@@ -1277,9 +1389,8 @@ void addStagedRequests(std::map<int, PlanRequest>& staged, const PlanRequest& wh
                 whole.model, withPaddedVocabulary(whole.model, whole.modelOptions, parseMesh(stageMesh, hardware), hardware)));
             r.wholeFold = std::make_shared<const FoldedGraph>(foldGraph(r.wholeModel->graph));
         }
-        if (stages <= layersOf(*r.wholeFold))
-            r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold,
-                                                                splitIntoStages(*r.wholeFold, PipelineSchedule{stages, 1}));
+        if (same != staged.end()) r.stageCutter = same->second.stageCutter;
+        else if (layersOf(*r.wholeFold) > 0) r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold);
         staged.emplace(stages, std::move(r));
     }
 }
@@ -1309,7 +1420,7 @@ void Planner::searchPipelines(const PlanRequest& staged, int stages, const std::
     auto solveSchedules = [&](const Open& o) {
         for (const std::string& schedule : schedules) {
             // Each stage pays at least its floor plus the sends of this schedule.
-            if (choosing && floorWithSends(o.bound, parseSchedule(stages, schedule)) >= found.pruneAt()) continue;
+            if (choosing && floorWithSends(o.bound, o.floor, parseSchedule(stages, schedule)) >= found.pruneAt()) continue;
             found.consider(planStages(staged, stages, schedule, o.microBatch, false, found.pruneAt(), cancel, progress));
         }
     };
@@ -1320,8 +1431,9 @@ void Planner::searchPipelines(const PlanRequest& staged, int stages, const std::
             continue;
         }
         PipelinePlan f = planStages(staged, stages, schedules.back(), m, true, found.pruneAt(), cancel, progress);
-        if (!f.complete || !fitsAll(f) || f.stepSeconds >= found.pruneAt()) continue;
-        Open o{m, f.stepSeconds, std::move(f)};
+        const double floor = floorOf(f, staged.stageLayers == "auto");
+        if (!(floor < found.pruneAt())) continue;
+        Open o{m, floor, std::move(f)};
         // Nothing to beat yet: this one's schedules now, so that the other floors stop at them.
         if (!std::isfinite(found.pruneAt())) solveSchedules(o);
         else open.push_back(std::move(o));
@@ -1344,6 +1456,9 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     whole.schedule = "1f1b";
     costSettingsOf(whole); // rejects bad settings before anything is built
     const bool automatic = request.pipeline == kAuto;
+    const auto [firstLayers, lastLayers] = parseStageLayers(request.stageLayers);
+    if (automatic && firstLayers > 0)
+        throw InputError("--stage-layers " + request.stageLayers + ": fixes the boundaries of one pipeline; give --pipeline P too");
     if (whole.mode != "train") {
         if (automatic) return plan(whole, cancel, progress);
         throw InputError("--pipeline: pipelines are costed for training, not --mode infer");
@@ -1362,12 +1477,18 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     const int layers = layersOf(*any.wholeFold);
     // A fixed schedule is checked against the layers here: the stage planners' later
     // combinations share the graph their first one checked (Planner::State::slotFor).
-    if (!automatic && request.schedule != "auto") splitIntoStages(*any.wholeFold, parseSchedule(request.pipeline, request.schedule));
+    std::vector<int> fixedSplit;
+    if (!automatic) {
+        splitIntoStages(*any.wholeFold, PipelineSchedule{request.pipeline, 1}); // a run of at least P layers
+        if (firstLayers > 0) fixedSplit = splitWithEnds(layers, request.pipeline, firstLayers, lastLayers);
+        splitIntoStages(*any.wholeFold, parseSchedule(request.pipeline, request.schedule == "auto" ? "1f1b" : request.schedule),
+                        fixedSplit);
+    }
     const std::int64_t batch = graphBatchOf(any.wholeModel->graph);
     checkMicroBatch(request.microBatch, batch);
     const std::vector<std::int64_t> micro =
         request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
-    const auto candidates = pipelineCandidates(request, mesh, layers);
+    const auto candidates = pipelineCandidates(request, mesh, layers, fixedSplit);
     if (candidates.empty()) return plan(whole, cancel, progress); // auto, and no pipeline can be laid out
     const bool choosing = candidates.size() > 1 || micro.size() > 1 || candidates.front().second.size() > 1 || automatic;
     std::vector<int> counts;
@@ -1392,9 +1513,17 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     runTasks(tasks, workersOf(request));
     std::optional<PipelinePlan>& best = found.best();
     // Only the chosen pipeline's stage planners are kept (their sessions hold the most memory).
-    const std::string kept = best ? "|pipeline " + std::to_string(best->schedule.stages) + " " : std::string("none");
-    for (auto it = s.stagePlanners.begin(); it != s.stagePlanners.end();)
-        it = it->first.find(kept) == std::string::npos ? s.stagePlanners.erase(it) : std::next(it);
+    std::vector<std::string> kept;
+    if (best)
+        for (const auto& st : best->stages) {
+            const PipelineStageInfo& info = st.workspace->stage;
+            kept.push_back("|pipeline " + std::to_string(best->schedule.stages) + " " + std::to_string(st.stage) + " layers " +
+                           std::to_string(info.firstLayer) + "+" + std::to_string(info.layers) + "|");
+        }
+    for (auto it = s.stagePlanners.begin(); it != s.stagePlanners.end();) {
+        const bool keep = std::any_of(kept.begin(), kept.end(), [&](const std::string& k) { return it->first.find(k) != std::string::npos; });
+        it = keep ? std::next(it) : s.stagePlanners.erase(it);
+    }
     if (flat && !flat->result.bounded &&
         (!best || (flat->result.fits && (!fitsAll(*best) || flat->result.breakdown.stepSeconds <= best->stepSeconds))))
         return std::move(*flat);
@@ -1405,7 +1534,10 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
         found.consider(planStages(staged.at(stages), stages, schedules.front(), micro.front(), false,
                                   std::numeric_limits<double>::infinity(), cancel, progress));
     }
-    for (const auto& st : best->stages) fillGraph(*st.workspace);
+    for (auto& st : best->stages) {
+        st.workspace = withSplit(st.workspace, best->layersOfStage);
+        fillGraph(*st.workspace);
+    }
     PlannerResult out;
     const PipelineStagePlan& slowest = best->stages[static_cast<size_t>(best->slowest)];
     out.workspace = slowest.workspace;
@@ -1413,6 +1545,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     if (!request.compareBaselines.empty()) {
         // The baselines of the slowest stage, on its own planner (its workspaces are cached).
         PlanRequest r = stageRequestOf(staged.at(best->schedule.stages), best->schedule, best->microBatch, slowest.stage);
+        r.stageSplit = best->layersOfStage;
         r.compareBaselines = request.compareBaselines;
         PlannerResult withBaselines = stagePlanner(r).plan(r, cancel, progress);
         out.baselines = std::move(withBaselines.baselines);

@@ -23,6 +23,8 @@ inline constexpr int kAuto = -1;
 /// pipeline, as plan files, projects and published runs without a pipeline were planned.
 inline constexpr int kDefaultPipeline = kAuto;
 inline constexpr const char* kDefaultSchedule = "auto";
+/// ... and the stage boundaries (--stage-layers): balanced by the search.
+inline constexpr const char* kDefaultStageLayers = "auto";
 
 struct PlanRequest {
     std::string model; ///< built-in name or file
@@ -75,6 +77,13 @@ struct PlanRequest {
     /// the requests it makes per stage); -1: the whole model (a pipeline is planned stage by
     /// stage and combined).
     int pipelineStage = -1;
+    /// Where the stage boundaries fall (--stage-layers; parseStageLayers): "even" (evenSplit),
+    /// "auto" (Planner::plan balances them: balanceStages) or "F,L" (the first and last stage's
+    /// layers, the middle stages sharing the rest).
+    std::string stageLayers = "even";
+    /// Set by Planner::plan on stage requests: every stage's layers of the run (empty:
+    /// evenSplit). The stage's own range of it is part of the model key.
+    std::vector<int> stageSplit;
     /// Set by Planner::plan on stage requests that bound every schedule with at most this
     /// one's chunks: its bubble (the least of them) and 1F1B's in-flight activations (the fewest).
     bool pipelineBound = false;
@@ -163,10 +172,11 @@ void applyLinkOverrides(Hardware& hardware, double intraNodeGBps, double interNo
 void buildWorkspace(PlanWorkspace& workspace, CostSettings settings);
 /// Makes `workspace` stage `stage` of `schedule` (its model the stage's graph cut from `whole`,
 /// its PipelineStageInfo filled but `link`): what preparePlan does for a stage request, and
-/// plan files for a pipelined plan. `shared` (optional) cuts it when it splits as many stages.
-/// Throws InputError when the schedule's chunks do not divide the layers per stage.
+/// plan files for a pipelined plan. `split`: every stage's layers (empty: evenSplit); `shared`
+/// (optional) cuts it, over `whole`'s graph. Throws InputError when the split does not fit the
+/// run or the schedule's chunks do not divide a stage's layers.
 void cutStage(PlanWorkspace& workspace, int stage, const PipelineSchedule& schedule, const LoadedModel& whole,
-              const FoldedGraph& wholeFold, const StageCutter* shared = nullptr);
+              const FoldedGraph& wholeFold, const std::vector<int>& split = {}, const StageCutter* shared = nullptr);
 /// A stage's share of its pipeline in the cost settings (CostSettings::pipelineBubble and
 /// pipelineInFlight); `bound`: 1F1B's activations, the fewest of any schedule.
 void applyStageSettings(CostSettings& settings, const PipelineSchedule& schedule, int stage, bool bound = false);
@@ -239,6 +249,7 @@ struct PipelinePlan {
     std::int64_t microBatch = 0; ///< samples per replica per micro-batch (0: the whole local batch)
     double stepSeconds = 0;      ///< the slowest stage's
     int slowest = 0;             ///< index into stages
+    std::vector<int> layersOfStage; ///< every stage's layers of the run the stages split
     std::vector<PipelineStagePlan> stages;
     bool complete = true; ///< every stage solved (a search that stopped early at a bar leaves some out)
     /// The bubble's share of the step: (p - 1) / V over (m + (p - 1) / V) micro-batch times.

@@ -23,6 +23,7 @@ PlanRequest PlanSettings::toRequest(const std::vector<LockRequest>& locks) const
     request.zero = zero;
     request.pipeline = pipeline;
     request.schedule = schedule;
+    request.stageLayers = stageLayers;
     request.overlapChunks = overlapChunks;
     request.intraNodeGBps = intraNodeGBps;
     request.interNodeGBps = interNodeGBps;
@@ -80,6 +81,7 @@ std::string writeProject(const ProjectData& project)
     file.zero = s.zero;
     file.pipeline = s.pipeline;
     file.schedule = s.schedule;
+    file.stageLayers = s.stageLayers;
     file.memoryLimit = s.memoryLimit;
     file.intraNodeGBps = s.intraNodeGBps;
     file.interNodeGBps = s.interNodeGBps;
@@ -109,6 +111,7 @@ ProjectData projectDataOf(const ProjectFile& file)
     s.zero = file.zero;
     s.pipeline = file.pipeline;
     s.schedule = file.schedule;
+    s.stageLayers = file.stageLayers;
     s.memoryLimit = file.memoryLimit;
     s.intraNodeGBps = file.intraNodeGBps;
     s.interNodeGBps = file.interNodeGBps;

@@ -30,6 +30,7 @@ struct PlanSettings {
     int overlapChunks = 1; ///< chunked comm/compute overlap (CostSettings); 1: none
     int pipeline = kDefaultPipeline;         ///< pipeline stages: 1 none, kAuto the planner chooses, or P
     std::string schedule = kDefaultSchedule; ///< "1f1b", "interleaved:V" or "auto"
+    std::string stageLayers = kDefaultStageLayers; ///< "auto", "even" or "F,L" (PlanRequest::stageLayers)
 
     bool operator==(const PlanSettings&) const = default;
 
