@@ -60,6 +60,18 @@ private slots:
             << "--schedule interleaved:3: 3 chunks per device do not divide the 2 layers per stage";
         QTest::newRow("schedule word") << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "--schedule", "zigzag"}
                                        << "--schedule 'zigzag': use auto, 1f1b or interleaved:V";
+        QTest::newRow("stage layers word") << QStringList{"plan", "gpt2", "--stage-layers", "balanced"}
+                                           << "--stage-layers 'balanced': use auto, even, or F,L";
+        QTest::newRow("stage layers with auto stages")
+            << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "2x2", "--stage-layers", "1,3"}
+            << "--stage-layers 1,3: fixes the boundaries of one pipeline; give --pipeline P too";
+        QTest::newRow("stage layers leaving a stage empty")
+            << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "4x2", "--pipeline", "4", "--stage-layers", "2,1"}
+            << "--stage-layers 2,1: 4 layers over 4 stages leave 1 for 2 middle stages";
+        QTest::newRow("stage layers not dividing into chunks")
+            << QStringList{"plan", "gpt2", "--set", "layers=8", "--mesh", "2x2", "--pipeline", "2", "--schedule", "interleaved:2",
+                           "--stage-layers", "3,5"}
+            << "--stage-layers: stage 1's 3 layers do not divide into the 2 chunks per device";
         QTest::newRow("kernel flag not a boolean") << QStringList{"plan", "gpt2", "--set", "fused_cross_entropy=maybe"}
                                                    << "field 'fused_cross_entropy' must be true or false";
         QTest::newRow("flash flag not a boolean")

@@ -253,9 +253,15 @@ private slots:
         QTest::addColumn<int>("stages");
         QTest::addColumn<QString>("schedule");
         QTest::addColumn<QString>("expected"); // layers of each virtual stage
+        QTest::addColumn<QString>("stageLayers");
         // 10 layers over 4 stages: 2, 3, 3, 2 (the extra layers to the middle stages).
-        QTest::newRow("1F1B, uneven") << 10 << "4x2" << 4 << "1f1b" << "2 3 3 2";
-        QTest::newRow("interleaved") << 8 << "2x2" << 2 << "interleaved:2" << "2 2 2 2";
+        QTest::newRow("1F1B, uneven") << 10 << "4x2" << 4 << "1f1b" << "2 3 3 2" << "even";
+        QTest::newRow("interleaved") << 8 << "2x2" << 2 << "interleaved:2" << "2 2 2 2" << "even";
+        // Boundaries given: 1 and 3 at the ends, 10 - 4 = 6 over the two middle stages.
+        QTest::newRow("1F1B, ends given") << 10 << "4x2" << 4 << "1f1b" << "1 3 3 3" << "1,3";
+        // 12 layers as 6 + 2 + 4 over 3 stages of 2 chunks: rank r's chunk k is virtual
+        // stage k * 3 + r, with half its layers.
+        QTest::newRow("interleaved, ends given") << 12 << "6x1" << 3 << "interleaved:2" << "3 1 2 3 1 2" << "6,4";
     }
     void pytorchPipelineCutsStages()
     {
@@ -264,6 +270,7 @@ private slots:
         QFETCH(int, stages);
         QFETCH(QString, schedule);
         QFETCH(QString, expected);
+        QFETCH(QString, stageLayers);
         QString python;
         for (const QString& candidate : {QStringLiteral("/usr/bin/python3"), QStandardPaths::findExecutable("python3")}) {
             if (candidate.isEmpty() || !QFileInfo::exists(candidate)) continue;
@@ -282,6 +289,7 @@ private slots:
         request.mesh = mesh.toStdString();
         request.pipeline = stages;
         request.schedule = schedule.toStdString();
+        request.stageLayers = stageLayers.toStdString();
         request.microBatch = 1;
         const PlannerResult planned = Planner().plan(request);
         QVERIFY(planned.pipeline);
@@ -335,6 +343,48 @@ print(" ".join(out))
             QCOMPARE(f[1].toInt(), first);              // in order: virtual stage i starts where i - 1 ends
             QCOMPARE(f[2], QString("%1%2").arg(i == 0 ? 1 : 0).arg(i == got.size() - 1 ? 1 : 0));
             first += counts[i].toInt();
+        }
+    }
+
+    // Uneven boundaries as Megatron-LM sets them: the first and last stage's layers, with the
+    // number of chunks per rank instead of layers per chunk (which then differs by stage).
+    void megatronUnevenStages_data()
+    {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QString>("stageLayers");
+        QTest::addColumn<QStringList>("lines"); // "!" first: must not be there
+        QTest::newRow("even") << "1f1b" << "even"
+                              << QStringList{"--pipeline-model-parallel-size 3\n", "!--decoder-first-pipeline-num-layers"};
+        QTest::newRow("ends given") << "1f1b" << "2,6"
+                                    << QStringList{"--decoder-first-pipeline-num-layers 2\n",
+                                                   "--decoder-last-pipeline-num-layers 6\n"};
+        QTest::newRow("ends given, interleaved")
+            << "interleaved:2" << "6,2"
+            << QStringList{"--decoder-first-pipeline-num-layers 6\n", "--num-virtual-stages-per-pipeline-rank 2\n",
+                           "!--num-layers-per-virtual-pipeline-stage"};
+        QTest::newRow("even, interleaved") << "interleaved:2" << "even"
+                                           << QStringList{"--num-layers-per-virtual-pipeline-stage 2\n", "!--decoder-first"};
+    }
+    void megatronUnevenStages()
+    {
+        QFETCH(QString, schedule);
+        QFETCH(QString, stageLayers);
+        QFETCH(QStringList, lines);
+        PlanRequest request;
+        request.model = "gpt2";
+        request.modelOptions.batch = 6;
+        request.modelOptions.overrides.push_back("layers=12");
+        request.mesh = "3x2";
+        request.pipeline = 3;
+        request.schedule = schedule.toStdString();
+        request.stageLayers = stageLayers.toStdString();
+        request.microBatch = 1;
+        const PlannerResult planned = Planner().plan(request);
+        QVERIFY(planned.pipeline);
+        const QString args = QString::fromStdString(exportMegatron(*planned.workspace, planned.result));
+        for (const QString& line : lines) {
+            if (line.startsWith('!')) QVERIFY2(!args.contains(line.mid(1)), qPrintable(args));
+            else QVERIFY2(args.contains(line), qPrintable(args));
         }
     }
 

@@ -85,6 +85,7 @@ private slots:
     void zeroAndMicroBatchAreChosenAndUndoable();
     void pipelineIsAnUndoableEdit();
     void lockingAPipelinedPlanPinsItsPipeline();
+    void balancedStagesShowAndUndo();
     void blockTimesAddUpToTheStep();
     void statusNamesTheMeshThatFits();
     void windowFitsA1280x800Screen();
@@ -1163,6 +1164,7 @@ void TestGui::lockingAPipelinedPlanPinsItsPipeline()
     QCOMPARE(doc.undoStack()->count(), undoBefore + 1);
     QCOMPARE(doc.settings().pipeline, chosen.stages);
     QCOMPARE(doc.settings().schedule, scheduleWord(chosen));
+    QCOMPARE(doc.settings().stageLayers, stageLayersWord(doc.plan()->pipeline->layersOfStage));
     QCOMPARE(doc.locks().size(), size_t(1));
     QVERIFY(doc.plan()->pipeline);
     QCOMPARE(doc.plan()->pipeline->schedule.stages, chosen.stages);
@@ -1172,6 +1174,48 @@ void TestGui::lockingAPipelinedPlanPinsItsPipeline()
     QCOMPARE(doc.settings().pipeline, kAuto);
     QCOMPARE(doc.settings().schedule, std::string("auto"));
     QVERIFY(doc.locks().empty());
+}
+
+// Balanced boundaries as a person meets them: a head as heavy as ten layers (vocabulary 16384
+// at hidden 256) leaves the last of 2 stages 3 of the 8 layers (tst_pipeline); the slowest
+// stage's card says where it lies; "even" in the panel is one undoable edit back to 4 and 4.
+void TestGui::balancedStagesShowAndUndo()
+{
+    MainWindow window(false);
+    window.resize(1280, 800);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    PlanSettings base;
+    base.mesh = "4x2";
+    base.batch = 16;
+    base.overrides = {"layers=8", "hidden=256", "heads=4", "seq=128", "positions=128", "vocab=16384"};
+    base.pipeline = 2;
+    QCOMPARE(base.stageLayers, std::string("auto"));
+    QVERIFY(window.openSource(QStringLiteral("gpt3-125m"), base));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(doc.plan()->pipeline);
+    QCOMPARE(doc.plan()->pipeline->layersOfStage, (std::vector<int>{5, 3}));
+    auto* split = window.meshPanel()->findChild<QComboBox*>(QStringLiteral("stageLayers"));
+    QVERIFY(split && split->isEnabled());
+    QCOMPARE(split->currentData().toString(), QStringLiteral("auto"));
+    const SceneIndex& scene = window.graphView()->sceneIndex();
+    const int slowest = doc.plan()->pipeline->stages[static_cast<size_t>(doc.plan()->pipeline->slowest)].stage;
+    const QString band = slowest == 0 ? QStringLiteral("stage 1 of 2: 0-4 of 8 (2 stages of 3-5)")
+                                      : QStringLiteral("stage 2 of 2: 5-7 of 8 (2 stages of 3-5)");
+    QVERIFY2(std::any_of(scene.cardInfos.begin(), scene.cardInfos.end(), [&](const QString& l) { return l.contains(band); }),
+             qPrintable(QStringList(scene.cardInfos.begin(), scene.cardInfos.end()).join(" | ")));
+    const int even = split->findData(QStringLiteral("even"));
+    split->setCurrentIndex(even);
+    emit split->activated(even);
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().stageLayers, std::string("even"));
+    QCOMPARE(doc.plan()->pipeline->layersOfStage, (std::vector<int>{4, 4}));
+    doc.undoStack()->undo();
+    QVERIFY(waitForPlan(doc));
+    QCOMPARE(doc.settings().stageLayers, std::string("auto"));
+    QCOMPARE(doc.plan()->pipeline->layersOfStage, (std::vector<int>{5, 3}));
+    QCOMPARE(split->currentData().toString(), QStringLiteral("auto"));
 }
 
 // The outline's, cards' and block chart's times are what each op adds to the step: the

@@ -667,12 +667,13 @@ private slots:
         r.memoryLimit = limit.toStdString();
         r.pipeline = kAuto;
         r.schedule = "auto";
+        r.stageLayers = "auto"; // the boundaries too
         auto answer = [&](int threads) {
             r.threads = threads;
             const PlannerResult got = Planner().plan(r);
-            if (!got.pipeline) return std::make_tuple(1, 1, std::int64_t{-1}, got.result.breakdown.stepSeconds);
+            if (!got.pipeline) return std::make_tuple(1, 1, std::int64_t{-1}, got.result.breakdown.stepSeconds, std::vector<int>{});
             const PipelinePlan& p = *got.pipeline;
-            return std::make_tuple(p.schedule.stages, p.schedule.virtualStages, p.microBatch, p.stepSeconds);
+            return std::make_tuple(p.schedule.stages, p.schedule.virtualStages, p.microBatch, p.stepSeconds, p.layersOfStage);
         };
         const auto one = answer(1);
         QVERIFY(std::get<0>(one) > 1);

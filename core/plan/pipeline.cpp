@@ -131,6 +131,14 @@ std::pair<int, int> parseStageLayers(const std::string& word)
                      "': use auto, even, or F,L (the first and the last stage's layers, each at least 1)");
 }
 
+std::string stageLayersWord(const std::vector<int>& split)
+{
+    int layers = 0;
+    for (int n : split) layers += n;
+    if (split.size() < 2 || split == evenSplit(layers, static_cast<int>(split.size()))) return "even";
+    return std::to_string(split.front()) + "," + std::to_string(split.back());
+}
+
 StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule, const std::vector<int>& counts)
 {
     const Run* best = stagedRun(folded);
@@ -310,10 +318,15 @@ std::vector<int> balanceStages(int layers, const PipelineSchedule& schedule, con
     if (p < 2 || static_cast<int>(start.size()) != p) return start;
     SplitSearch search(layers, schedule, value, bar);
     const double inf = std::numeric_limits<double>::infinity();
-    double best = search.valueOf(start, bar);
     std::vector<int> hints = {start.front(), p > 2 ? start[1] : 0, start.back()};
+    const std::vector<int> roles = p > 2 ? std::vector<int>{2, 0, 1} : std::vector<int>{2, 0};
+    // Some stage of any split holds at least the layers the start gives it (they add up to the
+    // same), so when every stage of the start is at the bar, so is every split.
+    bool anyUnder = false;
+    for (int role : roles) anyUnder = search.under(role, hints[static_cast<size_t>(role)], bar, true) || anyUnder;
+    if (!anyUnder) return start;
+    double best = search.valueOf(start, bar);
     std::optional<std::vector<int>> found;
-    const std::vector<int> roles = p > 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 2};
     for (;;) {
         // Every stage strictly under the best so far (and the bar): the most layers each role
         // can hold there, and a split within them; none means nothing beats the best. A role

@@ -72,6 +72,9 @@ std::vector<int> splitWithEnds(int layers, int stages, int first, int last);
 /// the first and last stage's layers, 0 for evenSplit's. Throws InputError naming --stage-layers.
 std::pair<int, int> parseStageLayers(const std::string& word);
 
+/// The --stage-layers word that gives `split` back: "even" for evenSplit's, else "F,L".
+std::string stageLayersWord(const std::vector<int>& split);
+
 /// Splits the run into `schedule.stages` contiguous ranges of `counts` instances each (empty:
 /// evenSplit). Throws InputError when there is no repeated block, more stages than instances,
 /// counts that do not add up to the run, or chunks (V) that do not divide a stage's layers.

@@ -203,13 +203,14 @@ void Document::setZeroStage(int stage)
     setSettings(s, stage == kAuto ? tr("ZeRO auto") : tr("ZeRO stage %1").arg(stage));
 }
 
-void Document::setPipeline(int stages, const QString& schedule)
+void Document::setPipeline(int stages, const QString& schedule, const QString& stageLayers)
 {
     PlanSettings s = settings_;
     s.pipeline = stages;
     s.schedule = schedule.toStdString();
+    s.stageLayers = stageLayers.toStdString();
     const QString what = stages == 1 ? tr("no pipeline") : stages == kAuto ? tr("auto") : tr("%1 stages").arg(stages);
-    setSettings(s, tr("Pipeline %1, schedule %2").arg(what, schedule));
+    setSettings(s, tr("Pipeline %1, schedule %2, stage layers %3").arg(what, schedule, stageLayers));
 }
 
 void Document::setMode(const QString& mode)
@@ -244,6 +245,7 @@ void Document::setLocks(const std::vector<LockRequest>& locks, const QString& de
     if (plan_ && plan_->pipeline && !locks.empty()) {
         pinned.pipeline = plan_->pipeline->schedule.stages;
         pinned.schedule = scheduleWord(plan_->pipeline->schedule);
+        pinned.stageLayers = stageLayersWord(plan_->pipeline->layersOfStage);
     }
     if (pinned == settings_) {
         undo_.push(

@@ -63,9 +63,9 @@ public:
     void setSeq(qint64 seq);
     void setMicroBatch(qint64 microBatch); ///< kAuto: the planner chooses
     void setZeroStage(int stage);          ///< 0-3, or kAuto: the planner chooses
-    /// Pipeline stages (1 none, kAuto the planner chooses) and schedule ("1f1b",
-    /// "interleaved:V", "auto"), one undoable edit.
-    void setPipeline(int stages, const QString& schedule);
+    /// Pipeline stages (1 none, kAuto the planner chooses), schedule ("1f1b",
+    /// "interleaved:V", "auto") and stage boundaries ("auto", "even", "F,L"), one undoable edit.
+    void setPipeline(int stages, const QString& schedule, const QString& stageLayers);
     void setMode(const QString& mode);
     void setMemoryLimit(const QString& limit);
     void setLinkBandwidths(double intraNodeGBps, double interNodeGBps);

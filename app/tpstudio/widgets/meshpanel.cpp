@@ -204,6 +204,13 @@ MeshPanel::MeshPanel(QWidget* parent) :
     schedule_->setToolTip(tr("How each device runs its stages: 1F1B, or interleaved with V chunks per device (a smaller "
                              "bubble, more activations and sends); auto: the planner chooses"));
     form->addRow(tr("Sc&hedule"), schedule_);
+    stageLayers_ = new QComboBox(this);
+    stageLayers_->setObjectName(QStringLiteral("stageLayers"));
+    stageLayers_->addItem(tr("balanced"), QStringLiteral("auto"));
+    stageLayers_->addItem(tr("even"), QStringLiteral("even"));
+    stageLayers_->setToolTip(tr("Where the stage boundaries fall: balanced (the planner moves layers off the slowest stage, "
+                                "as Megatron-LM's first and last stage layers do), or even"));
+    form->addRow(tr("Stage &layers"), stageLayers_);
     choice_ = new QLabel(this);
     choice_->setObjectName(QStringLiteral("settingsChoice"));
     choice_->setWordWrap(true);
@@ -275,10 +282,13 @@ MeshPanel::MeshPanel(QWidget* parent) :
         if (document_) document_->setZeroStage(zero_->currentData().toInt());
     });
     auto setPipeline = [this] {
-        if (document_) document_->setPipeline(pipeline_->currentData().toInt(), schedule_->currentData().toString());
+        if (document_)
+            document_->setPipeline(pipeline_->currentData().toInt(), schedule_->currentData().toString(),
+                                   stageLayers_->currentData().toString());
     };
     connect(pipeline_, &QComboBox::activated, this, setPipeline);
     connect(schedule_, &QComboBox::activated, this, setPipeline);
+    connect(stageLayers_, &QComboBox::activated, this, setPipeline);
     connect(mode_, &QComboBox::activated, this, [this] {
         if (document_) document_->setMode(mode_->currentText());
     });
@@ -482,6 +492,14 @@ void MeshPanel::showPipelineChoices(const PlanSettings& s)
     if (schedule_->findData(schedule) < 0) schedule_->addItem(schedule, schedule);
     schedule_->setCurrentIndex(schedule_->findData(schedule));
     schedule_->setEnabled(s.pipeline != 1);
+    // A fixed split ("F,L": a pipeline pinned by a lock, or a project's) is listed as such.
+    const QString split = QString::fromStdString(s.stageLayers);
+    if (stageLayers_->findData(split) < 0) {
+        const QStringList ends = split.split(QLatin1Char(','));
+        stageLayers_->addItem(ends.size() == 2 ? tr("first %1, last %2").arg(ends[0], ends[1]) : split, split);
+    }
+    stageLayers_->setCurrentIndex(stageLayers_->findData(split));
+    stageLayers_->setEnabled(s.pipeline != 1);
 }
 
 void MeshPanel::showStages()

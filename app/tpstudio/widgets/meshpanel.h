@@ -88,6 +88,7 @@ private:
     QComboBox* zero_;
     QComboBox* pipeline_; ///< none, auto, and the divisors of the mesh's outermost axis
     QComboBox* schedule_;
+    QComboBox* stageLayers_;
     QLabel* choice_; ///< what the planner chose for the auto settings
     QLabel* stages_; ///< a pipelined plan's stages: layers, step and a memory bar each
     QFormLayout* form_;
