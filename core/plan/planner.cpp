@@ -294,8 +294,12 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
                 loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware)));
         std::shared_ptr<const FoldedGraph> folded = request.wholeFold;
         if (!folded) folded = std::make_shared<const FoldedGraph>(foldGraph(model->graph));
-        cutStage(*ws, request.pipelineStage, parseSchedule(request.pipeline, request.schedule), *model, *folded,
-                 request.stageSplit, request.wholeModel ? request.stageCutter.get() : nullptr);
+        // A floor's stage (pipelineBound) may hold layers its schedule's chunks do not divide
+        // (Planner::planStages): it is cut as 1F1B's, its schedule a cost setting.
+        PipelineSchedule schedule = parseSchedule(request.pipeline, request.schedule);
+        cutStage(*ws, request.pipelineStage, request.pipelineBound ? PipelineSchedule{schedule.stages, 1} : schedule, *model,
+                 *folded, request.stageSplit, request.wholeModel ? request.stageCutter.get() : nullptr);
+        ws->stage.schedule = schedule;
     } else {
         ws->model = loadModel(request.model, withPaddedVocabulary(request.model, request.modelOptions, ws->mesh, ws->hardware));
     }
@@ -1148,12 +1152,15 @@ std::vector<int> splitHolding(int layers, int stages, int chunk, int stage, int 
 } // namespace
 
 PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
-                                 bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress)
+                                 StageMode mode, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress)
 {
+    const bool bound = mode != StageMode::Pipeline, everyStage = mode == StageMode::EvenFloor;
     PipelinePlan plan;
     plan.schedule = parseSchedule(stages, schedule);
     plan.microBatch = microBatch;
-    const int layers = request.stageCutter->runLength(), chunk = plan.schedule.virtualStages;
+    // A floor (bound) balances in single layers: it bounds every schedule of its stage count,
+    // whose splits are those of their chunks, all among the single-layer ones.
+    const int layers = request.stageCutter->runLength(), chunk = bound ? 1 : plan.schedule.virtualStages;
     const auto [firstLayers, lastLayers] = parseStageLayers(request.stageLayers);
     const std::vector<int> start =
         firstLayers > 0 ? splitWithEnds(layers, stages, firstLayers, lastLayers) : evenSplit(layers, stages);
@@ -1180,8 +1187,8 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
         return &solved.emplace(key, std::move(st)).first->second;
     };
     std::vector<int> split = start;
-    const bool balancing = request.stageLayers == "auto";
-    if (balancing && !bound) {
+    const bool balancing = request.stageLayers == "auto" && !everyStage;
+    if (balancing) {
         const StageValue value = [&](int role, int count, double bar) {
             const int stage = role == 0 ? 0 : role == 1 ? 1 : stages - 1;
             // The middle stages' representative where the start split puts it, moved where
@@ -1191,7 +1198,7 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
             const PipelineStagePlan* st = solve(stage, splitHolding(layers, stages, chunk, stage, first, count), bar);
             return st && st->result.fits ? st->stepSeconds() : std::numeric_limits<double>::infinity();
         };
-        split = balanceStages(layers, plan.schedule, start, value, stopAbove);
+        split = balanceStages(layers, PipelineSchedule{stages, chunk}, start, value, stopAbove);
     }
     plan.layersOfStage = split;
     // The last stage (the head and the loss) first: it is the slowest more often than not, and a
@@ -1200,8 +1207,9 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
     std::rotate(order.begin(), order.end() - 1, order.end());
     for (const auto& [stage, standsFor] : order) {
         const PipelineStagePlan* st = solve(stage, split, stopAbove);
-        // A floor under balanced boundaries needs every stage (floorOf): one over the bar is left out.
-        if (!st && balancing && bound) continue;
+        // An even floor under balanced boundaries needs every stage (floorOf): one over the bar
+        // is left out.
+        if (!st && everyStage) continue;
         if (!st) { // no plan of this stage is under the bar: neither is the pipeline
             plan.stages.clear();
             plan.complete = false;
@@ -1210,7 +1218,7 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
         plan.stages.push_back(*st);
         plan.stages.back().standsFor = standsFor;
         // A stage that does not fit settles it too once something fits (a plan to beat).
-        if (!(balancing && bound) && std::isfinite(stopAbove) && (!st->result.fits || st->stepSeconds() >= stopAbove)) break;
+        if (!everyStage && std::isfinite(stopAbove) && (!st->result.fits || st->stepSeconds() >= stopAbove)) break;
     }
     if (plan.stages.empty()) {
         plan.complete = false;
@@ -1257,15 +1265,17 @@ double floorWithSends(const PipelinePlan& floor, double floorSeconds, const Pipe
     return floorSeconds + (std::isfinite(least) ? least : 0);
 }
 
-/// The floor of a micro-batch's pipelines from its bound plan (every schedule's least bubble,
-/// 1F1B's in-flight activations: no stage of any schedule is faster). With fixed boundaries its
-/// slowest stage. With balanced ones the fastest of its stages (a stage over the bar or not
+/// The floor of a micro-batch's pipelines from a bound plan (every schedule's least bubble,
+/// 1F1B's in-flight activations: no stage of any schedule is faster). Its slowest stage when the
+/// plan's split is the one to beat (fixed boundaries, or the balanced floor: StageMode::Floor).
+/// `evenOfBalanced`: the plan is the even split's with the boundaries left to balance
+/// (StageMode::EvenFloor), and its fastest stage is the floor (a stage over the bar or not
 /// fitting counts as infinite): any split gives some stage at least the layers the even split
 /// gives it (they add up to the same), and a stage with more layers is no faster.
-double floorOf(const PipelinePlan& bound, bool balanced)
+double floorOf(const PipelinePlan& bound, bool evenOfBalanced)
 {
     const double inf = std::numeric_limits<double>::infinity();
-    if (!balanced) return bound.complete && fitsAll(bound) ? bound.stepSeconds : inf;
+    if (!evenOfBalanced) return bound.complete && fitsAll(bound) ? bound.stepSeconds : inf;
     double least = inf;
     for (const auto& st : bound.stages)
         if (st.result.fits) least = std::min(least, st.stepSeconds());
@@ -1421,8 +1431,18 @@ void Planner::searchPipelines(const PlanRequest& staged, int stages, const std::
         for (const std::string& schedule : schedules) {
             // Each stage pays at least its floor plus the sends of this schedule.
             if (choosing && floorWithSends(o.bound, o.floor, parseSchedule(stages, schedule)) >= found.pruneAt()) continue;
-            found.consider(planStages(staged, stages, schedule, o.microBatch, false, found.pruneAt(), cancel, progress));
+            found.consider(planStages(staged, stages, schedule, o.microBatch, StageMode::Pipeline, found.pruneAt(), cancel, progress));
         }
+    };
+    // With balanced boundaries a micro-batch first gets the even split's floor with every stage
+    // solved (its fastest stage bounds every split: floorOf), and only when that is under the bar
+    // at its turn the balanced floor (Floor), asked under the bar of that moment.
+    const bool balanced = staged.stageLayers == "auto";
+    auto refine = [&](Open& o) {
+        if (!balanced) return true;
+        o.bound = planStages(staged, stages, schedules.back(), o.microBatch, StageMode::Floor, found.pruneAt(), cancel, progress);
+        o.floor = floorOf(o.bound, false);
+        return o.floor < found.pruneAt();
     };
     std::vector<Open> open;
     for (std::int64_t m : micro) {
@@ -1430,18 +1450,22 @@ void Planner::searchPipelines(const PlanRequest& staged, int stages, const std::
             open.push_back({m, 0, {}});
             continue;
         }
-        PipelinePlan f = planStages(staged, stages, schedules.back(), m, true, found.pruneAt(), cancel, progress);
-        const double floor = floorOf(f, staged.stageLayers == "auto");
+        PipelinePlan f = planStages(staged, stages, schedules.back(), m, balanced ? StageMode::EvenFloor : StageMode::Floor,
+                                    found.pruneAt(), cancel, progress);
+        const double floor = floorOf(f, balanced);
         if (!(floor < found.pruneAt())) continue;
         Open o{m, floor, std::move(f)};
         // Nothing to beat yet: this one's schedules now, so that the other floors stop at them.
-        if (!std::isfinite(found.pruneAt())) solveSchedules(o);
-        else open.push_back(std::move(o));
+        if (!std::isfinite(found.pruneAt())) {
+            if (refine(o)) solveSchedules(o);
+        } else {
+            open.push_back(std::move(o));
+        }
     }
     std::stable_sort(open.begin(), open.end(), [](const Open& x, const Open& y) { return x.floor < y.floor; });
-    for (const Open& o : open) {
+    for (Open& o : open) {
         if (o.floor >= found.pruneAt()) break;
-        solveSchedules(o);
+        if (!choosing || refine(o)) solveSchedules(o);
     }
 }
 
@@ -1531,7 +1555,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     // what it needs.
     if (!best) {
         const auto& [stages, schedules] = candidates.front();
-        found.consider(planStages(staged.at(stages), stages, schedules.front(), micro.front(), false,
+        found.consider(planStages(staged.at(stages), stages, schedules.front(), micro.front(), StageMode::Pipeline,
                                   std::numeric_limits<double>::infinity(), cancel, progress));
     }
     for (auto& st : best->stages) {

@@ -312,12 +312,16 @@ private:
     void searchPipelines(const PlanRequest& staged, int stages, const std::vector<std::string>& schedules,
                          const std::vector<std::int64_t>& micro, bool choosing, BestPipeline& found,
                          const std::atomic<bool>* cancel, SearchProgress* progress);
+    /// What planStages makes: the pipeline itself; a floor (its stages costed with this
+    /// schedule's bubble, 1F1B's activations and no sends: under every schedule of at most this
+    /// many chunks), its boundaries balanced in single layers where the request's are; or a floor
+    /// of the even split with every stage solved (a stage at the bar does not stop the others).
+    enum class StageMode { Pipeline, Floor, EvenFloor };
     /// One pipeline (stages, schedule, micro-batch): each stage that differs planned on its own
-    /// planner; `bound` costs them with this schedule's bubble, 1F1B's activations and no sends
-    /// (a floor for every schedule of at most this many chunks). Stops once a stage is at or
-    /// over `stopAbove` (the plan is then not `complete`).
+    /// planner. Stops once a stage is at or over `stopAbove` (the plan is then not `complete`),
+    /// but for EvenFloor.
     PipelinePlan planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
-                            bool bound, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress);
+                            StageMode mode, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress);
     /// The planner of one stage request (created on first use; safe from the search's workers).
     Planner& stagePlanner(const PlanRequest& stageRequest);
     struct State;
