@@ -1152,7 +1152,8 @@ std::vector<int> splitHolding(int layers, int stages, int chunk, int stage, int 
 } // namespace
 
 PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
-                                 StageMode mode, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress)
+                                 StageMode mode, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress,
+                                 const PipelinePlan* seed)
 {
     const bool bound = mode != StageMode::Pipeline, everyStage = mode == StageMode::EvenFloor;
     PipelinePlan plan;
@@ -1167,10 +1168,14 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
     // Every stage solved for this pipeline, by stage and range; a stage that stopped at its bar
     // is not kept (balanceStages remembers the bar).
     std::map<std::tuple<int, int, int>, PipelineStagePlan> solved;
+    if (seed && bound)
+        for (const auto& st : seed->stages) solved.emplace(std::make_tuple(st.stage, -1, st.workspace->stage.layers), st);
     auto solve = [&](int stage, const std::vector<int>& split, double bar) -> const PipelineStagePlan* {
         int first = 0;
         for (int s = 0; s < stage; ++s) first += split[static_cast<size_t>(s)];
-        const auto key = std::make_tuple(stage, first, split[static_cast<size_t>(stage)]);
+        // A floor needs its stages' steps and sends only, which do not depend on where the
+        // range lies: one solve per stage and count.
+        const auto key = std::make_tuple(stage, bound ? -1 : first, split[static_cast<size_t>(stage)]);
         if (auto it = solved.find(key); it != solved.end()) return &it->second;
         PlanRequest r = stageRequestOf(request, plan.schedule, microBatch, stage);
         r.stageSplit = split;
@@ -1440,7 +1445,8 @@ void Planner::searchPipelines(const PlanRequest& staged, int stages, const std::
     const bool balanced = staged.stageLayers == "auto";
     auto refine = [&](Open& o) {
         if (!balanced) return true;
-        o.bound = planStages(staged, stages, schedules.back(), o.microBatch, StageMode::Floor, found.pruneAt(), cancel, progress);
+        o.bound = planStages(staged, stages, schedules.back(), o.microBatch, StageMode::Floor, found.pruneAt(), cancel, progress,
+                             &o.bound);
         o.floor = floorOf(o.bound, false);
         return o.floor < found.pruneAt();
     };

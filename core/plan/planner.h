@@ -319,9 +319,10 @@ private:
     enum class StageMode { Pipeline, Floor, EvenFloor };
     /// One pipeline (stages, schedule, micro-batch): each stage that differs planned on its own
     /// planner. Stops once a stage is at or over `stopAbove` (the plan is then not `complete`),
-    /// but for EvenFloor.
+    /// but for EvenFloor. `seed`: a floor's stages already solved (an EvenFloor's), not solved again.
     PipelinePlan planStages(const PlanRequest& request, int stages, const std::string& schedule, std::int64_t microBatch,
-                            StageMode mode, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress);
+                            StageMode mode, double stopAbove, const std::atomic<bool>* cancel, SearchProgress* progress,
+                            const PipelinePlan* seed = nullptr);
     /// The planner of one stage request (created on first use; safe from the search's workers).
     Planner& stagePlanner(const PlanRequest& stageRequest);
     struct State;
