@@ -415,6 +415,24 @@ void fillGraph(const PlanWorkspace& handedOut)
         ws.model.graph = ws.graphOwner->model.graph;
 }
 
+/// A workspace of `base`'s model, hardware, mesh, fold and stage that shares its graph (not
+/// copied: filled in when handed out, fillGraph) and has no cost model yet.
+std::shared_ptr<PlanWorkspace> sharingGraphOf(const std::shared_ptr<const PlanWorkspace>& base)
+{
+    auto ws = std::make_shared<PlanWorkspace>();
+    ws->model.source = base->model.source;
+    ws->model.name = base->model.name;
+    ws->model.config = base->model.config;
+    ws->graphOwner = base->graphOwner ? base->graphOwner : base;
+    ws->hardware = base->hardware;
+    ws->mesh = base->mesh;
+    ws->folded = base->folded;
+    ws->foldMs = base->foldMs;
+    ws->context = base->context;
+    ws->stage = base->stage;
+    return ws;
+}
+
 struct Slot {
     std::shared_ptr<PlanWorkspace> workspace;
     std::unique_ptr<PlannerSession> session;
@@ -493,19 +511,9 @@ struct Planner::State {
             // first slot's; only the cost model is new.
             const std::shared_ptr<PlanWorkspace>& first = slots.begin()->second->workspace;
             const PlanWorkspace& base = *first;
-            auto ws = std::make_shared<PlanWorkspace>();
             // The graph is shared, not copied (a pipeline stage's planner holds hundreds of
             // combinations): filled in when the workspace is handed out (State::handOut).
-            ws->model.source = base.model.source;
-            ws->model.name = base.model.name;
-            ws->model.config = base.model.config;
-            ws->graphOwner = base.graphOwner ? base.graphOwner : first;
-            ws->hardware = base.hardware;
-            ws->mesh = base.mesh;
-            ws->folded = base.folded;
-            ws->foldMs = base.foldMs;
-            ws->context = base.context;
-            ws->stage = base.stage;
+            auto ws = sharingGraphOf(first);
             if (concrete.pipeline > 1 && concrete.pipelineStage >= 0)
                 ws->stage.schedule = parseSchedule(concrete.pipeline, concrete.schedule);
             attachCostModel(*ws, costSettingsOf(concrete), base.costModel.get());
@@ -1294,17 +1302,7 @@ double floorOf(const PipelinePlan& bound, bool evenOfBalanced)
 std::shared_ptr<const PlanWorkspace> withSplit(const std::shared_ptr<const PlanWorkspace>& solved, const std::vector<int>& split)
 {
     if (solved->stage.layersOfStage == split) return solved;
-    auto ws = std::make_shared<PlanWorkspace>();
-    ws->model.source = solved->model.source;
-    ws->model.name = solved->model.name;
-    ws->model.config = solved->model.config;
-    ws->graphOwner = solved->graphOwner ? solved->graphOwner : solved;
-    ws->hardware = solved->hardware;
-    ws->mesh = solved->mesh;
-    ws->folded = solved->folded;
-    ws->foldMs = solved->foldMs;
-    ws->context = solved->context;
-    ws->stage = solved->stage;
+    auto ws = sharingGraphOf(solved);
     ws->stage.layersOfStage = split;
     attachCostModel(*ws, solved->costModel->settings(), solved->costModel.get());
     fillGraph(*ws);
