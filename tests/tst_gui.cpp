@@ -1130,12 +1130,17 @@ void TestGui::pipelineIsAnUndoableEdit()
                                       : QStringLiteral("stage 2 of 2: 2-3 of 4 (2 stages of 2)");
     QCOMPARE(std::count_if(scene.cardInfos.begin(), scene.cardInfos.end(), [&](const QString& l) { return l.contains(band); }),
              1L);
+    // Above that card, the band of the whole run: both stages of 2 layers, the shown one marked.
+    const QStringList expectedBand = slowest == 0 ? QStringList{QStringLiteral("1 · 2 *"), QStringLiteral("2 · 2")}
+                                                  : QStringList{QStringLiteral("1 · 2"), QStringLiteral("2 · 2 *")};
+    QCOMPARE(QStringList(scene.stageBand.begin(), scene.stageBand.end()), expectedBand);
     doc.undoStack()->undo();
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().pipeline, 1);
     QVERIFY(!doc.plan()->pipeline);
     QCOMPARE(stages->currentData().toInt(), 1);
     QVERIFY(!list->isVisibleTo(window.meshPanel()));
+    QVERIFY(window.graphView()->sceneIndex().stageBand.empty()); // no pipeline, no band
 }
 
 // A lock names the axes of the mesh its plan is shown on, a stage's mesh on a pipelined plan:
@@ -1205,12 +1210,19 @@ void TestGui::balancedStagesShowAndUndo()
                                       : QStringLiteral("stage 2 of 2: 5-7 of 8 (2 stages of 3-5)");
     QVERIFY2(std::any_of(scene.cardInfos.begin(), scene.cardInfos.end(), [&](const QString& l) { return l.contains(band); }),
              qPrintable(QStringList(scene.cardInfos.begin(), scene.cardInfos.end()).join(" | ")));
+    QCOMPARE(int(scene.stageBand.size()), 2);
+    QVERIFY(scene.stageBand[0].startsWith(QStringLiteral("1 · 5")) && scene.stageBand[1].startsWith(QStringLiteral("2 · 3")));
+    QCOMPARE(scene.stageBand[size_t(slowest)].endsWith(QStringLiteral(" *")), true);
     const int even = split->findData(QStringLiteral("even"));
     split->setCurrentIndex(even);
     emit split->activated(even);
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().stageLayers, std::string("even"));
     QCOMPARE(doc.plan()->pipeline->layersOfStage, (std::vector<int>{4, 4}));
+    // The band over the run follows the split: 4 and 4 now.
+    QCOMPARE(int(scene.stageBand.size()), 2);
+    QVERIFY2(scene.stageBand[0].startsWith(QStringLiteral("1 · 4")) && scene.stageBand[1].startsWith(QStringLiteral("2 · 4")),
+             qPrintable(QStringList(scene.stageBand.begin(), scene.stageBand.end()).join(" | ")));
     doc.undoStack()->undo();
     QVERIFY(waitForPlan(doc));
     QCOMPARE(doc.settings().stageLayers, std::string("auto"));

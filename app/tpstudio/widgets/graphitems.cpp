@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <QGraphicsPathItem>
+#include <QGraphicsSceneHoverEvent>
 
 #include "presentation.h"
 
@@ -40,6 +41,15 @@ void paintPills(QPainter* p, QPointF at, const std::vector<Pill>& pills, bool ri
         p->drawText(r, Qt::AlignCenter, pill.text);
         x += w + 4;
     }
+}
+
+void StageBandItem::hoverMoveEvent(QGraphicsSceneHoverEvent* event)
+{
+    // One tooltip per segment: the item's tooltip follows the pointer.
+    const std::vector<QRectF> rects = segmentRects();
+    for (size_t i = 0; i < rects.size(); ++i)
+        if (rects[i].contains(event->pos())) setToolTip(segments_[i].tooltip);
+    QGraphicsItem::hoverMoveEvent(event);
 }
 
 void addEdge(QGraphicsScene& scene, QPointF from, QPointF to, double sideOffset, const QString& tooltip)

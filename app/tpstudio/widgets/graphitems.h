@@ -200,6 +200,68 @@ private:
     std::vector<Pill> pills_;
 };
 
+/// One segment of a stage band: a pipeline stage's share of the run the stages split.
+struct StageSegment {
+    int layers = 0;
+    QStringList labels; ///< longest first: "stage 3: 12 layers", "3 · 12", "3"; the longest that fits is drawn
+    QString tooltip; ///< its layers in the whole model, step and memory
+    bool shown = false; ///< the stage whose plan the card shows
+};
+
+/// Above a pipelined run's card: the whole run as its stages, each as wide as its layers, the
+/// stage the card shows filled, so "×12" reads as "the 8th of 8 stages of 12".
+class StageBandItem : public QGraphicsItem {
+public:
+    StageBandItem(QRectF rect, std::vector<StageSegment> segments, QColor color) :
+        rect_(rect), segments_(std::move(segments)), color_(color)
+    {
+        setAcceptHoverEvents(true);
+    }
+    QRectF boundingRect() const override { return rect_.adjusted(-1, -1, 1, 1); }
+    /// Where each segment lies (in the scene: the item is not moved).
+    std::vector<QRectF> segmentRects() const
+    {
+        int total = 0;
+        for (const auto& s : segments_) total += s.layers;
+        std::vector<QRectF> rects;
+        double x = rect_.left();
+        for (const auto& s : segments_) {
+            const double w = total > 0 ? rect_.width() * s.layers / total : 0;
+            rects.emplace_back(x, rect_.top(), w, rect_.height());
+            x += w;
+        }
+        return rects;
+    }
+    void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override
+    {
+        p->setRenderHint(QPainter::Antialiasing);
+        const std::vector<QRectF> rects = segmentRects();
+        const QFontMetricsF fm(font(7.5, true));
+        p->setFont(font(7.5, true));
+        for (size_t i = 0; i < rects.size(); ++i) {
+            const StageSegment& s = segments_[i];
+            const QRectF r = rects[i].adjusted(1, 0, -1, 0);
+            p->setPen(QPen(color_.darker(140), s.shown ? 1.6 : 0.8));
+            p->setBrush(s.shown ? color_.darker(125) : QColor(color_.red(), color_.green(), color_.blue(), 60));
+            p->drawRoundedRect(r, 4, 4);
+            p->setPen(s.shown ? Qt::white : QColor(0x30, 0x30, 0x40));
+            for (const QString& text : s.labels)
+                if (fm.horizontalAdvance(text) <= r.width() - 6) {
+                    p->drawText(r, Qt::AlignCenter, text);
+                    break;
+                }
+        }
+    }
+
+protected:
+    void hoverMoveEvent(QGraphicsSceneHoverEvent* event) override;
+
+private:
+    QRectF rect_;
+    std::vector<StageSegment> segments_;
+    QColor color_;
+};
+
 /// A straight or side-bowed arrow from `from` to `to`.
 void addEdge(QGraphicsScene& scene, QPointF from, QPointF to, double sideOffset, const QString& tooltip);
 /// A dot spline, moved into the scene, with an arrow head at its end.

@@ -34,6 +34,7 @@ public:
         f(plan.workspace->folded),
         model(*plan.workspace->costModel),
         stage(plan.workspace->stage),
+        pipeline(plan.pipeline),
         r(plan.result),
         expanded_(expanded),
         cardLayouts_(cardLayouts)
@@ -241,6 +242,41 @@ private:
             .arg(sizes);
     }
 
+    /// The band above the card of the run the stages split: every stage, as wide as its layers,
+    /// with its layers in the whole model, its step and memory where the planner solved it.
+    void addStageBand(const QRectF& cardRect, const QColor& color)
+    {
+        std::vector<StageSegment> segments;
+        int first = 0;
+        for (size_t s = 0; s < stage.layersOfStage.size(); ++s) {
+            const int layers = stage.layersOfStage[s];
+            StageSegment seg;
+            seg.layers = layers;
+            seg.shown = static_cast<int>(s) == stage.stage;
+            seg.labels = {tr("stage %1: %2 layers").arg(s + 1).arg(layers), QStringLiteral("%1 · %2").arg(s + 1).arg(layers),
+                          QString::number(s + 1)};
+            seg.tooltip = tr("stage %1 of %2: %3 layers, %4-%5")
+                              .arg(s + 1)
+                              .arg(stage.layersOfStage.size())
+                              .arg(layers)
+                              .arg(first)
+                              .arg(first + layers - 1);
+            if (pipeline)
+                for (const auto& st : pipeline->stages)
+                    if (st.stage <= static_cast<int>(s) && static_cast<int>(s) < st.stage + st.standsFor)
+                        seg.tooltip += tr("; step %1, %2 per device")
+                                           .arg(QString::fromStdString(formatSeconds(st.stepSeconds())),
+                                                QString::fromStdString(formatBytes(st.result.breakdown.perDeviceBytes)));
+            if (seg.shown) seg.tooltip += tr(" (the stage shown)");
+            index_.stageBand.push_back(seg.labels[1] + (seg.shown ? QStringLiteral(" *") : QString()));
+            segments.push_back(std::move(seg));
+            first += layers;
+        }
+        constexpr double kBandH = 18, kBandGap = 6;
+        scene_.addItem(new StageBandItem(QRectF(cardRect.left(), cardRect.top() - kBandH - kBandGap, cardRect.width(), kBandH),
+                                         std::move(segments), color));
+    }
+
     /// One run: its card (the first instance's ops when expanded), or, unfolded, one card per
     /// instance inside the run's frame.
     void addRun(int ri)
@@ -289,6 +325,7 @@ private:
                               : tr("%1: double-click to %2").arg(title, isExpanded ? tr("collapse") : tr("expand"))) +
                          QStringLiteral("\n") + info);
         scene_.addItem(card);
+        if (!band.isEmpty()) addStageBand(cardRect, classColor(run.classId));
         const int cardIndex = static_cast<int>(index_.cards.size());
         index_.cards.push_back(card);
         index_.cardLabels.push_back(title);
@@ -386,6 +423,7 @@ private:
     const FoldedGraph& f;
     const CostModel& model;
     const PipelineStageInfo& stage; ///< which pipeline stage the plan is (stage -1: the whole model)
+    const std::optional<PipelinePlan>& pipeline; ///< every stage's step and memory, when pipelined
     const SearchResult& r;
     const QStringList expanded_; // a copy: Document::expandedClasses returns a value
     const std::map<int, CardLayout>& cardLayouts_;

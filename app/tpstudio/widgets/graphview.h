@@ -50,6 +50,7 @@ struct SceneIndex {
     std::vector<QString> instanceLabels;       ///< per instance card: "layers.17"
     std::vector<int> instanceCardRun;          ///< per instance card: index into folded.runs
     std::map<std::pair<int, int>, QGraphicsItem*> instanceCardOf; ///< (class, instance) -> its card
+    std::vector<QString> stageBand; ///< a pipelined plan's band over the split run: "3 · 12" per stage, " *" on the shown one
     int badges = 0;                                               ///< collective badges drawn
     std::set<OpId> dotPlacedOps;                                  ///< displayed ops whose position came from Graphviz
 };
