@@ -298,6 +298,55 @@ private slots:
         for (const auto& group : folded.siblings) QCOMPARE(static_cast<int>(group.instances.size()), siblingsPerGroup);
     }
 
+    // Layers of different kinds in a repeating pattern fold to one class per kind, not one class
+    // per period: Gemma-3's five local (windowed) layers to one global, and Gemma-2's alternation.
+    // The period is found whole (six layers) and split at its layer scopes (fold.cpp, unitPieces);
+    // the pattern's partial period at the end (Gemma-3 27B: 62 = 5 + 9 * 6 + 3 layers) splits too.
+    void layerKindsAreClassesOfTheirOwn_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("overrides");
+        QTest::addColumn<QList<int>>("repeated");
+        QTest::addColumn<QList<int>>("localRuns"); // the local class's runs, in order
+        // Layers 5, 11, ..., 59 global (every sixth): 10 global; 52 local in runs of 5 and a last 2.
+        QTest::newRow("gemma3-27b") << "gemma3-27b" << QStringList{"seq=2048"} << QList<int>{52, 10}
+                                    << QList<int>{5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 2};
+        // Every other layer global, layer 0 local: 21 and 21 alternating, in runs of one.
+        QTest::newRow("gemma2-like") << "gemma3-27b" << QStringList{"seq=2048", "layers=42", "global_every=2"}
+                                     << QList<int>{21, 21} << QList<int>(21, 1);
+        // A window wider than the sequence is still a different layer kind (its attrs differ).
+        QTest::newRow("seven layers, one global") << "gemma3-27b" << QStringList{"seq=2048", "layers=7"} << QList<int>{6}
+                                                  << QList<int>{5, 1};
+    }
+
+    void layerKindsAreClassesOfTheirOwn()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, overrides);
+        QFETCH(QList<int>, repeated);
+        QFETCH(QList<int>, localRuns);
+        std::vector<std::string> sets;
+        for (const auto& o : overrides) sets.push_back(o.toStdString());
+        const Graph graph = loadSmall(model.toStdString(), sets);
+        const FoldedGraph folded = foldGraph(graph);
+        checkFold(graph, folded);
+        QCOMPARE(repeatedCounts(folded), repeated);
+        // Each instance is one whole layer: its ops share one top-level scope.
+        for (const auto& block : folded.classes)
+            for (const auto& instance : block.instances) {
+                const std::string first = graph.op(instance.ops.front()).name;
+                const std::string scope = first.substr(0, first.find('/'));
+                for (OpId op : instance.ops)
+                    QVERIFY2(graph.op(op).name.rfind(scope + "/", 0) == 0 || graph.op(op).name == scope,
+                             graph.op(op).name.c_str());
+            }
+        // The local class is the one holding layer 0.
+        const int local = folded.classOfOp[static_cast<size_t>(opNamed(graph, "layers.0/attn/q"))];
+        QList<int> runs;
+        for (const auto& run : runsOf(folded, local)) runs << run.count;
+        QCOMPARE(runs, localRuns);
+    }
+
     void resnetDownsamplingBlocks()
     {
         const Graph graph = loadSmall("resnet50");

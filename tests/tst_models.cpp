@@ -132,6 +132,15 @@ private slots:
         QTest::newRow("resnet152") << "resnet152" << 60192808.0 << 0.0;
         QTest::newRow("wide-resnet50-2") << "wide-resnet50-2" << 68883240.0 << 0.0;
         QTest::newRow("wide-resnet101-2") << "wide-resnet101-2" << 126886696.0 << 0.0;
+        // Llama 3.1 405B: 2*128256*16384 + 126*(2*16384^2 + 2*16384*1024 + 3*16384*53248
+        // + 2*16384) + 16384 = 4,202,692,608 + 126*3,187,703,808 + 16,384 = 405,853,388,800
+        // (Meta's 405.85B; the figure).
+        QTest::newRow("llama3.1-405b") << "llama3.1-405b" << 405853388800.0 << 0.0;
+        // Qwen3-32B: 2*151936*5120 + 64*(2*5120*8192 + 2*5120*1024 + 3*5120*25600 + 2*5120
+        // + 2*128) + 5120 = 1,555,824,640 + 64*487,598,336 + 5120 = 32,762,123,264 (the Hub's 32.8B).
+        QTest::newRow("qwen3-32b") << "qwen3-32b" << 32762123264.0 << 0.0;
+        // Gemma 3 27B's language model: as the gemma-3-27b row of huggingFaceConfigs, 27,009,346,304.
+        QTest::newRow("gemma3-27b") << "gemma3-27b" << 27009346304.0 << 0.0;
         // Switch-Base-8: T5-Base (222,903,552) + 12 sparse FFNs, each 7 extra experts of
         // 2*768*3072 and a router 768*8: 12*(7*4,718,592 + 6,144) = 396,435,456; total
         // 619,339,008, "about 620M" (as published) within 2%.
@@ -513,6 +522,74 @@ private slots:
         // = 262,144,000 + 6,979,584,000 + 4,096 = 7,241,732,096.
         QTest::newRow("mistral-7b") << "mistral-7b.json"
                                     << "llama" << qint64(7241732096);
+        // The families mapped onto the rotary decoder (core/import/hf_config.cpp). Per layer:
+        // attention h*n*d + 2*h*kv*d + n*d*h (+ biases), MLP 3*h*f gated or 2*h*f (+ biases),
+        // norms h each (LayerNorm 2h), q/k norms 2d per head or (n + kv)*d over the projection;
+        // then the embedding V*h (twice untied) and the final norm. Where the Hub or the model
+        // card publishes a total, it is the same integer.
+        // Qwen2.5-0.5B (tied; q, k, v biases): 151936*896 + 24*(896*896+896 + 2*(896*128+128)
+        // + 896*896 + 3*896*4864 + 2*896) + 896 = 136,134,656 + 24*14,912,384 + 896 = 494,032,768.
+        QTest::newRow("qwen2.5-0.5b") << "qwen2.5-0.5b.json"
+                                      << "llama" << qint64(494032768);
+        // Qwen2.5-7B: 2*152064*3584 + 28*(3584*3584+3584 + 2*(3584*512+512) + 3584*3584
+        // + 3*3584*18944 + 2*3584) + 3584 = 1,089,994,752 + 28*233,057,792 + 3584 = 7,615,616,512.
+        QTest::newRow("qwen2.5-7b") << "qwen2.5-7b.json"
+                                    << "llama" << qint64(7615616512);
+        // Qwen3-8B (head_dim 128, per-head q/k norms): 2*151936*4096 + 36*(4096*4096 + 2*4096*1024
+        // + 4096*4096 + 3*4096*12288 + 2*4096 + 2*128) + 4096 = 1,244,659,712 + 36*192,946,432
+        // + 4096 = 8,190,735,360.
+        QTest::newRow("qwen3-8b") << "qwen3-8b.json"
+                                  << "llama" << qint64(8190735360);
+        // Gemma-7B (tied, 16 heads of 256 over 3072): 256000*3072 + 28*(3*3072*4096 + 4096*3072
+        // + 3*3072*24576 + 2*3072) + 3072 = 786,432,000 + 28*276,830,208 + 3072 = 8,537,680,896.
+        QTest::newRow("gemma-7b") << "gemma-7b.json"
+                                  << "llama" << qint64(8537680896);
+        // Gemma-2-9B (8 kv heads, four norms a layer): 256000*3584 + 42*(3584*4096 + 2*3584*2048
+        // + 4096*3584 + 3*3584*14336 + 4*3584) + 3584 = 917,504,000 + 42*198,195,200 + 3584
+        // = 9,241,705,984.
+        QTest::newRow("gemma-2-9b") << "gemma-2-9b.json"
+                                    << "llama" << qint64(9241705984);
+        // Gemma-3-1B (one kv head, per-head q/k norms, four norms): 262144*1152 + 26*(1152*1024
+        // + 2*1152*256 + 1024*1152 + 3*1152*6912 + 4*1152 + 2*256) + 1152 = 301,989,888
+        // + 26*26,842,112 + 1152 = 999,885,952.
+        QTest::newRow("gemma-3-1b") << "gemma-3-1b.json"
+                                    << "llama" << qint64(999885952);
+        // Gemma-3-27B's text_config (the vocabulary is Gemma3TextConfig's default 262208; the
+        // Hub's 27,432,406,640 adds the vision tower and projector, not planned): 262208*5376
+        // + 62*(5376*4096 + 2*5376*2048 + 4096*5376 + 3*5376*21504 + 4*5376 + 2*128) + 5376
+        // = 1,409,630,208 + 62*412,898,560 + 5376 = 27,009,346,304.
+        QTest::newRow("gemma-3-27b") << "gemma-3-27b.json"
+                                     << "llama" << qint64(27009346304);
+        // Phi-3-mini-4k (fused qkv_proj and gate_up_proj hold the same weights as separate ones):
+        // 2*32064*3072 + 32*(4*3072^2 + 3*3072*8192 + 2*3072) + 3072 = 197,001,216
+        // + 32*113,252,352 + 3072 = 3,821,079,552.
+        QTest::newRow("phi-3-mini-4k") << "phi-3-mini-4k.json"
+                                       << "llama" << qint64(3821079552);
+        // OLMo-2-7B (q/k norms over the whole projection: 2*4096): 2*100352*4096 + 32*(4*4096^2
+        // + 3*4096*11008 + 2*4096 + 2*4096) + 4096 = 822,083,584 + 32*202,391,552 + 4096
+        // = 7,298,617,344.
+        QTest::newRow("olmo-2-7b") << "olmo-2-7b.json"
+                                   << "llama" << qint64(7298617344);
+        // StarCoder2-7B (tied, biases everywhere, LayerNorm, GeLU MLP): 49152*4608
+        // + 32*(4608*4608+4608 + 2*(4608*512+512) + 4608*4608+4608 + 4608*18432+18432
+        // + 18432*4608+4608 + 2*2*4608) + 2*4608 = 226,492,416 + 32*217,106,944 + 9216 = 7,173,923,840.
+        QTest::newRow("starcoder2-7b") << "starcoder2-7b.json"
+                                       << "llama" << qint64(7173923840);
+        // GPT-NeoX-20B (untied, biases, LayerNorm, attention and MLP in parallel): 2*50432*6144
+        // + 44*(4*(6144^2+6144) + 6144*24576+24576 + 24576*6144+6144 + 2*2*6144) + 2*6144
+        // = 619,708,416 + 44*453,064,704 + 12,288 = 20,554,567,680 (the Hub's count).
+        QTest::newRow("gpt-neox-20b") << "gpt-neox-20b.json"
+                                      << "llama" << qint64(20554567680);
+        // Falcon-7B (multi-query: one kv head of 64; one LayerNorm feeding attention and MLP;
+        // tied; no biases): 65024*4544 + 32*(4544*4544 + 2*4544*64 + 4544*4544 + 2*4544*18176
+        // + 2*4544) + 2*4544 = 295,469,056 + 32*207,070,080 + 9088 = 6,921,720,704.
+        QTest::newRow("falcon-7b") << "falcon-7b.json"
+                                   << "llama" << qint64(6921720704);
+        // Falcon-40B (new decoder architecture: 8 kv heads, a LayerNorm each for attention and
+        // MLP): 65024*8192 + 60*(8192*8192 + 2*8192*512 + 8192*8192 + 2*8192*32768 + 2*2*8192)
+        // + 2*8192 = 532,676,608 + 60*679,510,016 + 16,384 = 41,303,293,952.
+        QTest::newRow("falcon-40b") << "falcon-40b.json"
+                                    << "llama" << qint64(41303293952);
         // BERT-base with the pre-training heads (see parameterCounts): 110,106,428.
         QTest::newRow("bert-base-uncased") << "bert-base-uncased.json"
                                            << "bert" << qint64(110106428);
@@ -554,6 +631,78 @@ private slots:
         QCOMPARE(findOp(mistral.graph, "layers.0/attn/q_heads")->einsum, std::string("bs(kgd)->bkgsd"));
     }
 
+    // A sliding-window layer's scores and context span min(window, seq) keys per query: Gemma-3
+    // 27B at seq 8192 with its 1024-token window, layer 0 local and layer 5 global (one in six).
+    // Scores: 2 * b * kv * g * s * t * d = 2 * 1 * 16 * 2 * 8192 * 8192 * 128 = 549,755,813,888
+    // FLOPs global; local 1024 / 8192 of it = 68,719,476,736; the same for the context.
+    void slidingWindowLayers()
+    {
+        const auto m = load("gemma3-27b", {}, 1);
+        auto flops = [&](const std::string& name) {
+            const Op* op = findOp(m.graph, name);
+            return op ? forwardFlops(opSignature(*op, m.graph), opKindInfo(op->kind)) : -1.0;
+        };
+        QCOMPARE(flops("layers.5/attn/scores"), 549755813888.0);
+        QCOMPARE(flops("layers.0/attn/scores"), 68719476736.0);
+        QCOMPARE(flops("layers.0/attn/context"), 68719476736.0);
+        QCOMPARE(flops("layers.11/attn/context"), 549755813888.0);
+        QCOMPARE(flops("layers.0/attn/q"), flops("layers.5/attn/q")); // projections do not see the window
+        // A window wider than the sequence costs what a global layer does.
+        const auto wide = load("gemma3-27b", {"sliding_window=100000"}, 1);
+        const Op* op = findOp(wide.graph, "layers.0/attn/scores");
+        QVERIFY(op);
+        QCOMPARE(forwardFlops(opSignature(*op, wide.graph), opKindInfo(op->kind)), 549755813888.0);
+    }
+
+    // The layer layouts the Hugging Face families map onto (core/models/llama.cpp): which ops a
+    // layer has, by name, and what feeds the residual adds.
+    void decoderLayouts_data()
+    {
+        QTest::addColumn<QStringList>("overrides");
+        QTest::addColumn<QStringList>("present");
+        QTest::addColumn<QStringList>("absent");
+        QTest::newRow("llama") << QStringList{} << QStringList{"attn_norm", "mlp_norm", "attn/q", "mlp/gate"}
+                               << QStringList{"post_attn_norm", "attn/q_norm", "attn/q.bias"};
+        QTest::newRow("qwen3 per-head q/k norm") << QStringList{"qk_norm=head"} << QStringList{"attn/q_norm", "attn/k_norm"}
+                                                 << QStringList{"post_attn_norm"};
+        QTest::newRow("gemma2 sandwich") << QStringList{"norm_placement=sandwich"}
+                                         << QStringList{"attn_norm", "post_attn_norm", "mlp_norm", "post_mlp_norm"}
+                                         << QStringList{"attn/q_norm"};
+        QTest::newRow("olmo2 post") << QStringList{"norm_placement=post", "qk_norm=full"}
+                                    << QStringList{"post_attn_norm", "post_mlp_norm", "attn/q_norm"}
+                                    << QStringList{"attn_norm", "mlp_norm"};
+        QTest::newRow("neox parallel") << QStringList{"parallel_residual=separate", "norm=layer", "ffn_gated=false"}
+                                       << QStringList{"attn_norm", "mlp_norm"} << QStringList{"mlp/gate", "post_attn_norm"};
+        QTest::newRow("falcon shared") << QStringList{"parallel_residual=shared", "norm=layer"} << QStringList{"attn_norm"}
+                                       << QStringList{"mlp_norm"};
+    }
+
+    void decoderLayouts()
+    {
+        QFETCH(QStringList, overrides);
+        QFETCH(QStringList, present);
+        QFETCH(QStringList, absent);
+        std::vector<std::string> sets = {"layers=2", "hidden=64", "heads=4", "kv_heads=2", "ffn=128", "vocab=256", "seq=16"};
+        for (const auto& o : overrides) sets.push_back(o.toStdString());
+        const auto m = load("llama3-8b", sets, 1);
+        std::set<std::string> names;
+        for (const auto& op : m.graph.ops) names.insert(op.name);
+        for (const auto& t : m.graph.tensors) names.insert(t.name);
+        for (const auto& p : present)
+            QVERIFY2(names.count("layers.1/" + p.toStdString()), qPrintable(p));
+        for (const auto& a : absent)
+            QVERIFY2(!names.count("layers.1/" + a.toStdString()), qPrintable(a));
+        // A parallel layer's MLP reads the layer's input (through its norm), not the attention's sum.
+        if (overrides.contains(QStringLiteral("parallel_residual=separate"))) {
+            const Op* up = findOp(m.graph, "layers.1/mlp/up");
+            const Op* mlpNorm = findOp(m.graph, "layers.1/mlp_norm");
+            const Op* attnNorm = findOp(m.graph, "layers.1/attn_norm");
+            QVERIFY(up && mlpNorm && attnNorm);
+            QCOMPARE(up->inputs[0], mlpNorm->outputs[0]);
+            QCOMPARE(mlpNorm->inputs[0], attnNorm->inputs[0]);
+        }
+    }
+
     void huggingFaceErrors_data()
     {
         QTest::addColumn<QString>("file");
@@ -561,7 +710,8 @@ private slots:
         QTest::newRow("unknown model_type")
             << "unknown-model-type.json"
             << "unknown-model-type.json: field 'model_type' is 'mamba', an architecture TP Studio does not know; "
-               "supported: gpt2, opt, llama, mistral, bert, t5, vit, switch_transformers";
+               "supported: gpt2, opt, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, gemma3_text, phi3, olmo2, starcoder2, "
+               "gpt_neox, falcon, bert, t5, vit, switch_transformers";
         QTest::newRow("no model_type") << "missing-model-type.json"
                                        << "missing-model-type.json: field 'model_type' is missing";
         QTest::newRow("missing field") << "llama-missing-intermediate.json"

@@ -4,9 +4,11 @@
 //     refined with neighbours' labels, Weisfeiler-Lehman style);
 //  2. repeats of the exact-label sequence in topological order (periods proposed by the next
 //     occurrence of a refined label, compared by rolling hash, extended both ways), phased so
-//     that unit boundaries cut the fewest tensors;
+//     that unit boundaries cut the fewest tensors; a unit of several differing layers (top-level
+//     scopes) splits into one piece per layer, its partial periods too;
 //  3. stretches between repeats: leading units shaped like the neighbouring repeat (same coarse
-//     structure, other sizes: an odd layer) are carved out; the rest is cut at separators;
+//     structure, other sizes: an odd layer) and scopes equal to a repeat's piece are carved
+//     out; the rest is cut at separators;
 //  4. parallel identical branches feeding one variadic join become sibling instances;
 //  5. classes by exact comparison op by op (hashes only pick the candidates), runs, siblings.
 // Every step is linear in the number of ops and edges (the period search looks at a constant
@@ -18,6 +20,7 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <set>
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
@@ -144,6 +147,8 @@ struct Repeat {
     int start = 0;
     int period = 0;
     int count = 0;
+    int lead = 0;  ///< positions before `start` that continue the pattern (a unit's last part)
+    int trail = 0; ///< positions after end() that continue the pattern (a unit's first part)
     int end() const { return start + period * count; }
 };
 
@@ -459,7 +464,72 @@ private:
         }
         for (int j = 0; j + 1 < best.count; ++j)
             if (!feedsNext(best.start + j * period, period)) return found;
-        return best.count >= found.count ? best : found;
+        if (best.count < found.count) return found;
+        best.lead = best.start - begin;
+        best.trail = end - best.end();
+        return best;
+    }
+
+    // Where a repeat's unit holds several layers of different kinds (Gemma-3: five local layers
+    // and a global one), it splits at its top-level scope changes into one piece per layer, so
+    // that each kind of layer becomes a class of its own: the offsets of the pieces' starts after
+    // 0, or none. Only a unit that starts and ends at scope changes, whose pieces have two ops or
+    // more and distinct scopes, splits: graphs without scoped names never do.
+    std::vector<int> unitPieces(int start, int period) const
+    {
+        if (!scopeChangesAt(start) || !scopeChangesAt(start + period)) return {};
+        std::vector<int> offsets;
+        std::set<std::string_view> scopes{topScope(opAt(start).name)};
+        int last = 0;
+        for (int q = 1; q < period; ++q) {
+            if (!scopeChangesAt(start + q)) continue;
+            if (q - last < 2 || !scopes.insert(topScope(opAt(start + q).name)).second) return {};
+            offsets.push_back(q);
+            last = q;
+        }
+        if (period - last < 2) return {};
+        return offsets;
+    }
+
+    // The units of a repeat as intervals, each split into its pieces; and the whole pieces of
+    // the pattern's continuation before and after it (a partial unit), which are copies of the
+    // unit's pieces. Returns where the repeat's intervals end.
+    int addRepeatUnits(const Repeat& r)
+    {
+        const std::vector<int> pieces = unitPieces(r.start, r.period);
+        std::vector<int> bounds{0};
+        bounds.insert(bounds.end(), pieces.begin(), pieces.end());
+        bounds.push_back(r.period);
+        auto addUnit = [&](int unitStart, int from, int to) { // positions [unitStart + from, unitStart + to)
+            for (size_t k = 0; k + 1 < bounds.size(); ++k)
+                if (bounds[k] >= from && bounds[k + 1] <= to)
+                    intervalUnits_.emplace_back(unitStart + bounds[k], bounds[k + 1] - bounds[k]);
+        };
+        if (pieces.empty()) {
+            for (int j = 0; j < r.count; ++j) intervalUnits_.emplace_back(r.start + j * r.period, r.period);
+            return r.end();
+        }
+        int trailEnd = r.end();
+        for (size_t k = 1; k < bounds.size() && bounds[k] <= r.trail; ++k) trailEnd = r.end() + bounds[k];
+        for (int j = 0; j < r.count; ++j) addUnit(r.start + j * r.period, 0, r.period);
+        addUnit(r.end(), 0, trailEnd - r.end());
+        return trailEnd;
+    }
+
+    // The whole pieces of the unit's last part just before a split repeat (its lead), as units;
+    // returns where they begin (`r.start` when none).
+    int leadPieces(const Repeat& r, int floor, std::vector<std::pair<int, int>>& out) const
+    {
+        const std::vector<int> pieces = unitPieces(r.start, r.period);
+        int begin = r.start;
+        for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
+            const int at = r.start - r.period + *it;
+            if (at < r.start - r.lead || at < floor) break;
+            out.emplace_back(at, begin - at);
+            begin = at;
+        }
+        std::reverse(out.begin(), out.end());
+        return begin;
     }
 
     // Same coarse labels and the same internal edges: the unit at `start` is shaped like the one
@@ -481,8 +551,44 @@ private:
         return true;
     }
 
+    // A repeat's pieces (its units, or their layers where a unit splits), by label hash and length.
+    using KnownPieces = std::set<std::pair<u64, int>>;
+    KnownPieces knownPieces(const RangeHasher& hasher) const
+    {
+        KnownPieces known;
+        for (const auto& r : repeats_) {
+            std::vector<int> bounds{0};
+            for (int piece : unitPieces(r.start, r.period)) bounds.push_back(piece);
+            bounds.push_back(r.period);
+            for (size_t k = 0; k + 1 < bounds.size(); ++k)
+                known.emplace(hasher.range(r.start + bounds[k], bounds[k + 1] - bounds[k]), bounds[k + 1] - bounds[k]);
+        }
+        return known;
+    }
+
+    // Whole scopes inside an irregular stretch with the labels of a repeat's piece (Gemma-3: a
+    // local layer after a lone global one) are units of their own, so they join that piece's
+    // class (classify compares op by op; the hash only proposes); the rest is cut as before.
+    void cutStretch(int a, int b, const RangeHasher& hasher, const KnownPieces& known)
+    {
+        int segment = a;
+        for (int x = a; x < b;) {
+            int y = x + 1;
+            while (y < b && !scopeChangesAt(y)) ++y;
+            if (y - x >= 2 && scopeChangesAt(x) && scopeChangesAt(y) && known.count({hasher.range(x, y - x), y - x})) {
+                cutIrregular(segment, x);
+                intervalUnits_.emplace_back(x, y - x);
+                segment = y;
+            }
+            x = y;
+        }
+        cutIrregular(segment, b);
+    }
+
     void cutIntoUnits()
     {
+        const RangeHasher hasher(exact_);
+        const KnownPieces known = knownPieces(hasher);
         int cursor = 0;
         for (size_t r = 0; r <= repeats_.size(); ++r) {
             const Repeat* before = r > 0 ? &repeats_[r - 1] : nullptr;
@@ -494,18 +600,17 @@ private:
                     intervalUnits_.emplace_back(a, before->period);
                     a += before->period;
                 }
+            std::vector<std::pair<int, int>> lead;
+            if (after) b = leadPieces(*after, a, lead);
             if (after)
                 while (b - a >= after->period && sameCoarseUnit(b - after->period, after->start, after->period)) {
                     b -= after->period;
                     tail.emplace_back(b, after->period);
                 }
-            cutIrregular(a, b);
+            cutStretch(a, b, hasher, known);
             intervalUnits_.insert(intervalUnits_.end(), tail.rbegin(), tail.rend());
-            if (after) {
-                for (int j = 0; j < after->count; ++j)
-                    intervalUnits_.emplace_back(after->start + j * after->period, after->period);
-                cursor = after->end();
-            }
+            intervalUnits_.insert(intervalUnits_.end(), lead.begin(), lead.end());
+            if (after) cursor = addRepeatUnits(*after);
         }
         for (const auto& [start, length] : intervalUnits_) {
             Draft d;

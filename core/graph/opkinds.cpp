@@ -364,6 +364,26 @@ std::string outputLabelsAt(const std::string& equation, std::initializer_list<si
 
 } // namespace
 
+namespace {
+// A sliding-window attention op (attrs "window" and "window_dim", core/models/blocks.cpp) computes
+// only the band of its key loop that each query sees: min(window, keys) of the keys, as a
+// windowed FlashAttention kernel does. Causal masks are not discounted (Megatron-LM's and
+// Narayanan et al.'s FLOP counts charge the whole square too), so a window wider than the
+// sequence costs what a global layer does.
+void applyWindow(const Op& op, Signature& sig)
+{
+    const auto window = op.intAttr("window");
+    if (!window) return;
+    if (*window <= 0) throw InputError("attr 'window' must be a positive number of keys, not " + std::to_string(*window));
+    const auto it = op.attrs.find("window_dim");
+    const auto* dim = it == op.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
+    const int loop = dim && dim->size() == 1 ? sig.loopIndex((*dim)[0]) : -1;
+    if (loop < 0) throw InputError("attr 'window_dim' must name one loop letter of the equation '" + sig.equation + "'");
+    const double keys = static_cast<double>(sig.loops[static_cast<size_t>(loop)].size);
+    sig.density = std::min(static_cast<double>(*window), keys) / keys;
+}
+} // namespace
+
 Signature opSignature(const Op& op, const Graph& g)
 {
     const auto& info = opKindInfo(op.kind);
@@ -408,6 +428,7 @@ Signature opSignature(const Op& op, const Graph& g)
         }
         if (op.kind == OpKind::Opaque)
             for (auto& l : sig.loops) l.role = DimRole::Spatial;
+        applyWindow(op, sig);
         return sig;
     } catch (const InputError& e) {
         // defaultEquation's messages already start with the op context; don't repeat it.

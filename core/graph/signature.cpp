@@ -24,7 +24,7 @@ double Signature::points() const
 {
     double p = 1;
     for (const auto& l : loops) p *= static_cast<double>(l.size);
-    return p;
+    return p * density;
 }
 
 int Signature::loopIndex(char label) const

@@ -46,8 +46,10 @@ struct Signature {
     std::vector<LoopDim> loops;
     std::vector<OperandIndexing> inputs;
     std::vector<OperandIndexing> outputs;
+    /// The share of the iteration space computed: 1, or a sliding window's band (opSignature).
+    double density = 1;
 
-    /// Product of all loop sizes (the number of points of the iteration space).
+    /// Product of all loop sizes times the density (the points of the iteration space computed).
     double points() const;
     int loopIndex(char label) const; ///< -1 when absent
 };

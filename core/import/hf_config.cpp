@@ -1,5 +1,6 @@
 #include "hf_config.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "../util/error.h"
@@ -104,7 +105,21 @@ ModelConfig fromOpt(const HfFields& f)
     return c;
 }
 
-ModelConfig fromLlama(const HfFields& f)
+// Transformers' defaults for keys a family's released files leave out (Gemma-3's text_config
+// has no vocab_size or max_position_embeddings); 0: the key is required.
+struct DecoderDefaults {
+    std::int64_t vocab = 0;
+    std::int64_t positions = 0;
+};
+
+std::int64_t integerOr(const HfFields& f, const std::string& key, std::int64_t fallback)
+{
+    return fallback > 0 ? f.integer(key, fallback) : f.integer(key);
+}
+
+// The keys every rotary decoder shares (LlamaConfig's names; Qwen, Gemma, Phi-3, OLMo-2 and
+// StarCoder2 use them too). `tiedByDefault`: the family's tie_word_embeddings default.
+ModelConfig rotaryDecoder(const HfFields& f, bool tiedByDefault, const DecoderDefaults& defaults = {})
 {
     ModelConfig c;
     c["family"] = "llama";
@@ -114,11 +129,174 @@ ModelConfig fromLlama(const HfFields& f)
     c["kv_heads"] = f.integer("num_key_value_heads", f.integer("num_attention_heads"));
     if (f.has("head_dim")) c["head_dim"] = f.integer("head_dim");
     c["ffn"] = f.integer("intermediate_size");
-    c["vocab"] = f.integer("vocab_size");
-    c["positions"] = f.integer("max_position_embeddings");
+    c["vocab"] = integerOr(f, "vocab_size", defaults.vocab);
+    c["positions"] = integerOr(f, "max_position_embeddings", defaults.positions);
     c["seq"] = c["positions"];
     c["activation"] = f.activation("hidden_act", "silu");
-    c["tied_embeddings"] = f.flag("tie_word_embeddings", false);
+    c["tied_embeddings"] = f.flag("tie_word_embeddings", tiedByDefault);
+    return c;
+}
+
+// Which layers attend within a window: HF's `layer_types` ("sliding_attention" /
+// "full_attention" per layer) when given, else the family's rule (`fallbackEvery`: every n-th
+// layer global, 0 every layer local). TP Studio's builder takes a period, so an irregular list
+// is refused by name.
+void slidingLayers(const HfFields& f, ModelConfig& c, std::int64_t fallbackEvery)
+{
+    if (!f.has("sliding_window")) return;
+    c["sliding_window"] = f.integer("sliding_window");
+    std::int64_t every = fallbackEvery;
+    if (f.has("layer_types")) {
+        const json& types = f.doc()["layer_types"];
+        if (!types.is_array() || static_cast<std::int64_t>(types.size()) != c["layers"].get<std::int64_t>())
+            f.fail("layer_types", "must list one of \"sliding_attention\" or \"full_attention\" per layer");
+        std::vector<bool> global;
+        for (const auto& t : types) {
+            if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+                f.fail("layer_types", "must list one of \"sliding_attention\" or \"full_attention\" per layer, not " + t.dump());
+            global.push_back(t == "full_attention");
+        }
+        const auto first = std::find(global.begin(), global.end(), true);
+        every = first == global.end() ? 0 : (first - global.begin()) + 1;
+        for (size_t i = 0; i < global.size(); ++i)
+            if (global[i] != (every > 0 && (static_cast<std::int64_t>(i) + 1) % every == 0))
+                f.fail("layer_types", "is not periodic (a global layer every n layers); TP Studio cannot lay it out");
+        if (every == 1) {
+            c.erase("sliding_window"); // every layer global
+            return;
+        }
+    }
+    if (every > 0) c["global_every"] = every;
+}
+
+ModelConfig fromLlama(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    c["qkv_bias"] = c["out_bias"] = f.flag("attention_bias", false);
+    c["mlp_bias"] = f.flag("mlp_bias", false);
+    slidingLayers(f, c, 0); // Mistral: every layer within its window
+    return c;
+}
+
+// Qwen2 and Qwen3 use a window only with use_sliding_window, and then only from layer
+// max_window_layers on; the released models leave it off.
+void qwenWindow(const HfFields& f)
+{
+    if (f.flag("use_sliding_window", false))
+        f.fail("use_sliding_window", "is true; TP Studio lays out Qwen's sliding window only when it is off");
+}
+
+ModelConfig fromQwen2(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    c["qkv_bias"] = true; // Qwen2Attention: q, k and v with biases, o without
+    qwenWindow(f);
+    return c;
+}
+
+ModelConfig fromQwen3(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    c["qkv_bias"] = c["out_bias"] = f.flag("attention_bias", false);
+    c["qk_norm"] = "head";
+    qwenWindow(f);
+    return c;
+}
+
+// Gemma: GeGLU (hidden_activation, older files hidden_act), head_dim 256 by default, tied head.
+// Gemma-2 adds norms after attention and MLP and a window on every other layer (layer 0 local);
+// Gemma-3 also q/k norms and one global layer in six.
+ModelConfig gemmaDecoder(const HfFields& f, int generation)
+{
+    // Gemma3TextConfig's defaults: a 262,208-token vocabulary and 131,072 positions.
+    ModelConfig c = rotaryDecoder(f, true, generation >= 3 ? DecoderDefaults{262208, 131072} : DecoderDefaults{});
+    if (!f.has("head_dim")) c["head_dim"] = 256;
+    c["activation"] = f.activation(f.has("hidden_activation") ? "hidden_activation" : "hidden_act", "gelu_pytorch_tanh");
+    c["qkv_bias"] = c["out_bias"] = f.flag("attention_bias", false);
+    if (generation >= 2) {
+        c["norm_placement"] = "sandwich";
+        slidingLayers(f, c, generation == 2 ? 2 : f.integer("sliding_window_pattern", 6));
+    }
+    if (generation >= 3) c["qk_norm"] = "head";
+    return c;
+}
+
+ModelConfig fromGemma(const HfFields& f) { return gemmaDecoder(f, 1); }
+ModelConfig fromGemma2(const HfFields& f) { return gemmaDecoder(f, 2); }
+ModelConfig fromGemma3Text(const HfFields& f) { return gemmaDecoder(f, 3); }
+
+// Phi-3: fused qkv_proj and gate_up_proj hold exactly the separate projections' weights; they are
+// laid out as separate ops so that each can be split by heads and by the FFN dim, as tensor
+// parallelism splits the fused ones (docs/formats.md).
+ModelConfig fromPhi3(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    slidingLayers(f, c, 0);
+    return c;
+}
+
+ModelConfig fromOlmo2(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    c["qkv_bias"] = c["out_bias"] = f.flag("attention_bias", false);
+    c["qk_norm"] = "full";
+    c["norm_placement"] = "post";
+    return c;
+}
+
+ModelConfig fromStarcoder2(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, true);
+    c["activation"] = f.activation("hidden_act", "gelu_pytorch_tanh");
+    c["norm"] = "layer";
+    c["ffn_gated"] = false;
+    const bool bias = f.flag("use_bias", true);
+    c["qkv_bias"] = c["out_bias"] = c["mlp_bias"] = bias;
+    slidingLayers(f, c, 0);
+    return c;
+}
+
+// GPT-NeoX (Pythia): LayerNorm, biases everywhere, GeLU MLP, attention and MLP in parallel on
+// the layer's input by default. Rotary on rotary_pct of each head is laid out on all of it (the
+// angles have no parameters; the extra streamed bytes are a few percent of a layer's).
+ModelConfig fromGptNeox(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    c["activation"] = f.activation("hidden_act", "gelu");
+    c["norm"] = "layer";
+    c["ffn_gated"] = false;
+    c["qkv_bias"] = c["out_bias"] = f.flag("attention_bias", true);
+    c["mlp_bias"] = true;
+    c["parallel_residual"] = f.flag("use_parallel_residual", true) ? "separate" : "none";
+    return c;
+}
+
+// Falcon: multi-query attention (one kv head) unless new_decoder_architecture, which has
+// num_kv_heads and a norm each for attention and MLP; ALiBi models have no rotary angles.
+ModelConfig fromFalcon(const HfFields& f)
+{
+    ModelConfig c;
+    c["family"] = "llama";
+    c["layers"] = f.integer("num_hidden_layers");
+    c["hidden"] = f.integer("hidden_size");
+    c["heads"] = f.integer("num_attention_heads");
+    const bool newArchitecture = f.flag("new_decoder_architecture", false);
+    c["kv_heads"] = newArchitecture ? f.integer("num_kv_heads", f.integer("num_attention_heads"))
+                    : f.flag("multi_query", true) ? 1
+                                                   : f.integer("num_attention_heads");
+    if (f.has("head_dim")) c["head_dim"] = f.integer("head_dim");
+    c["ffn"] = f.integer("ffn_hidden_size", 4 * f.integer("hidden_size"));
+    c["vocab"] = f.integer("vocab_size");
+    c["positions"] = f.integer("max_position_embeddings", 2048);
+    c["seq"] = c["positions"];
+    c["activation"] = f.activation("activation", "gelu");
+    c["tied_embeddings"] = f.flag("tie_word_embeddings", true);
+    c["norm"] = "layer";
+    c["ffn_gated"] = false;
+    const bool bias = f.flag("bias", false);
+    c["qkv_bias"] = c["out_bias"] = c["mlp_bias"] = bias;
+    c["rotary"] = !f.flag("alibi", false);
+    c["parallel_residual"] = newArchitecture ? "separate" : f.flag("parallel_attn", true) ? "shared" : "none";
     return c;
 }
 
@@ -210,8 +388,25 @@ struct Architecture {
 };
 
 const Architecture kArchitectures[] = {
-    {"gpt2", &fromGpt2}, {"opt", &fromOpt}, {"llama", &fromLlama}, {"mistral", &fromLlama},
-    {"bert", &fromBert}, {"t5", &fromT5},   {"vit", &fromVit},     {"switch_transformers", &fromSwitch},
+    {"gpt2", &fromGpt2},
+    {"opt", &fromOpt},
+    {"llama", &fromLlama},
+    {"mistral", &fromLlama},
+    {"qwen2", &fromQwen2},
+    {"qwen3", &fromQwen3},
+    {"gemma", &fromGemma},
+    {"gemma2", &fromGemma2},
+    {"gemma3", &fromGemma3Text}, // without text_config: its fields at the top level
+    {"gemma3_text", &fromGemma3Text},
+    {"phi3", &fromPhi3},
+    {"olmo2", &fromOlmo2},
+    {"starcoder2", &fromStarcoder2},
+    {"gpt_neox", &fromGptNeox},
+    {"falcon", &fromFalcon},
+    {"bert", &fromBert},
+    {"t5", &fromT5},
+    {"vit", &fromVit},
+    {"switch_transformers", &fromSwitch},
 };
 
 } // namespace
@@ -228,6 +423,17 @@ ModelConfig modelConfigFromHuggingFace(const std::string& text, const std::strin
     if (!it->is_string())
         throw InputError(origin + ": field 'model_type' must be a string naming the architecture, not " + it->dump());
     const std::string type = it->get<std::string>();
+    // A multimodal config (Gemma-3) holds its language model under text_config: that is the model
+    // planned, its vision tower left out.
+    if (type == "gemma3" && doc.contains("text_config")) {
+        if (!doc["text_config"].is_object())
+            throw InputError(origin + ": field 'text_config' must be an object holding the language model's config, not " +
+                             doc["text_config"].dump().substr(0, 40));
+        json text = doc["text_config"];
+        if (!text.contains("model_type") || text["model_type"].is_null()) text["model_type"] = type + "_text";
+        if (!text.contains("_name_or_path") && doc.contains("_name_or_path")) text["_name_or_path"] = doc["_name_or_path"];
+        return modelConfigFromHuggingFace(text.dump(), origin + ": text_config");
+    }
     const HfFields fields(doc, origin);
     std::string known;
     for (const auto& a : kArchitectures) {

@@ -23,13 +23,25 @@ TensorId attention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
     TensorId q = g.linear("q", x, h, n * d, spec.bias);
     TensorId k = g.linear("k", source, hm, kv * d, spec.bias);
     TensorId v = g.linear("v", source, hm, kv * d, spec.bias);
+    using QkNorm = AttentionSpec::QkNorm;
+    if (spec.qkNorm == QkNorm::Full) {
+        q = g.rmsNorm("q_norm", q);
+        k = g.rmsNorm("k_norm", k);
+    }
     TensorId qh, kh, vh, scores;
-    Attrs scoreAttrs;
+    // The window's attrs ride on every op that spans the keys t (applyWindow, core/graph/opkinds.cpp).
+    Attrs windowAttrs;
+    if (spec.window > 0) windowAttrs = {{"window", spec.window}, {"window_dim", std::string("t")}};
+    Attrs scoreAttrs = windowAttrs;
     if (spec.scaled) scoreAttrs["scale_by_head_dim"] = std::int64_t{1};
     if (grouped) {
         qh = g.op(OpKind::Reshape, "q_heads", {q}, {b, kv, groups, s, d}, "bs(kgd)->bkgsd");
         kh = g.op(OpKind::Reshape, "k_heads", {k}, {b, kv, t, d}, "bs(kd)->bksd");
         vh = g.op(OpKind::Reshape, "v_heads", {v}, {b, kv, t, d}, "bs(kd)->bksd");
+        if (spec.qkNorm == QkNorm::PerHead) {
+            qh = g.rmsNorm("q_norm", qh);
+            kh = g.rmsNorm("k_norm", kh);
+        }
         if (spec.rotary) {
             qh = g.op(OpKind::Rotary, "q_rotary", {qh, *spec.rotary}, g.shape(qh), "bkgsd,sd->bkgsd");
             kh = g.op(OpKind::Rotary, "k_rotary", {kh, *spec.rotary}, g.shape(kh), "bksd,sd->bksd");
@@ -39,6 +51,10 @@ TensorId attention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
         qh = g.op(OpKind::Reshape, "q_heads", {q}, {b, n, s, d}, "bs(nd)->bnsd");
         kh = g.op(OpKind::Reshape, "k_heads", {k}, {b, n, t, d}, "bs(nd)->bnsd");
         vh = g.op(OpKind::Reshape, "v_heads", {v}, {b, n, t, d}, "bs(nd)->bnsd");
+        if (spec.qkNorm == QkNorm::PerHead) {
+            qh = g.rmsNorm("q_norm", qh);
+            kh = g.rmsNorm("k_norm", kh);
+        }
         if (spec.rotary) {
             qh = g.op(OpKind::Rotary, "q_rotary", {qh, *spec.rotary}, g.shape(qh), "bnsd,sd->bnsd");
             kh = g.op(OpKind::Rotary, "k_rotary", {kh, *spec.rotary}, g.shape(kh), "bnsd,sd->bnsd");
@@ -48,19 +64,22 @@ TensorId attention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
     if (spec.positionBias)
         scores = g.op(OpKind::Add, "position_bias", {scores, *spec.positionBias}, g.shape(scores),
                       grouped ? "bkgst,(kg)st->bkgst" : "bnst,nst->bnst");
-    Attrs softmaxAttrs;
+    Attrs softmaxAttrs = windowAttrs;
     if (spec.causal) softmaxAttrs["causal"] = std::int64_t{1};
-    TensorId probs = g.op(OpKind::Softmax, "softmax", {scores}, g.shape(scores), {}, softmaxAttrs);
+    // A windowed softmax names its loops so that its window can name the keys.
+    const std::string softmaxEquation = spec.window > 0 ? (grouped ? "bkgst->bkgst" : "bnst->bnst") : "";
+    TensorId probs = g.op(OpKind::Softmax, "softmax", {scores}, g.shape(scores), softmaxEquation, softmaxAttrs);
     if (spec.dropout) probs = g.unary(OpKind::Dropout, "attn_dropout", probs);
     TensorId merged;
     if (grouped) {
-        TensorId ctx = g.op(OpKind::BatchMatMul, "context", {probs, vh}, {b, kv, groups, s, d}, "bkgst,bktd->bkgsd");
+        TensorId ctx =
+            g.op(OpKind::BatchMatMul, "context", {probs, vh}, {b, kv, groups, s, d}, "bkgst,bktd->bkgsd", windowAttrs);
         merged = g.op(OpKind::Reshape, "merge_heads", {ctx}, {b, s, n * d}, "bkgsd->bs(kgd)");
     } else {
-        TensorId ctx = g.op(OpKind::BatchMatMul, "context", {probs, vh}, {b, n, s, d}, "bnst,bntd->bnsd");
+        TensorId ctx = g.op(OpKind::BatchMatMul, "context", {probs, vh}, {b, n, s, d}, "bnst,bntd->bnsd", windowAttrs);
         merged = g.op(OpKind::Reshape, "merge_heads", {ctx}, {b, s, n * d}, "bnsd->bs(nd)");
     }
-    TensorId out = g.linear("out", merged, n * d, h, spec.bias);
+    TensorId out = g.linear("out", merged, n * d, h, spec.outBias.value_or(spec.bias));
     if (spec.dropout) out = g.unary(OpKind::Dropout, "out_dropout", out);
     return out;
 }

@@ -16,7 +16,12 @@ struct AttentionSpec {
     std::int64_t heads = 1;
     std::int64_t kvHeads = 0; ///< 0: as many as `heads` (multi-head); fewer: grouped-query
     std::int64_t headDim = 0; ///< 0: hidden / heads
-    bool bias = true;
+    bool bias = true;                 ///< on the q, k and v projections
+    std::optional<bool> outBias;      ///< on the output projection; unset: as `bias`
+    /// RMSNorm of q and k before the scores: per head over its dims (Qwen3, Gemma-3) or over the
+    /// whole projection (OLMo-2).
+    enum class QkNorm { None, PerHead, Full } qkNorm = QkNorm::None;
+    std::int64_t window = 0;          ///< > 0: sliding-window attention over that many keys
     bool causal = false;
     bool scaled = true; ///< scores scaled by 1/sqrt(headDim); T5 folds the scale into its init
     bool dropout = false;

@@ -1,4 +1,11 @@
-// LLaMA-2/3 and Mistral: RMSNorm, SwiGLU MLP, grouped-query attention, no biases, untied head.
+// The decoder-only family with rotary positions: LLaMA-2/3 and Mistral by default (RMSNorm,
+// SwiGLU MLP, grouped-query attention, no biases, untied head), and by its config fields the
+// variants the Hugging Face reader maps onto it (core/import/hf_config.cpp): biases on q/k/v
+// (Qwen2), on the output projection and the MLP (GPT-NeoX, StarCoder2); LayerNorm instead of
+// RMSNorm; q/k norms per head (Qwen3, Gemma-3) or over the projection (OLMo-2); norms after
+// each sublayer as well as before it (Gemma-2/3: "sandwich") or only after it (OLMo-2: "post");
+// attention and MLP side by side on the same input (GPT-NeoX, Falcon: "parallel_residual");
+// sliding-window layers (Mistral, StarCoder2, Gemma-2/3), every `global_every`-th layer global.
 // Rotary position embeddings have no parameters but stream q and k once more each way (20 bytes
 // per element eager, core/graph/opkinds.cpp): a Rotary op on each, reading one angle table of
 // [seq, head_dim] that every layer shares (config "rotary", default true).
@@ -8,6 +15,58 @@
 #include "models.h"
 
 namespace tp {
+
+namespace {
+
+/// A config string that must be one of `choices` (the first is the default).
+std::string configChoice(const ModelConfig& c, const std::string& key, std::initializer_list<const char*> choices)
+{
+    const std::string value = configString(c, key, *choices.begin());
+    std::string known;
+    for (const char* choice : choices) {
+        if (value == choice) return value;
+        known += (known.empty() ? "" : ", ") + std::string(choice);
+    }
+    throw InputError(configLabel(c) + ": field '" + key + "' is '" + value + "'; use " + known);
+}
+
+struct DecoderLayout {
+    bool layerNorm = false;    ///< LayerNorm with a bias; else RMSNorm
+    std::string placement;     ///< "pre", "sandwich", "post"
+    std::string parallel;      ///< "none", "separate" (a norm each), "shared" (one norm feeds both)
+    std::int64_t window = 0;   ///< sliding window in keys (0: every layer global)
+    std::int64_t globalEvery = 0; ///< with a window: layer i is global when (i + 1) % globalEvery == 0
+};
+
+TensorId norm(GraphBuilder& g, const DecoderLayout& layout, const std::string& name, TensorId x)
+{
+    return layout.layerNorm ? g.layerNorm(name, x) : g.rmsNorm(name, x);
+}
+
+/// One decoder layer under the layout's norm placement and residual form.
+TensorId decoderLayer(GraphBuilder& g, const DecoderLayout& layout, TensorId x, const AttentionSpec& attn,
+                      const FeedForwardSpec& mlp)
+{
+    if (layout.parallel != "none") {
+        const TensorId attnIn = norm(g, layout, "attn_norm", x);
+        const TensorId mlpIn = layout.parallel == "shared" ? attnIn : norm(g, layout, "mlp_norm", x);
+        const TensorId a = attention(g, attnIn, attn);
+        const TensorId m = feedForward(g, mlpIn, mlp);
+        return g.binary(OpKind::Add, "residual2", g.binary(OpKind::Add, "residual1", x, a), m);
+    }
+    if (layout.placement == "post") {
+        x = g.binary(OpKind::Add, "residual1", x, norm(g, layout, "post_attn_norm", attention(g, x, attn)));
+        return g.binary(OpKind::Add, "residual2", x, norm(g, layout, "post_mlp_norm", feedForward(g, x, mlp)));
+    }
+    TensorId a = attention(g, norm(g, layout, "attn_norm", x), attn);
+    if (layout.placement == "sandwich") a = norm(g, layout, "post_attn_norm", a);
+    x = g.binary(OpKind::Add, "residual1", x, a);
+    TensorId m = feedForward(g, norm(g, layout, "mlp_norm", x), mlp);
+    if (layout.placement == "sandwich") m = norm(g, layout, "post_mlp_norm", m);
+    return g.binary(OpKind::Add, "residual2", x, m);
+}
+
+} // namespace
 
 Graph buildLlama(const ModelConfig& c)
 {
@@ -22,6 +81,15 @@ Graph buildLlama(const ModelConfig& c)
         throw InputError(configLabel(c) + ": field 'seq' (" + std::to_string(seq) + ") exceeds 'positions' (" +
                          std::to_string(positions) + ")");
     const bool dropout = configBool(c, "dropout", false), tied = configBool(c, "tied_embeddings", false);
+    DecoderLayout layout;
+    layout.layerNorm = configChoice(c, "norm", {"rms", "layer"}) == "layer";
+    layout.placement = configChoice(c, "norm_placement", {"pre", "sandwich", "post"});
+    layout.parallel = configChoice(c, "parallel_residual", {"none", "separate", "shared"});
+    if (layout.parallel != "none" && layout.placement != "pre")
+        throw InputError(configLabel(c) + ": field 'parallel_residual' needs 'norm_placement' pre, not '" + layout.placement + "'");
+    if (c.contains("sliding_window")) layout.window = configInt(c, "sliding_window");
+    if (c.contains("global_every")) layout.globalEvery = configInt(c, "global_every");
+    const std::string qkNorm = configChoice(c, "qk_norm", {"none", "head", "full"});
 
     GraphBuilder g(configString(c, "name", "llama"), configDType(c));
     TensorId tokens = g.input("tokens", {batch, seq}, DType::I64);
@@ -35,26 +103,31 @@ Graph buildLlama(const ModelConfig& c)
     attn.heads = heads;
     attn.kvHeads = kvHeads;
     attn.headDim = headDim;
-    attn.bias = false;
+    attn.bias = configBool(c, "qkv_bias", false);
+    attn.outBias = configBool(c, "out_bias", false);
+    attn.qkNorm = qkNorm == "head" ? AttentionSpec::QkNorm::PerHead
+                  : qkNorm == "full" ? AttentionSpec::QkNorm::Full
+                                     : AttentionSpec::QkNorm::None;
     attn.causal = true;
     attn.dropout = dropout;
     attn.rotary = angles;
     FeedForwardSpec mlp;
     mlp.ffn = ffn;
     mlp.activation = configActivation(c, "activation", OpKind::SiLU);
-    mlp.gated = true;
-    mlp.bias = false;
+    mlp.gated = configBool(c, "ffn_gated", true);
+    mlp.bias = configBool(c, "mlp_bias", false);
     mlp.dropout = dropout;
     mlp.up = "up";
     mlp.down = "down";
     for (std::int64_t i = 0; i < layers; ++i) {
         auto scope = g.scope("layers." + std::to_string(i));
-        x = g.binary(OpKind::Add, "residual1", x, attention(g, g.rmsNorm("attn_norm", x), attn));
-        x = g.binary(OpKind::Add, "residual2", x, feedForward(g, g.rmsNorm("mlp_norm", x), mlp));
+        const bool global = layout.window == 0 || (layout.globalEvery > 0 && (i + 1) % layout.globalEvery == 0);
+        attn.window = global ? 0 : layout.window;
+        x = decoderLayer(g, layout, x, attn, mlp);
     }
     {
         auto scope = g.scope("head");
-        x = g.rmsNorm("norm", x);
+        x = norm(g, layout, "norm", x);
         languageModelLoss(g, x, tied ? table : g.weight("lm_head.weight", {vocab, h}));
     }
     return g.take();
