@@ -747,6 +747,66 @@ private slots:
                  qPrintable(QString::number(b16.commSeconds / b8.commSeconds)));
     }
 
+    // The same plan on one NVLink domain of 72 GPUs (GB200 NVL72) and on 9 DGX B200 nodes: the
+    // same NVLink 5 bus bandwidth inside a node (846 GB/s), but what crosses the B200 nodes runs
+    // at 40 GB/s per GPU, so every collective over 72 GPUs (data parallelism, the mesh "72") and
+    // the 9-way one of Megatron's layout on 9x8 cost less on the rack.
+    void nvl72AxisBeatsNineNodes_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<bool>("megatron");
+        QTest::newRow("data parallel over 72") << "72" << false;
+        QTest::newRow("megatron 9x8") << "9x8" << true;
+    }
+    void nvl72AxisBeatsNineNodes()
+    {
+        QFETCH(QString, mesh);
+        QFETCH(bool, megatron);
+        ModelOptions o;
+        o.batch = 72;
+        o.seq = 1024;
+        o.overrides = {"layers=2"};
+        const auto lm = loadModel("llama3-70b", o);
+        double comm[2] = {0, 0};
+        int i = 0;
+        for (const char* name : {"gb200-nvl72", "b200-dgx"}) {
+            const Hardware hw = loadHardware(name);
+            const Mesh m = parseMesh(mesh.toStdString(), hw);
+            QCOMPARE(m.axes[0].crossesNodes, std::string(name) == "b200-dgx");
+            const CostModel model(lm.graph, m, hw);
+            comm[i++] = model.evaluate(megatron ? megatronAssignment(model) : dataParallelAssignment(model)).commSeconds;
+        }
+        qInfo("LLaMA-3 70B (2 layers) on %s: communication %.3f s on NVL72, %.3f s on 9 B200 nodes", qPrintable(mesh), comm[0],
+              comm[1]);
+        QVERIFY(comm[0] < comm[1]);
+    }
+
+    // --dtype fp8: a Linear's matmuls at the fp8 peak, attention's batch matmuls still bf16.
+    // With the flat shape model, time = FLOPs / (peak x 80.3%): the q projection of LLaMA-2 7B at
+    // batch 8 x seq 4096 (2 * 32768 * 4096 * 4096 = 1.1 TFLOP forward, compute-bound) takes
+    // 989 / 1979 of its bf16 time; the scores take the same.
+    void fp8MatmulsRunAtTheFp8Peak()
+    {
+        ModelOptions o;
+        o.batch = 8;
+        o.seq = 4096;
+        o.overrides = {"layers=1"};
+        const auto lm = loadModel("llama2-7b", o);
+        Hardware hw = loadHardware("h100-dgx");
+        hw.gemm = {};
+        CostSettings fp8;
+        fp8.fp8Matmuls = true;
+        const Mesh one = parseMesh("1", hw);
+        const CostModel bf16Model(lm.graph, one, hw), fp8Model(lm.graph, one, hw, fp8);
+        auto forward = [&](const CostModel& m, const char* name) {
+            for (const auto& op : lm.graph.ops)
+                if (op.name == name) return m.opCost(op.id, 0, Recompute::None).forwardSeconds;
+            return -1.0;
+        };
+        QVERIFY(near(forward(fp8Model, "layers.0/attn/q") / forward(bf16Model, "layers.0/attn/q"), 989.0 / 1979.0, 1e-9));
+        QCOMPARE(forward(fp8Model, "layers.0/attn/scores"), forward(bf16Model, "layers.0/attn/scores"));
+    }
+
     // The search's contract: evaluate() is the sum of the node and edge costs it exposes.
     void evaluateIsTheSumOfItsParts_data()
     {

@@ -51,13 +51,6 @@ QList<int> repeatedCounts(const FoldedGraph& folded)
     return counts;
 }
 
-int singletonCount(const FoldedGraph& folded)
-{
-    int n = 0;
-    for (const auto& block : folded.classes) n += block.instances.size() == 1 ? 1 : 0;
-    return n;
-}
-
 std::vector<Run> runsOf(const FoldedGraph& folded, int classId)
 {
     std::vector<Run> runs;

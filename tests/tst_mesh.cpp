@@ -117,6 +117,51 @@ private slots:
         QTest::newRow("h100-dgx") << "h100-dgx" << 989.0 << 80.0 << 3350.0 << 367.0 << 40.0 << 8;
         QTest::newRow("h200-dgx") << "h200-dgx" << 989.0 << 141.0 << 4800.0 << 367.0 << 40.0 << 8;
         QTest::newRow("a100-pcie") << "a100-pcie" << 312.0 << 80.0 << 1935.0 << 25.0 << 1.25 << 8;
+        // reference.md "Newer hardware" and the vendors' sheets: B200 2250 TF, 180 GB, ~8 TB/s,
+        // the measured 8x B200 all-reduce busbw 846 GB/s, 400 Gb/s per GPU x 0.8; GB200 NVL72
+        // 2500 TF, 186 GB, 72 GPUs in one NVLink domain; MI300X 1307 TF, 192 GB, 5.3 TB/s, one
+        // Infinity Fabric link 64 GB/s x 0.8 = 51.2; TPU v5p 459 TF, 95 GB, 2.76 TB/s, an ICI axis
+        // 2 x 100 GB/s x 0.8 = 160; H100 PCIe 756 TF, 2.0 TB/s, PCIe Gen5 63 x 0.8 = 50; L40S
+        // 362 TF, 48 GB, 864 GB/s, PCIe Gen4 31 x 0.8 = 25.
+        QTest::newRow("b200-dgx") << "b200-dgx" << 2250.0 << 180.0 << 8000.0 << 846.0 << 40.0 << 8;
+        QTest::newRow("gb200-nvl72") << "gb200-nvl72" << 2500.0 << 186.0 << 8000.0 << 846.0 << 40.0 << 72;
+        QTest::newRow("mi300x") << "mi300x" << 1307.0 << 192.0 << 5300.0 << 51.2 << 40.0 << 8;
+        QTest::newRow("tpu-v5p") << "tpu-v5p" << 459.0 << 95.0 << 2765.0 << 160.0 << 6.25 << 8960;
+        QTest::newRow("h100-pcie") << "h100-pcie" << 756.0 << 80.0 << 2000.0 << 50.0 << 5.0 << 8;
+        QTest::newRow("l40s") << "l40s" << 362.0 << 48.0 << 864.0 << 25.0 << 2.5 << 8;
+    }
+
+    // A full mesh of peer links (MI300X): a group of m GPUs of a node uses its m - 1 links to its
+    // peers, 51.2 GB/s each; a switch (B200) gives every group the same bandwidth. On 2x4 the y
+    // groups (4 GPUs) get 3 x 51.2 = 153.6 GB/s and the x groups (2) 51.2; on 8, 7 x 51.2 =
+    // 358.4; on 16 the axis crosses nodes at 40 GB/s and reduces inside each node over 358.4.
+    void fullMeshLinksScaleWithTheGroup_data()
+    {
+        QTest::addColumn<QString>("hardware");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<QList<double>>("axisGBps");
+        QTest::addColumn<double>("nodeLinkGBps"); // the first axis's in-node part
+        QTest::newRow("mi300x 2x4") << "mi300x" << "2x4" << QList<double>{51.2, 153.6} << 51.2;
+        QTest::newRow("mi300x 8") << "mi300x" << "8" << QList<double>{358.4} << 358.4;
+        QTest::newRow("mi300x 16") << "mi300x" << "16" << QList<double>{40.0} << 358.4;
+        QTest::newRow("b200 2x4") << "b200-dgx" << "2x4" << QList<double>{846.0, 846.0} << 846.0;
+        QTest::newRow("nvl72 9x8") << "gb200-nvl72" << "9x8" << QList<double>{846.0, 846.0} << 846.0;
+    }
+    void fullMeshLinksScaleWithTheGroup()
+    {
+        QFETCH(QString, hardware);
+        QFETCH(QString, mesh);
+        QFETCH(QList<double>, axisGBps);
+        QFETCH(double, nodeLinkGBps);
+        const Mesh m = parseMesh(mesh.toStdString(), loadHardware(hardware.toStdString()));
+        QCOMPARE(m.rank(), int(axisGBps.size()));
+        for (int a = 0; a < m.rank(); ++a)
+            QVERIFY2(std::abs(m.axes[size_t(a)].link.bandwidth / (axisGBps[a] * 1e9) - 1) < 1e-12,
+                     qPrintable(QString::number(m.axes[size_t(a)].link.bandwidth)));
+        QVERIFY(std::abs(m.axes[0].nodeLink.bandwidth / (nodeLinkGBps * 1e9) - 1) < 1e-12);
+        // The file round-trips with its topology.
+        const Hardware hw = loadHardware(hardware.toStdString());
+        QCOMPARE(hardwareFromJson(hardwareToJsonText(hw), "again").intraTopology, hw.intraTopology);
     }
     void presets()
     {
@@ -141,7 +186,8 @@ private slots:
     void presetNames()
     {
         const auto names = hardwarePresetNames();
-        for (const char* n : {"v100-dgx2", "a100-40g-dgx", "a100-80g-dgx", "h100-dgx", "h200-dgx", "a100-pcie"})
+        for (const char* n : {"v100-dgx2", "a100-40g-dgx", "a100-80g-dgx", "h100-dgx", "h200-dgx", "a100-pcie", "b200-dgx",
+                              "gb200-nvl72", "mi300x", "tpu-v5p", "h100-pcie", "l40s"})
             QVERIFY2(std::find(names.begin(), names.end(), n) != names.end(), n);
         // MAMF (stas00): A100 271.2 of 312 TF/s = 86.9%; H100 794.5 of 989 = 80.3%.
         QCOMPARE(loadHardware("a100-80g-dgx").matmulEfficiency, 0.869);

@@ -148,6 +148,10 @@ Options parseArguments(const std::vector<std::string>& args)
             o.gradDtype = value();
             if (o.gradDtype != "bf16" && o.gradDtype != "fp32")
                 throw UsageError("--grad-dtype '" + o.gradDtype + "': use bf16 or fp32");
+        } else if (a == "--dtype") {
+            o.matmulDtype = value();
+            if (o.matmulDtype != "bf16" && o.matmulDtype != "fp8")
+                throw UsageError("--dtype '" + o.matmulDtype + "': use bf16 or fp8 (the Linear layers' matmuls)");
         } else if (a == "--optimizer-dtype") {
             o.optimizerDtype = value();
             if (o.optimizerDtype != "fp32" && o.optimizerDtype != "bf16")

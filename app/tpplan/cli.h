@@ -45,6 +45,7 @@ struct Options {
     std::string reshardAfterForward = "auto"; ///< --reshard-after-forward auto|on|off
     std::string gradDtype = "bf16";      ///< --grad-dtype bf16|fp32
     std::string optimizerDtype = "fp32"; ///< --optimizer-dtype fp32|bf16
+    std::string matmulDtype = "bf16";    ///< --dtype bf16|fp8 (the Linear layers' matmuls)
     int pipeline = kDefaultPipeline;     ///< --pipeline auto|P: stages over the outermost mesh axis
     std::string schedule = kDefaultSchedule; ///< --schedule auto|1f1b|interleaved:V
     std::string stageLayers = kDefaultStageLayers; ///< --stage-layers auto|even|F,L

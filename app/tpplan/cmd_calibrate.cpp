@@ -43,6 +43,7 @@ void rejectPlanningOptions(const Options& o)
         {o.reshardAfterForward != d.reshardAfterForward, "--reshard-after-forward"},
         {o.gradDtype != d.gradDtype, "--grad-dtype"},
         {o.optimizerDtype != d.optimizerDtype, "--optimizer-dtype"},
+        {o.matmulDtype != d.matmulDtype, "--dtype"},
         {!o.plot.empty(), "--plot"},
     };
     for (const auto& [set, flag] : given)

@@ -47,6 +47,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.reshardAfterForward = o.reshardAfterForward;
     r.gradDtype = o.gradDtype;
     r.optimizerDtype = o.optimizerDtype;
+    r.matmulDtype = o.matmulDtype;
     r.pipeline = o.pipeline;
     r.schedule = o.schedule;
     r.stageLayers = o.stageLayers;

@@ -21,6 +21,7 @@ void printHelp(std::ostream& out)
            "                --tp-overlap on|off  --set flash_attention=false  --set fused_kernels=false\n"
            "                --set fused_cross_entropy=true  --zero auto|0|1|2|3  --zero-shard auto|all|node\n"
            "                --reshard-after-forward auto|on|off  --grad-dtype bf16|fp32  --optimizer-dtype fp32|bf16\n"
+           "                --dtype bf16|fp8 (the Linear layers' matmuls, as Transformer Engine runs fp8)\n"
            "                --pipeline auto|P  --schedule auto|1f1b|interleaved:V  --stage-layers auto|even|F,L\n"
            "                (all auto by default; --pipeline 1: none; F,L: the first and last stage's layers)\n";
 }

@@ -728,6 +728,9 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
             computeType = in.dtype;
             break;
         }
+    // Transformer Engine's fp8 covers the Linear layers (their weights); attention's batch
+    // matmuls stay in bf16 (core/plan/planner.cpp refuses --dtype fp8 without an fp8 peak).
+    if (settings.fp8Matmuls && c.kind == OpKind::Linear && isFloating(computeType)) computeType = DType::F8;
     const double peak = hw.peak(computeType);
 
     for (size_t s = 0; s < n; ++s) {

@@ -36,6 +36,9 @@ struct CostSettings {
     double paramBytesPerParam = 2;
     double gradBytesPerParam = 2;
     double optimizerBytesPerParam = 12;
+    /// Linear layers' matmuls in fp8 (forward, and both backward GEMMs), the rest in bf16, as
+    /// Transformer Engine runs them (--dtype fp8): their time at the hardware's fp8 peak.
+    bool fp8Matmuls = false;
     /// Gradient accumulation: activations are held for this many samples per data-parallel
     /// replica at a time (0: the whole local batch at once).
     std::int64_t microBatch = 0;

@@ -235,6 +235,9 @@ Hardware hardwareFromCalibration(const CalibrationResults& c, const Hardware& ba
         auto found = c.links.find(name);
         if (found == c.links.end()) continue;
         LinkSpec& link = std::string(name) == "intra_node" ? hw.intraNode : hw.interNode;
+        // The script measures the whole node's group, which a full mesh's per-link figure is
+        // not: the measured figure then stands for every group of the node, as a switch's does.
+        if (std::string(name) == "intra_node") hw.intraTopology = LinkTopology::Switch;
         for (const char* kind : kCollectives) {
             auto curve = found->second.find(kind);
             if (curve == found->second.end()) continue;

@@ -42,6 +42,31 @@ int Mesh::axisIndex(const std::string& name) const
     return -1;
 }
 
+std::string_view linkTopologyName(LinkTopology topology)
+{
+    switch (topology) {
+    case LinkTopology::Switch: return "switch";
+    case LinkTopology::FullMesh: return "full-mesh";
+    case LinkTopology::Torus: return "torus";
+    }
+    return "switch";
+}
+
+namespace {
+// The node's link as a group of `members` devices of one node sees it: on a full mesh, its
+// members' peer links side by side (bandwidth and measured curves times members - 1).
+LinkSpec nodeLinkFor(const Hardware& hw, int members)
+{
+    LinkSpec link = hw.intraNode;
+    if (hw.intraTopology != LinkTopology::FullMesh || members < 2) return link;
+    const double peers = members - 1;
+    link.bandwidth *= peers;
+    for (auto& [kind, curve] : link.busbw)
+        for (auto& point : curve.points) point.second *= peers;
+    return link;
+}
+} // namespace
+
 void assignLinks(Mesh& mesh, const Hardware& hw)
 {
     // Axis i's groups are devices that differ only in coordinate i: members are `stride` apart
@@ -51,10 +76,10 @@ void assignLinks(Mesh& mesh, const Hardware& hw)
         auto& axis = mesh.axes[static_cast<size_t>(i)];
         const std::int64_t span = stride * axis.size;
         axis.crossesNodes = span > hw.gpusPerNode;
-        axis.link = axis.crossesNodes ? hw.interNode : hw.intraNode;
-        axis.nodeLink = hw.intraNode;
         axis.membersPerNode =
             stride >= hw.gpusPerNode ? 1 : static_cast<int>(std::min<std::int64_t>(axis.size, hw.gpusPerNode / stride));
+        axis.nodeLink = nodeLinkFor(hw, axis.membersPerNode);
+        axis.link = axis.crossesNodes ? hw.interNode : axis.nodeLink;
         stride = span;
     }
 }
@@ -97,7 +122,10 @@ Mesh parseMesh(const std::string& text, const Hardware& hw)
     std::int64_t devices = 1;
     for (size_t i = 0; i < sizes.size(); ++i) {
         devices *= sizes[i];
-        mesh.axes.push_back({kNames[i], sizes[i], {}, false});
+        MeshAxis axis;
+        axis.name = kNames[i];
+        axis.size = sizes[i];
+        mesh.axes.push_back(axis);
     }
     if (devices > 65536) throw InputError("mesh '" + text + "': more than 65536 devices");
     assignLinks(mesh, hw);
@@ -246,6 +274,16 @@ Hardware hardwareFromJson(const std::string& text, const std::string& origin)
                          doc["gpus_per_node"].dump());
     hw.gpusPerNode = static_cast<int>(gpusPerNode);
     hw.intraNode = linkFromJson(doc, origin, "intra_node");
+    if (doc["intra_node"].contains("topology")) {
+        const auto& t = doc["intra_node"]["topology"];
+        const LinkTopology all[] = {LinkTopology::Switch, LinkTopology::FullMesh, LinkTopology::Torus};
+        const auto it = std::find_if(std::begin(all), std::end(all),
+                                     [&](LinkTopology k) { return t.is_string() && t.get<std::string>() == linkTopologyName(k); });
+        if (it == std::end(all))
+            throw InputError(origin + ": field 'intra_node/topology' must be \"switch\", \"full-mesh\" or \"torus\", not " +
+                             t.dump().substr(0, 40));
+        hw.intraTopology = *it;
+    }
     hw.interNode = linkFromJson(doc, origin, "inter_node");
     if (doc.contains("calibrated")) {
         const auto& c = doc["calibrated"];
@@ -289,6 +327,7 @@ std::string hardwareToJsonText(const Hardware& hw)
     doc["min_kernel_us"] = hw.minKernelSeconds * 1e6;
     doc["gpus_per_node"] = hw.gpusPerNode;
     doc["intra_node"] = link(hw.intraNode);
+    if (hw.intraTopology != LinkTopology::Switch) doc["intra_node"]["topology"] = linkTopologyName(hw.intraTopology);
     doc["inter_node"] = link(hw.interNode);
     if (!hw.calibrated.empty()) doc["calibrated"] = hw.calibrated;
     if (!hw.sources.empty()) doc["sources"] = hw.sources;

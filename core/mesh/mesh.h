@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../graph/graph.h"
@@ -41,6 +42,14 @@ struct GemmModel {
     bool operator==(const GemmModel&) const = default;
 };
 
+/// How the devices of a node are joined: through a switch (NVSwitch: every group of the node
+/// gets the link's bandwidth), by direct links to every peer (MI300X's Infinity Fabric: a group
+/// of m devices of a node uses its m - 1 peer links at once, `intraNode` is one link's), or as
+/// a torus whose every axis is a ring with links of its own (TPU ICI: like a switch here, each
+/// mesh axis at `intraNode`, the axes independent, as ATP models them).
+enum class LinkTopology : std::uint8_t { Switch, FullMesh, Torus };
+std::string_view linkTopologyName(LinkTopology topology);
+
 struct Hardware {
     std::string name;
     std::string description;
@@ -52,7 +61,8 @@ struct Hardware {
     double hbmEfficiency = 1;    ///< achieved fraction of hbmBandwidth for streaming kernels
     double minKernelSeconds = 0; ///< floor for tiny kernels (launch overhead)
     int gpusPerNode = 8;
-    LinkSpec intraNode; ///< NVLink / NVSwitch
+    LinkSpec intraNode; ///< NVLink / NVSwitch (a full mesh: one peer link)
+    LinkTopology intraTopology = LinkTopology::Switch;
     LinkSpec interNode; ///< per-GPU share of the inter-node network
     /// The fields a calibration measured ("matmul", "hbm", "min_kernel_us",
     /// "intra_node/all-reduce", ...); the rest come from the preset the file was made from.

@@ -41,7 +41,8 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
         {"grad_overlap", s.overlapGradientReduction},    {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
         {"tp_overlap", s.overlapTensorParallelBackward}, {"zero", s.zeroStage},
         {"zero_shard", s.zeroAcrossNodes ? "all" : "node"}, {"reshard_after_forward", s.reshardAfterForward},
-        {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam}};
+        {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam},
+        {"fp8_matmuls", s.fp8Matmuls}};
 }
 
 json pipelineToJson(const PipelinePlan& p, const std::string& wholeMesh)
@@ -489,6 +490,7 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
         flag("grad_overlap", settings.overlapGradientReduction);
         flag("tp_overlap", settings.overlapTensorParallelBackward);
         flag("reshard_after_forward", settings.reshardAfterForward);
+        flag("fp8_matmuls", settings.fp8Matmuls);
         if (const json* v = r.optional(*fw, "grad_bucket_mib")) {
             const double mib = r.number(*v, "/framework/grad_bucket_mib");
             if (!(mib >= 0 && mib <= 1e6)) r.fail("/framework/grad_bucket_mib", "is " + v->dump() + ", expected 0 to 1000000");

@@ -108,7 +108,7 @@ std::string workspaceKeyOf(const PlanRequest& r)
     key.precision(17);
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
-        << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.reshardAfterForward << '|' << r.gradDtype << '|' << r.optimizerDtype;
+        << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.reshardAfterForward << '|' << r.gradDtype << '|' << r.optimizerDtype << '|' << r.matmulDtype;
     if (r.pipeline != 1) key << '|' << r.schedule << (r.pipelineBound ? " bound" : "");
     return key.str();
 }
@@ -153,6 +153,9 @@ CostSettings costSettingsOf(const PlanRequest& request)
         throw InputError("gradient dtype '" + request.gradDtype + "': use bf16 or fp32");
     if (request.optimizerDtype != "bf16" && request.optimizerDtype != "fp32")
         throw InputError("optimizer dtype '" + request.optimizerDtype + "': use fp32 or bf16");
+    if (request.matmulDtype != "bf16" && request.matmulDtype != "fp8")
+        throw InputError("--dtype '" + request.matmulDtype + "': use bf16 or fp8");
+    settings.fp8Matmuls = request.matmulDtype == "fp8";
     settings.gradBytesPerParam = request.gradDtype == "fp32" ? 4 : 2;
     // The fp32 master weight is kept either way; the two Adam moments take the dtype.
     settings.optimizerBytesPerParam = request.optimizerDtype == "fp32" ? 12 : 8;
@@ -280,6 +283,8 @@ std::unique_ptr<PlanWorkspace> preparePlan(const PlanRequest& request)
     auto ws = std::make_unique<PlanWorkspace>();
     const CostSettings settings = costSettingsOf(request);
     ws->hardware = loadHardware(request.hardware);
+    if (settings.fp8Matmuls && !ws->hardware.peakFlops.count(DType::F8))
+        throw InputError("--dtype fp8: hardware '" + ws->hardware.name + "' has no fp8 peak (its peak_tflops has no \"f8\")");
     applyLinkOverrides(ws->hardware, request.intraNodeGBps, request.interNodeGBps);
     ws->mesh = parseMesh(request.mesh, ws->hardware);
     const bool staged = request.pipeline > 1 && request.pipelineStage >= 0;

@@ -67,6 +67,9 @@ struct PlanRequest {
     /// "fp32" Adam states (master weight and two moments, 12 B) or "bf16" moments (8 B).
     std::string gradDtype = "bf16";
     std::string optimizerDtype = "fp32";
+    /// The Linear layers' matmuls (--dtype): "bf16", or "fp8" as Transformer Engine runs them
+    /// (CostSettings::fp8Matmuls; the hardware must have an fp8 peak).
+    std::string matmulDtype = "bf16";
     /// Pipeline stages over the outermost mesh axis (--pipeline; core/plan/pipeline.h): 1 none,
     /// kAuto: Planner::plan chooses (1 where no pipeline is faster).
     int pipeline = 1;
