@@ -195,6 +195,57 @@ private slots:
         QCOMPARE(g.parameterCount(), std::int64_t(4472320)); // independent of batch and seq
     }
 
+    // A fixed-shape export (transformer_encoder.onnx: torch.onnx.export without dynamic_axes at
+    // batch 2 x sequence 32; its attention holds constant Reshape targets of those sizes): asked
+    // for its own sizes it imports; asked for others it is refused in one line that names the
+    // exported sizes, the flags that fit and the dynamic_axes export. Images resize their batch
+    // (ViT-B/16 at batch 8: [8, 3, 224, 224]).
+    void fixedShapesResizeOrAreRefused_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<qint64>("batch");
+        QTest::addColumn<qint64>("seq");
+        QTest::addColumn<QString>("message"); // empty: imports
+        const QString refused = QStringLiteral(
+            "its shapes are fixed at batch 2 x sequence 32 (exported without dynamic axes) and do not follow --batch/--seq to %1 (");
+        const QString advice = QStringLiteral(
+            "); plan it with --batch 2 --seq 32, or export it again with torch.onnx.export(..., "
+            "dynamic_axes={\"src\": {0: \"batch\", 1: \"sequence\"}})");
+        QTest::newRow("as exported") << "transformer_encoder.onnx" << qint64(2) << qint64(32) << QString();
+        QTest::newRow("no options") << "transformer_encoder.onnx" << qint64(0) << qint64(0) << QString();
+        QTest::newRow("batch 8") << "transformer_encoder.onnx" << qint64(8) << qint64(0)
+                                 << refused.arg(QStringLiteral("batch 8 x sequence 32")) + "|" + advice;
+        QTest::newRow("seq 64") << "transformer_encoder.onnx" << qint64(0) << qint64(64)
+                                << refused.arg(QStringLiteral("batch 2 x sequence 64")) + "|" + advice;
+        QTest::newRow("vit batch 8") << "vit_b16.onnx" << qint64(8) << qint64(0) << QString();
+    }
+
+    void fixedShapesResizeOrAreRefused()
+    {
+        QFETCH(QString, file);
+        QFETCH(qint64, batch);
+        QFETCH(qint64, seq);
+        QFETCH(QString, message);
+        OnnxImportOptions options;
+        options.batch = batch;
+        options.seq = seq;
+        const std::string path = fixturePath(file.toStdString().c_str());
+        try {
+            const Graph g = importOnnxFile(path, options);
+            QVERIFY2(message.isEmpty(), "imported");
+            const auto input = std::find_if(g.tensors.begin(), g.tensors.end(), [](const Tensor& t) { return t.role == TensorRole::Input; });
+            QVERIFY(input != g.tensors.end());
+            QCOMPARE(input->shape.front(), std::int64_t(batch ? batch : (file.startsWith("vit") ? 1 : 2)));
+        } catch (const InputError& e) {
+            QVERIFY2(!message.isEmpty(), e.what());
+            const QString what = QString::fromStdString(e.what());
+            const QStringList parts = message.split(QLatin1Char('|'));
+            QVERIFY2(what.startsWith(QString::fromStdString(path) + ": " + parts[0]), e.what());
+            QVERIFY2(what.endsWith(parts[1]), e.what());
+            QVERIFY(!what.contains(QLatin1Char('\n')));
+        }
+    }
+
     // A file with stored initializers, a Gemm and a MatMul + Add: both become Linear ops with
     // bias, named by their scopes; a fixed batch dim is replaced by the batch option.
     void initializersAndGemm()

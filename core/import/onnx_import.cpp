@@ -30,6 +30,23 @@ Graph Importer::run(const std::string& bytes)
         fail("the graph has " + std::to_string(model_.graph().node_size()) + " nodes; at most " + std::to_string(kMaxNodes) +
              " are supported");
     setInputDims();
+    if (resizedInput_.empty()) return build();
+    // A fixed-shape export resized: constants it holds (Reshape targets, masks) may still carry
+    // the exported batch or sequence, which then fails somewhere inside. Say what happened.
+    try {
+        return build();
+    } catch (const InputError& e) {
+        std::string reason = e.what();
+        if (reason.rfind(origin_ + ": ", 0) == 0) reason = reason.substr(origin_.size() + 2);
+        fail("its shapes are fixed at " + exportedDims_ + " (exported without dynamic axes) and do not follow --batch/--seq to " +
+             askedDims_ + " (" + reason + "); plan it with " + exportedFlags_ +
+             ", or export it again with torch.onnx.export(..., dynamic_axes={\"" + resizedInput_ +
+             "\": {0: \"batch\", 1: \"sequence\"}})");
+    }
+}
+
+Graph Importer::build()
+{
     checkInputsDefined();
     inferShapes();
     analyse();
@@ -82,10 +99,33 @@ void Importer::setInputDims()
         auto* tensorType = input.mutable_type()->mutable_tensor_type();
         if (!tensorType->has_shape()) continue;
         auto* dims = tensorType->mutable_shape()->mutable_dim();
+        const bool data = isDataLike(input.name());
+        // "batch 2 x sequence 32" (tokens, embeddings) or "batch 1" (images), before and after.
+        auto describe = [&]() {
+            const bool sequence = dims->size() == 2 || dims->size() == 3;
+            auto at = [&](int d) { return dims->Get(d).has_dim_value() ? std::to_string(dims->Get(d).dim_value()) : "?"; };
+            return dims->empty() ? std::string() : "batch " + at(0) + (sequence ? " x sequence " + at(1) : "");
+        };
+        const std::string exported = data ? describe() : std::string();
+        const std::string exportedFlags =
+            !data || dims->empty() || !dims->Get(0).has_dim_value()
+                ? std::string()
+                : "--batch " + std::to_string(dims->Get(0).dim_value()) +
+                      ((dims->size() == 2 || dims->size() == 3) && dims->Get(1).has_dim_value()
+                           ? " --seq " + std::to_string(dims->Get(1).dim_value())
+                           : "");
         for (int d = 0; d < dims->size(); ++d) {
             auto* dim = dims->Mutable(d);
             if (dim->has_dim_value() && dim->dim_value() > 0) {
-                if (d == 0 && options_.batch > 0 && dims->size() > 1 && isDataLike(input.name())) dim->set_dim_value(batch);
+                // The data input's fixed batch (and, for tokens [b, s] or embeddings [b, s, h],
+                // its fixed sequence) follow the options: resized, as far as the graph allows.
+                const bool batchDim = d == 0 && options_.batch > 0 && dims->size() > 1;
+                const bool seqDim = d == 1 && options_.seq > 0 && (dims->size() == 2 || dims->size() == 3);
+                if (data && (batchDim || seqDim)) {
+                    const std::int64_t wanted = batchDim ? batch : seq;
+                    if (dim->dim_value() != wanted) resizedInput_ = input.name();
+                    dim->set_dim_value(wanted);
+                }
                 continue;
             }
             std::string label = dim->has_dim_param() ? dim->dim_param() : "";
@@ -94,6 +134,11 @@ void Importer::setInputDims()
                                    (d == 0 && label.find("seq") == std::string::npos && label.find("len") == std::string::npos);
             dim->set_dim_value(batchLike ? batch : seq);
             dynamicInputs_.insert(input.name());
+        }
+        if (resizedInput_ == input.name()) {
+            exportedDims_ = exported;
+            exportedFlags_ = exportedFlags;
+            askedDims_ = describe();
         }
     }
     g->clear_value_info();

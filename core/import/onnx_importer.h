@@ -181,6 +181,7 @@ public:
     Graph run(const std::string& bytes);
 
 private:
+    Graph build(); ///< run's steps after the input dims are set
     [[noreturn]] void fail(const std::string& reason) const;
     [[noreturn]] void failNode(const Node& n, const std::string& reason) const;
 
@@ -299,6 +300,9 @@ private:
     onnx::ModelProto model_;
     std::int64_t opset_ = 1;
     std::unordered_set<std::string> dynamicInputs_;
+    /// Where --batch or --seq resized a data input whose dims the export fixed: its name, its
+    /// dims as exported and as asked ("2 x 32", "8 x 64"); empty otherwise (run's error names them).
+    std::string resizedInput_, exportedDims_, exportedFlags_, askedDims_;
     std::unordered_set<std::string> injected_;
     std::unordered_map<std::string, Value> values_;
     std::vector<Node> nodes_;
