@@ -55,6 +55,11 @@ private slots:
         QTest::newRow("more stages than layers")
             << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "8x2", "--pipeline", "8"}
             << "--pipeline 8: more stages than the 4 layers";
+        // Gemma-3's local and global layers fold into runs of each kind (tst_fold
+        // layerKindsAreClassesOfTheirOwn): no one run for the stages to split.
+        QTest::newRow("pipeline over layer kinds")
+            << QStringList{"plan", "gemma3-27b", "--set", "layers=12", "--seq", "1024", "--mesh", "2x2", "--pipeline", "2"}
+            << "--pipeline 2: the layers of 'layers.*' lie in 2 runs between layers of another kind";
         QTest::newRow("chunks not dividing")
             << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "2x2", "--pipeline", "2", "--schedule", "interleaved:3"}
             << "--schedule interleaved:3: 3 chunks per device do not divide the 2 layers per stage";

@@ -70,6 +70,14 @@ std::string stageMeshText(const Mesh& mesh, int stages)
     return text.empty() ? "1" : text;
 }
 
+namespace {
+int runsOfClass(const FoldedGraph& folded, int classId)
+{
+    return static_cast<int>(
+        std::count_if(folded.runs.begin(), folded.runs.end(), [&](const Run& r) { return r.classId == classId; }));
+}
+} // namespace
+
 const Run* stagedRun(const FoldedGraph& folded)
 {
     const Run* best = nullptr;
@@ -82,7 +90,23 @@ const Run* stagedRun(const FoldedGraph& folded)
             bestOps = ops;
         }
     }
+    // A stack of several layer kinds (Gemma-3: five local layers to one global) folds into
+    // runs of each kind between the others' (core/fold/fold.cpp): stages split one run, so such
+    // a stack has none to split.
+    if (best && runsOfClass(folded, best->classId) > 1) return nullptr;
     return best;
+}
+
+std::string noStagedRunReason(const FoldedGraph& folded)
+{
+    for (const auto& run : folded.runs) {
+        const int runs = runsOfClass(folded, run.classId);
+        if (run.count > 1 && runs > 1)
+            return "the layers of '" + folded.classes[static_cast<size_t>(run.classId)].label + "' lie in " + std::to_string(runs) +
+                   " runs between layers of another kind (a stack of several layer kinds, e.g. local and global attention), and "
+                   "stages split one run of identical layers";
+    }
+    return "the model has no run of repeated layers to split into stages";
 }
 
 std::vector<int> evenSplit(int layers, int stages)
@@ -143,7 +167,7 @@ StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& sc
 {
     const Run* best = stagedRun(folded);
     const int p = schedule.stages;
-    if (!best) throw InputError("--pipeline " + std::to_string(p) + ": the model has no run of repeated layers to split into stages");
+    if (!best) throw InputError("--pipeline " + std::to_string(p) + ": " + noStagedRunReason(folded));
     const BlockClass& layer = folded.classes[static_cast<size_t>(best->classId)];
     const int layers = best->count;
     if (p > layers)
@@ -368,7 +392,7 @@ StageCutter::StageCutter(const Graph& graph, const FoldedGraph& folded) :
     graph_(graph), order_(graph.topologicalOrder()), producers_(graph.producers()), consumers_(graph.consumers())
 {
     const Run* run = stagedRun(folded);
-    if (!run) throw InputError("--pipeline: the model has no run of repeated layers to split into stages");
+    if (!run) throw InputError("--pipeline: " + noStagedRunReason(folded));
     const BlockClass& layer = folded.classes.at(static_cast<size_t>(run->classId));
     runLength_ = run->count;
     label_ = layer.label;

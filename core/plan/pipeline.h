@@ -56,8 +56,11 @@ struct StageSplit {
     std::string label;            ///< the class's label, e.g. "layers.*"
 };
 
-/// The run stages split: the run of more than one instance with the most ops; null when none.
+/// The run stages split: the run of more than one instance with the most ops; null when none,
+/// or when its class also lies in other runs (a stack of several layer kinds).
 const Run* stagedRun(const FoldedGraph& folded);
+/// Why stagedRun is null, for the one-line error of --pipeline.
+std::string noStagedRunReason(const FoldedGraph& folded);
 
 /// The even split of `layers` over `stages`: equal shares, the extra layers to the middle
 /// stages from the second on (never the first stage, which also holds the embedding and the
