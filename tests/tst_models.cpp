@@ -624,6 +624,15 @@ private slots:
         const auto opt = loadModel((kHfData + "opt-125m.json").toStdString());
         QVERIFY(findOp(opt.graph, "layers.0/mlp/relu"));
         QCOMPARE(QString::fromStdString(opt.name), QStringLiteral("facebook/opt-125m"));
+        // Without _name_or_path (most Hub files), the download names the model: the folder of a
+        // config.json, else the file's stem; the architecture only when neither says anything.
+        QFile qwen(kHfData + "qwen2.5-7b.json");
+        QVERIFY(qwen.open(QIODevice::ReadOnly));
+        const std::string text = qwen.readAll().toStdString();
+        QCOMPARE(modelConfigFromHuggingFace(text, "/models/Qwen2.5-7B/config.json")["name"].get<std::string>(),
+                 std::string("Qwen2.5-7B"));
+        QCOMPARE(modelConfigFromHuggingFace(text, "tests/qwen2.5-7b.json")["name"].get<std::string>(), std::string("qwen2.5-7b"));
+        QCOMPARE(modelConfigFromHuggingFace(text, "config.json")["name"].get<std::string>(), std::string("qwen2"));
         // Mistral keeps 8 kv heads: grouped-query einsums.
         ModelOptions shortSeq;
         shortSeq.seq = 64;
@@ -724,7 +733,7 @@ private slots:
         QTest::newRow("bad projection") << "t5-bad-projection.json"
                                         << "t5-bad-projection.json: field 'feed_forward_proj' is 'gated-mish'";
         QTest::newRow("kv heads") << "mistral-indivisible-kv.json"
-                                  << "mistral-indivisible-kv.json: model config 'mistral': field 'heads' (32) is not "
+                                  << "mistral-indivisible-kv.json: model config 'mistral-indivisible-kv': field 'heads' (32) is not "
                                      "divisible by 'kv_heads' (6)";
         QTest::newRow("not json") << "not-json.json"
                                   << "not-json.json: not valid JSON";

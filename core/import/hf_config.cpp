@@ -409,6 +409,29 @@ const Architecture kArchitectures[] = {
     {"switch_transformers", &fromSwitch},
 };
 
+// Hub files rarely carry _name_or_path; the download says more than the architecture:
+// ".../Qwen2.5-7B/config.json" is "Qwen2.5-7B", "qwen3-8b.json" "qwen3-8b". A nested text_config
+// is named like its file ("path: text_config").
+std::string nameFromPath(const std::string& origin, const std::string& type)
+{
+    std::string path = origin.substr(0, origin.find(": "));
+    const auto slash = path.find_last_of("/\\");
+    std::string stem = slash == std::string::npos ? path : path.substr(slash + 1);
+    std::string folder;
+    if (slash != std::string::npos) {
+        const std::string parent = path.substr(0, slash);
+        const auto before = parent.find_last_of("/\\");
+        folder = before == std::string::npos ? parent : parent.substr(before + 1);
+    }
+    for (const char* suffix : {".hf.json", ".json"})
+        if (stem.size() > std::string(suffix).size() && stem.ends_with(suffix)) {
+            stem.resize(stem.size() - std::string(suffix).size());
+            break;
+        }
+    if (stem == "config") stem = folder == "." || folder == ".." ? "" : folder;
+    return stem.empty() ? type : stem;
+}
+
 } // namespace
 
 ModelConfig modelConfigFromHuggingFace(const std::string& text, const std::string& origin)
@@ -439,8 +462,8 @@ ModelConfig modelConfigFromHuggingFace(const std::string& text, const std::strin
     for (const auto& a : kArchitectures) {
         if (type == a.modelType) {
             ModelConfig c = a.map(fields);
-            c["name"] = fields.text("_name_or_path", type);
-            if (c["name"].get<std::string>().empty()) c["name"] = type;
+            c["name"] = fields.text("_name_or_path", "");
+            if (c["name"].get<std::string>().empty()) c["name"] = nameFromPath(origin, type);
             c["batch"] = 8;
             return c;
         }
