@@ -13,6 +13,7 @@
 #include "import/catalog.h"
 #include "models/models.h"
 #include "search/search.h"
+#include "sharding/strategy.h"
 #include "util/error.h"
 
 using namespace tp;
@@ -779,6 +780,107 @@ private slots:
         qInfo("LLaMA-3 70B (2 layers) on %s: communication %.3f s on NVL72, %.3f s on 9 B200 nodes", qPrintable(mesh), comm[0],
               comm[1]);
         QVERIFY(comm[0] < comm[1]);
+    }
+
+    // One Mixtral layer (8 experts, top-2) on 8 devices of one flat 100 GB/s link, seq 256,
+    // batch 8: capacity c = 256 * 2 / 8 = 64, so the dispatched tokens [b, e, c, h] are
+    // n = 8 * 8 * 64 * 4096 * 2 bytes = 32 MiB.
+    //   Expert parallelism (tokens split by batch, the experts' loop e split in the expert FFN):
+    //   an all-to-all moves the split from b to e after the dispatch and back before the combine,
+    //   forward and backward: 4 all-to-alls of (g-1)/g^2 n / B = 7/64 * 32 MiB / 100 GB/s = 36.7 us,
+    //   146.8 us in all.
+    //   Tensor parallelism inside the experts (the fused gate-up split by f, down by its contraction):
+    //   the down projection's partial output is all-reduced forward and the dispatched tokens'
+    //   partial gradient backward: 2 all-reduces of 2 (g-1)/g n / B = 587.2 us, 1174.4 us in all,
+    //   g = 8 times the all-to-alls'. Both split the experts' FLOPs 8 ways alike.
+    //   With a latency of 10 us a step and micro-batches of one sequence (one per device), every
+    //   all-to-all adds (g-1) = 7 steps, once: the experts' split of e stands in for the batch
+    //   split, so the expert FFN runs on the 8 devices' micro-batches together, once per
+    //   micro-batch, not once per sequence of the whole batch (CostModel::batchSplits).
+    void expertParallelMovesLessThanTensorParallel_data()
+    {
+        QTest::addColumn<double>("latency");
+        QTest::addColumn<qint64>("microBatch");
+        QTest::newRow("bandwidth only") << 0.0 << qint64(0);
+        QTest::newRow("latency, micro-batch 1") << 10e-6 << qint64(1);
+    }
+
+    void expertParallelMovesLessThanTensorParallel()
+    {
+        QFETCH(double, latency);
+        QFETCH(qint64, microBatch);
+        ModelOptions o;
+        o.batch = 8;
+        o.seq = 256;
+        o.overrides = {"layers=1"};
+        const auto lm = loadModel("mixtral-8x7b", o);
+        Mesh mesh;
+        mesh.axes.push_back({"x", 8, {100e9, latency}, false});
+        const Hardware hw = flatA100();
+        CostSettings settings;
+        settings.microBatch = microBatch;
+        const CostModel model(lm.graph, mesh, hw, settings);
+        auto planWith = [&](const std::function<std::string(const Op&)>& strategyOf) {
+            std::vector<int> plan(lm.graph.ops.size(), 0);
+            for (const auto& op : lm.graph.ops) {
+                const std::string text = strategyOf(op);
+                const int s = model.findStrategy(op.id, parseStrategy(text, model.signature(op.id), mesh));
+                if (s < 0) throw std::runtime_error(op.name + ": no candidate " + text);
+                plan[static_cast<size_t>(op.id)] = s;
+            }
+            return plan;
+        };
+        const auto inExperts = [](const Op& op) { return op.name.find("/moe/experts/") != std::string::npos; };
+        const auto linear = [](const Op& op) { return op.kind == OpKind::Linear; };
+        // EP: batch-split everywhere, the expert loop split in the experts (the elementwise ops'
+        // default equation names their dim 1 's').
+        const auto ep = planWith([&](const Op& op) -> std::string {
+            if (inExperts(op)) return linear(op) ? "e=x" : "s=x";
+            return model.signature(op.id).loops.empty() || lm.graph.tensor(op.outputs[0]).shape.size() < 2 ||
+                           op.kind == OpKind::CrossEntropy
+                       ? "-"
+                       : "b=x";
+        });
+        // TP: replicated everywhere but the experts, split by their FFN dim f (dim 4 of the gate
+        // and up halves [b, e, c, 1, f], 'v' in the default equation; contracted in down).
+        const auto tp = planWith([&](const Op& op) -> std::string {
+            if (!inExperts(op)) return "-";
+            return linear(op) ? "f=x" : "v=x";
+        });
+        const double n = 8.0 * 8 * 64 * 4096 * 2;
+        const double allToAll = 7.0 / 64 * n / 100e9 + 7 * latency;
+        // The all-reduces of the replicated TP layout (the whole batch on every device) run once
+        // per sequence with micro-batches of one: 8 times 2 (g-1) = 14 latency steps, or a
+        // binary tree's 2 log2 8 = 6 where the ring's are longer (flat link: ring only).
+        const double tpMicro = microBatch > 0 ? 8 : 1;
+        const double allReduce = 2 * 7.0 / 8 * n / 100e9 + tpMicro * 14 * latency;
+        auto moeActivationComm = [&](const std::vector<int>& plan, std::map<CollectiveKind, int>& count) {
+            double seconds = 0;
+            for (const auto& c : model.evaluate(plan).collectives) {
+                if (c.phase == Phase::Gradient || lm.graph.op(c.at).name.find("/moe/") == std::string::npos) continue;
+                ++count[c.kind];
+                seconds += c.seconds;
+            }
+            return seconds;
+        };
+        std::map<CollectiveKind, int> epCount, tpCount;
+        const double epSeconds = moeActivationComm(ep, epCount), tpSeconds = moeActivationComm(tp, tpCount);
+        qInfo("Mixtral layer, mesh 8 at 100 GB/s, %.0f us latency: expert parallel %.1f us, tensor parallel %.1f us", latency * 1e6,
+              epSeconds * 1e6,
+              tpSeconds * 1e6);
+        QCOMPARE(epCount, (std::map<CollectiveKind, int>{{CollectiveKind::AllToAll, 4}}));
+        QCOMPARE(tpCount, (std::map<CollectiveKind, int>{{CollectiveKind::AllReduce, 2}}));
+        QVERIFY(near(epSeconds, 4 * allToAll, 1e-9));
+        QVERIFY(near(tpSeconds, 2 * allReduce, 1e-9));
+        // The experts' compute is split alike: the same expert-FFN kernel time under both.
+        const Breakdown epB = model.evaluate(ep), tpB = model.evaluate(tp);
+        double epExperts = 0, tpExperts = 0;
+        for (const auto& op : lm.graph.ops)
+            if (inExperts(op) && linear(op)) {
+                epExperts += epB.ops[static_cast<size_t>(op.id)].computeSeconds;
+                tpExperts += tpB.ops[static_cast<size_t>(op.id)].computeSeconds;
+            }
+        QVERIFY2(near(epExperts, tpExperts, 0.05), qPrintable(QString("%1 vs %2").arg(epExperts).arg(tpExperts)));
     }
 
     // --dtype fp8: a Linear's matmuls at the fp8 peak, attention's batch matmuls still bf16.

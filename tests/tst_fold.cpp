@@ -266,8 +266,11 @@ private slots:
         QTest::newRow("t5-3b") << "t5-3b" << QList<int>{24, 24} << 0 << 0;
         // Identity blocks per stage: 3-1, 4-1, 6-1, 3-1 (the first block of each stage downsamples).
         QTest::newRow("resnet50") << "resnet50" << QList<int>{5, 3, 2, 2} << 0 << 0;
-        // 12 encoder + 12 decoder layers, every other one MoE: 6 + 6 layer pairs, 12 groups of 8 experts.
-        QTest::newRow("switch-base-8") << "switch-base-8" << QList<int>{6, 6} << 12 << 8;
+        // 12 encoder + 12 decoder layers, every other one MoE: 6 + 6 layer pairs; the experts are
+        // one op per projection with an expert loop, so no sibling branches.
+        QTest::newRow("switch-base-8") << "switch-base-8" << QList<int>{6, 6} << 0 << 0;
+        // Every layer routes: one class of 32.
+        QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << QList<int>{32} << 0 << 0;
     }
 
     void builtinModels()

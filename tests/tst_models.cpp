@@ -139,6 +139,12 @@ private slots:
         // Qwen3-32B: 2*151936*5120 + 64*(2*5120*8192 + 2*5120*1024 + 3*5120*25600 + 2*5120
         // + 2*128) + 5120 = 1,555,824,640 + 64*487,598,336 + 5120 = 32,762,123,264 (the Hub's 32.8B).
         QTest::newRow("qwen3-32b") << "qwen3-32b" << 32762123264.0 << 0.0;
+        // Mixtral 8x7B: as the mixtral-8x7b row of huggingFaceConfigs, 46,702,792,704.
+        QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << 46702792704.0 << 0.0;
+        // Qwen3-235B-A22B: 2*151936*4096 + 94*(4096*8192 + 2*4096*512 + 8192*4096 + 2*128
+        // + 4096*128 + 128*3*4096*1536 + 2*4096) + 4096 = 1,244,659,712 + 94*2,487,755,008 + 4096
+        // = 235,093,634,560 (the Hub's 235B).
+        QTest::newRow("qwen3-235b-a22b") << "qwen3-235b-a22b" << 235093634560.0 << 0.0;
         // Gemma 3 27B's language model: as the gemma-3-27b row of huggingFaceConfigs, 27,009,346,304.
         QTest::newRow("gemma3-27b") << "gemma3-27b" << 27009346304.0 << 0.0;
         // Switch-Base-8: T5-Base (222,903,552) + 12 sparse FFNs, each 7 extra experts of
@@ -304,10 +310,10 @@ private slots:
                                  << QStringList{"encoder/layers.0/cross_attn/q", "decoder/layers.0/cross_attn/position_bias"};
         QTest::newRow("switch-base-8") << "switch-base-8"
                                        << QStringList{"encoder/layers.3/moe/router",       "encoder/layers.3/moe/dispatch",
-                                                      "encoder/layers.3/moe/experts.5/wi", "decoder/layers.11/moe/experts.7/wo",
+                                                      "encoder/layers.3/moe/experts/wi",   "decoder/layers.11/moe/experts/wo",
                                                       "decoder/layers.1/moe/combine",      "encoder/layers.2/ffn/wi"}
                                        << QStringList{"encoder/layers.2/moe/router", "encoder/layers.3/ffn/wi",
-                                                      "encoder/layers.3/moe/experts.8/wi"};
+                                                      "encoder/layers.3/moe/experts.5/wi"};
         QTest::newRow("vit-b16") << "vit-b16"
                                  << QStringList{"embed/patch", "embed/class_token", "layers.11/attn/scores", "head/classifier",
                                                 "head/loss"}
@@ -437,16 +443,24 @@ private slots:
         QCOMPARE(findOp(dense.graph, "layers.0/attn/q_heads")->einsum, std::string("bs(nd)->bnsd"));
     }
 
+    // Experts are one op per FFN Linear with an expert loop (GShard's einsum form,
+    // core/models/blocks.h): dispatch [b, s, h] -> [b, e, c, h], the stacked expert weights
+    // [e, h, f], combine back to [b, s, h].
     void switchDispatchAndCombine()
     {
         const auto m = load("switch-base-8");
         const Op* dispatch = findOp(m.graph, "encoder/layers.1/moe/dispatch");
         QVERIFY(dispatch);
-        QCOMPARE(int(dispatch->outputs.size()), 8);
-        // capacity = ceil(512 tokens * 1.25 / 8 experts) = 80.
-        QCOMPARE(m.graph.tensor(dispatch->outputs[5]).shape, (std::vector<std::int64_t>{2, 80, 768}));
+        QCOMPARE(int(dispatch->outputs.size()), 1);
+        // capacity = ceil(512 tokens * top-1 * 1.25 / 8 experts) = 80.
+        QCOMPARE(m.graph.tensor(dispatch->outputs[0]).shape, (std::vector<std::int64_t>{2, 8, 80, 768}));
+        const Op* wi = findOp(m.graph, "encoder/layers.1/moe/experts/wi");
+        QVERIFY(wi);
+        QCOMPARE(wi->einsum, std::string("bech,ehf->becf"));
+        QCOMPARE(m.graph.tensor(wi->inputs[1]).shape, (std::vector<std::int64_t>{8, 768, 3072}));
+        QCOMPARE(m.graph.tensor(wi->inputs[1]).role, TensorRole::Weight);
         const Op* combine = findOp(m.graph, "encoder/layers.1/moe/combine");
-        QCOMPARE(int(combine->inputs.size()), 9); // 8 experts + router probabilities
+        QCOMPARE(int(combine->inputs.size()), 2); // the expert outputs and the router probabilities
         QCOMPARE(m.graph.tensor(combine->outputs[0]).shape, (std::vector<std::int64_t>{2, 512, 768}));
         for (const Op* op : {dispatch, combine}) {
             const Signature sig = opSignature(*op, m.graph);
@@ -456,11 +470,43 @@ private slots:
                 if (!splittable) QCOMPARE(loop.role, DimRole::Spatial); // tokens s, capacity c, experts e
             }
         }
-        // Experts are parallel identical branches.
-        const QStringList first = blockStructure(m.graph, "encoder/layers.1/moe/experts.0/");
-        QCOMPARE(first.size(), 3); // wi, relu, wo
-        for (int e = 1; e < 8; ++e)
-            QCOMPARE(blockStructure(m.graph, "encoder/layers.1/moe/experts." + std::to_string(e) + "/"), first);
+        // Dispatch and combine move data at memory speed: no FLOPs of the one-hot einsum.
+        QCOMPARE(forwardFlops(opSignature(*dispatch, m.graph), opKindInfo(OpKind::Dispatch)), 0.0);
+    }
+
+    // Decoder MoE layers (Mixtral, Qwen-MoE): capacity from top-k, the shared expert and its
+    // gate, the dense first layers.
+    void decoderExperts()
+    {
+        // Mixtral-8x7B at seq 256: capacity = ceil(256 tokens * top-2 * factor 1.0 / 8) = 64.
+        const auto mixtral = loadModel((kHfData + "mixtral-8x7b.json").toStdString(), [] {
+            ModelOptions o;
+            o.seq = 256;
+            return o;
+        }());
+        const Op* dispatch = findOp(mixtral.graph, "layers.31/moe/dispatch");
+        QVERIFY(dispatch);
+        QCOMPARE(mixtral.graph.tensor(dispatch->outputs[0]).shape, (std::vector<std::int64_t>{8, 8, 64, 4096}));
+        QVERIFY(!findOp(mixtral.graph, "layers.0/mlp/up"));
+        // Qwen1.5-MoE: 60 experts of 1408, top-4, a 5632-wide shared expert behind a sigmoid gate.
+        const auto qwen = loadModel((kHfData + "qwen1.5-moe-a2.7b.json").toStdString(), [] {
+            ModelOptions o;
+            o.seq = 240;
+            return o;
+        }());
+        // capacity = ceil(240 * 4 / 60) = 16
+        QCOMPARE(qwen.graph.tensor(findOp(qwen.graph, "layers.0/moe/dispatch")->outputs[0]).shape,
+                 (std::vector<std::int64_t>{8, 60, 16, 2048}));
+        const Op* shared = findOp(qwen.graph, "layers.0/moe/shared_expert/up");
+        QVERIFY(shared);
+        QCOMPARE(qwen.graph.tensor(shared->inputs[1]).shape, (std::vector<std::int64_t>{2048, 5632}));
+        QVERIFY(findOp(qwen.graph, "layers.0/moe/shared_gate"));
+        // dense_layers: the first k layers keep the dense MLP, the rest route.
+        const auto mixed = load("llama3-8b", {"layers=4", "seq=128", "experts=4", "experts_per_token=2", "dense_layers=1"});
+        QVERIFY(findOp(mixed.graph, "layers.0/mlp/up"));
+        QVERIFY(!findOp(mixed.graph, "layers.0/moe/dispatch"));
+        QVERIFY(findOp(mixed.graph, "layers.1/moe/dispatch"));
+        QVERIFY(findOp(mixed.graph, "layers.3/moe/experts/down"));
     }
 
     void vitSequenceLengths_data()
@@ -590,6 +636,23 @@ private slots:
         // + 2*8192 = 532,676,608 + 60*679,510,016 + 16,384 = 41,303,293,952.
         QTest::newRow("falcon-40b") << "falcon-40b.json"
                                     << "llama" << qint64(41303293952);
+        // Routed experts (one Linear per FFN projection over stacked [e, h, f] weights, a router
+        // h*e without bias). Mixtral-8x7B: 2*32000*4096 + 32*(2*4096^2 + 2*4096*1024 + 4096*8
+        // + 8*3*4096*14336 + 2*4096) + 4096 = 262,144,000 + 32*1,451,270,144 + 4096
+        // = 46,702,792,704 (Mistral AI's published 46.7B; the Hub's count).
+        QTest::newRow("mixtral-8x7b") << "mixtral-8x7b.json"
+                                      << "llama" << qint64(46702792704);
+        // Qwen3-30B-A3B (128 experts of 768, top-8, per-head q/k norms): 2*151936*2048
+        // + 48*(2048*4096 + 2*2048*512 + 4096*2048 + 2*128 + 2048*128 + 128*3*2048*768 + 2*2048)
+        // + 2048 = 622,329,856 + 48*623,120,640 + 2048 = 30,532,122,624 (the Hub's count).
+        QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b.json"
+                                       << "llama" << qint64(30532122624);
+        // Qwen1.5-MoE-A2.7B (60 experts of 1408, a 5632-wide shared expert with a h->1 gate, q/k/v
+        // biases): 2*151936*2048 + 24*(3*(2048^2+2048) + 2048^2 + 2048*60 + 60*3*2048*1408
+        // + 3*2048*5632 + 2048 + 2*2048) + 2048 = 622,329,856 + 24*570,560,512 + 2048
+        // = 14,315,784,192 (the Hub's count).
+        QTest::newRow("qwen1.5-moe-a2.7b") << "qwen1.5-moe-a2.7b.json"
+                                           << "llama" << qint64(14315784192);
         // BERT-base with the pre-training heads (see parameterCounts): 110,106,428.
         QTest::newRow("bert-base-uncased") << "bert-base-uncased.json"
                                            << "bert" << qint64(110106428);
@@ -619,7 +682,7 @@ private slots:
     {
         // Switch: HF's expert_capacity (64) wins over the capacity factor.
         const auto sw = loadModel((kHfData + "switch-base-8.json").toStdString());
-        QCOMPARE(sw.graph.tensor(findOp(sw.graph, "encoder/layers.1/moe/dispatch")->outputs[0]).shape[1], std::int64_t{64});
+        QCOMPARE(sw.graph.tensor(findOp(sw.graph, "encoder/layers.1/moe/dispatch")->outputs[0]).shape[2], std::int64_t{64});
         // OPT uses ReLU; GPT-2 GeLU.
         const auto opt = loadModel((kHfData + "opt-125m.json").toStdString());
         QVERIFY(findOp(opt.graph, "layers.0/mlp/relu"));
@@ -719,7 +782,7 @@ private slots:
         QTest::newRow("unknown model_type")
             << "unknown-model-type.json"
             << "unknown-model-type.json: field 'model_type' is 'mamba', an architecture TP Studio does not know; "
-               "supported: gpt2, opt, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, gemma3_text, phi3, olmo2, starcoder2, "
+               "supported: gpt2, opt, llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2, gemma3, gemma3_text, phi3, olmo2, starcoder2, "
                "gpt_neox, falcon, bert, t5, vit, switch_transformers";
         QTest::newRow("no model_type") << "missing-model-type.json"
                                        << "missing-model-type.json: field 'model_type' is missing";

@@ -65,6 +65,7 @@ struct OpFacts {
         bool gathered;
         bool fused;  ///< read in-kernel from a fused producer (never from HBM)
         bool batch0; ///< dim 0 is the graph's batch
+        bool routed; ///< dim 1 is the experts of routed tokens (CostModel::batchSplits)
     };
     struct Out {
         DType dtype;
@@ -72,6 +73,7 @@ struct OpFacts {
         bool droppedSelective;
         bool batch0;
         bool fused; ///< handed in-kernel to its fused reader (never written to HBM)
+        bool routed;
     };
     std::vector<In> inputs;
     std::vector<Out> outputs;
@@ -150,6 +152,12 @@ struct CostModel::Impl {
     }
     std::int64_t graphBatch = 0;
     std::vector<bool> batch0;       // per tensor: dim 0 is the graph's batch
+    std::vector<bool> routed;       // per tensor: dim 1 is the experts of routed tokens
+    /// How many ways a tensor's tokens are split: dim 0, and for routed tokens the experts too.
+    double batchSplits(bool isRouted, const TensorSpec& spec) const
+    {
+        return static_cast<double>(spec.splitsOf(0, mesh)) * (isRouted ? static_cast<double>(spec.splitsOf(1, mesh)) : 1.0);
+    }
     std::vector<int> matmulReaders; // per tensor: how many matmul-like ops read it
     bool overlapChunksOff() const { return settings.overlapChunks <= 1; }
 
@@ -169,6 +177,7 @@ struct CostModel::Impl {
         firstUseInGroup(base.firstUseInGroup),
         graphBatch(base.graphBatch),
         batch0(base.batch0),
+        routed(base.routed),
         matmulReaders(base.matmulReaders)
     {}
 
@@ -182,6 +191,7 @@ struct CostModel::Impl {
 
     void validateSettings() const;
     void build();
+    void markRoutedTokens(const std::vector<Signature>& sigs);
     void layOutClass(OpClass& c) const; ///< candidate strategies and their operand specs
     void costClass(const OpClass& c, ClassCosts& k) const; ///< every candidate's costs under the settings
     PassTimes passTimes(const OpClass& c, size_t s, double flopRate) const;
@@ -202,12 +212,13 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
     for (size_t i = 0; i < f.inputs.size(); ++i) {
         const auto& in = f.inputs[i];
         k += "i" + std::to_string(static_cast<int>(in.dtype)) + (in.weight ? "w" : "a") + (in.ownsWeight ? "o" : "-") +
-             (in.gathered ? "g" : "-") + (in.fused ? "f" : "-") + (in.batch0 ? "b" : "-") + shape(op.inputs[i]);
+             (in.gathered ? "g" : "-") + (in.fused ? "f" : "-") + (in.batch0 ? "b" : "-") + (in.routed ? "e" : "-") +
+             shape(op.inputs[i]);
     }
     for (size_t o = 0; o < f.outputs.size(); ++o) {
         const auto& out = f.outputs[o];
         k += "o" + std::to_string(static_cast<int>(out.dtype)) + (out.kept ? "k" : "-") + (out.droppedSelective ? "d" : "-") +
-             (out.batch0 ? "b" : "-") + (out.fused ? "f" : "-") + shape(op.outputs[o]);
+             (out.batch0 ? "b" : "-") + (out.fused ? "f" : "-") + (out.routed ? "e" : "-") + shape(op.outputs[o]);
     }
     k += f.recomputedSelective ? "R" : "-";
     k += f.flash ? "F" : "-";
@@ -300,6 +311,32 @@ void CostModel::Impl::validateSettings() const
         throw InputError("cost settings: field 'pipelineStages' must be from 1 to 65536");
     if (!std::isfinite(settings.pipelineInFlight) || settings.pipelineInFlight < 1)
         throw InputError("cost settings: field 'pipelineInFlight' must be a finite number of micro-batches, 1 or more");
+}
+
+// Routed tokens [b, e, c, ...] (core/models/blocks.h): from a Dispatch to the Combine, dim 1 is
+// the experts. A split of it stands in for the split of the batch: every device of that axis
+// sends its tokens to each expert, so an expert-parallel op runs once per micro-batch of the
+// data-parallel replicas, on their tokens together, and holds their activations together.
+// The loop leading dim 1 of a Dispatch output carries the fact to every operand it leads dim 1
+// of, up to the Combine.
+void CostModel::Impl::markRoutedTokens(const std::vector<Signature>& sigs)
+{
+    routed.assign(graph.tensors.size(), false);
+    auto second = [](const OperandIndexing& o) { return o.dims.size() < 2 || o.dims[1].empty() ? -1 : o.dims[1][0]; };
+    for (const auto id : graph.topologicalOrder()) {
+        const auto& op = graph.op(id);
+        if (op.kind == OpKind::Combine) continue;
+        const auto& sig = sigs[static_cast<size_t>(id)];
+        std::vector<bool> expertLoop(sig.loops.size(), false);
+        for (size_t o = 0; o < op.outputs.size() && op.kind == OpKind::Dispatch; ++o)
+            if (second(sig.outputs[o]) >= 0) expertLoop[static_cast<size_t>(second(sig.outputs[o]))] = true;
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+            if (routed[static_cast<size_t>(op.inputs[i])] && second(sig.inputs[i]) >= 0)
+                expertLoop[static_cast<size_t>(second(sig.inputs[i]))] = true;
+        for (size_t o = 0; o < op.outputs.size(); ++o)
+            if (second(sig.outputs[o]) >= 0 && expertLoop[static_cast<size_t>(second(sig.outputs[o]))])
+                routed[static_cast<size_t>(op.outputs[o])] = true;
+    }
 }
 
 void CostModel::Impl::build()
@@ -405,6 +442,7 @@ void CostModel::Impl::build()
         }
         changed = std::count(batch0.begin(), batch0.end(), true) != before;
     }
+    markRoutedTokens(sigs);
 
     // Facts per op, then one class per distinct facts.
     std::map<std::string, int> classIndex;
@@ -421,12 +459,13 @@ void CostModel::Impl::build()
             for (const auto& g : sig.inputs[i].dims)
                 for (int l : g) gathered = gathered || sig.loops[static_cast<size_t>(l)].role == DimRole::Gather;
             f.inputs.push_back({t.dtype, weight, weight && use.first == op.id && use.second == static_cast<int>(i), gathered,
-                                fused[static_cast<size_t>(t.id)], batch0[static_cast<size_t>(t.id)]});
+                                fused[static_cast<size_t>(t.id)], batch0[static_cast<size_t>(t.id)],
+                                routed[static_cast<size_t>(t.id)]});
         }
         for (auto t : op.outputs) {
             const auto ti = static_cast<size_t>(t);
             f.outputs.push_back(
-                {graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti], fused[ti]});
+                {graph.tensors[ti].dtype, kept[ti], recomputedSel[static_cast<size_t>(op.id)], batch0[ti], fused[ti], routed[ti]});
         }
         f.recomputedSelective = recomputedSel[static_cast<size_t>(op.id)];
         f.flash = settings.flashAttention && f.recomputedSelective;
@@ -505,7 +544,7 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
     if (!c.facts.outputs.empty() && c.facts.outputs[0].batch0) {
         batchLoop = leadLoopOf(c.sig.outputs[0], c.sig);
         if (settings.microBatch > 0 && graphBatch > 0) {
-            const double local = static_cast<double>(graphBatch) / static_cast<double>(c.out[s][0].splitsOf(0, mesh));
+            const double local = static_cast<double>(graphBatch) / batchSplits(c.facts.outputs[0].routed, c.out[s][0]);
             micro = std::max(1.0, std::ceil(local / static_cast<double>(settings.microBatch)));
         }
     }
@@ -754,7 +793,7 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
         // producer keeps the sharded copy), scaled down when micro-batches hold fewer samples.
         auto scaled = [&](const TensorSpec& spec, size_t o, double b) {
             if (!c.facts.outputs[o].batch0) return b;
-            return b * heldActivationShare(settings, graphBatch, static_cast<double>(spec.splitsOf(0, mesh)));
+            return b * heldActivationShare(settings, graphBatch, batchSplits(c.facts.outputs[o].routed, spec));
         };
         double keptAll = 0, keptSelective = 0;
         if (settings.training) {
@@ -771,7 +810,7 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
             if (const UnfusedPasses* u = unfusedPasses(c.kind, settings.fusedKernels, settings.fusedCrossEntropy)) {
                 double b = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh)) * u->keptBytes;
                 if (c.facts.inputs[0].batch0)
-                    b *= heldActivationShare(settings, graphBatch, static_cast<double>(c.in[s][0].splitsOf(0, mesh)));
+                    b *= heldActivationShare(settings, graphBatch, batchSplits(c.facts.inputs[0].routed, c.in[s][0]));
                 keptAll += b;
                 keptSelective += b;
             }
@@ -858,6 +897,10 @@ const CostSettings& CostModel::settings() const { return impl_->settings; }
 const Signature& CostModel::signature(OpId op) const { return impl_->cls(op).sig; }
 const std::vector<OpStrategy>& CostModel::strategies(OpId op) const { return impl_->cls(op).strategies; }
 bool CostModel::batchLeading(TensorId tensor) const { return impl_->batch0.at(static_cast<size_t>(tensor)); }
+double CostModel::batchSplits(TensorId tensor, const TensorSpec& spec) const
+{
+    return impl_->batchSplits(impl_->routed.at(static_cast<size_t>(tensor)), spec);
+}
 std::int64_t CostModel::graphBatch() const { return impl_->graphBatch; }
 bool CostModel::matmulLike(OpId op) const { return impl_->cls(op).matmulLike; }
 
@@ -1010,7 +1053,7 @@ EdgeCost CostModel::edgeCost(std::vector<CollectiveCall> plan, const TensorSpec&
     if (im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
         double micro = 1;
         if (im.settings.microBatch > 0) {
-            const double local = static_cast<double>(im.graphBatch) / static_cast<double>(to.splitsOf(0, im.mesh));
+            const double local = static_cast<double>(im.graphBatch) / im.batchSplits(im.routed[static_cast<size_t>(tid)], to);
             micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
         }
         const double pipelined = pipelinedFactor(im.settings, micro);

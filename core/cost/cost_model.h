@@ -209,6 +209,10 @@ public:
     /// Whether dim 0 of the tensor is the graph's batch (graph inputs of rank >= 2 have it; a
     /// loop indexing dim 0 of such a tensor carries it to the other operands it leads).
     bool batchLeading(TensorId tensor) const;
+    /// How many ways this layout of the tensor splits its tokens: dim 0 when it leads with the
+    /// batch, times dim 1 for routed tokens [b, e, c, ...] whose experts stand in for the batch
+    /// (an expert-parallel op serves the tokens of every device on its axis).
+    double batchSplits(TensorId tensor, const TensorSpec& spec) const;
     /// Dim 0 of the first graph input of rank >= 2 (0 when there is none).
     std::int64_t graphBatch() const;
     /// Whether the op has contracted loops (runs at matmul rate; overlap applies).

@@ -203,6 +203,56 @@ ModelConfig fromQwen3(const HfFields& f)
     return c;
 }
 
+// Routed experts on the rotary decoder: `expertsKey` experts of `ffnKey` each, top-k per token.
+// Transformers' MoE families that route every layer leave the rest to these keys; the layers
+// that stay dense are the first k (DeepSeek's first_k_dense_replace, a Qwen-MoE mlp_only_layers
+// of 0..k-1) and, after them, all but every decoder_sparse_step-th.
+void routedExperts(const HfFields& f, ModelConfig& c, const char* expertsKey, const char* ffnKey)
+{
+    c["experts"] = f.integer(expertsKey);
+    c["experts_per_token"] = f.integer("num_experts_per_tok", 2);
+    if (c["experts_per_token"].get<std::int64_t>() > c["experts"].get<std::int64_t>())
+        f.fail("num_experts_per_tok", "exceeds '" + std::string(expertsKey) + "'");
+    c["expert_ffn"] = f.integer(ffnKey);
+    if (f.has("decoder_sparse_step")) c["moe_every"] = f.integer("decoder_sparse_step");
+    if (f.has("mlp_only_layers")) {
+        const json& dense = f.doc()["mlp_only_layers"];
+        if (!dense.is_array()) f.fail("mlp_only_layers", "must be a list of layer indices");
+        for (size_t i = 0; i < dense.size(); ++i)
+            if (!dense[i].is_number_integer() || dense[i].get<std::int64_t>() != static_cast<std::int64_t>(i))
+                f.fail("mlp_only_layers", "lists " + dense.dump().substr(0, 60) +
+                                              "; TP Studio lays out dense layers only as the first k (0, 1, ..., k-1)");
+        if (!dense.empty()) c["dense_layers"] = static_cast<std::int64_t>(dense.size());
+    }
+}
+
+ModelConfig fromMixtral(const HfFields& f)
+{
+    ModelConfig c = fromLlama(f);
+    routedExperts(f, c, "num_local_experts", "intermediate_size");
+    return c;
+}
+
+// Qwen2-MoE (Qwen1.5-MoE): Qwen2's attention; routed experts of moe_intermediate_size plus a
+// shared expert of shared_expert_intermediate_size scaled by a sigmoid gate.
+ModelConfig fromQwen2Moe(const HfFields& f)
+{
+    ModelConfig c = fromQwen2(f);
+    routedExperts(f, c, "num_experts", "moe_intermediate_size");
+    if (f.has("shared_expert_intermediate_size")) {
+        c["shared_expert_ffn"] = f.integer("shared_expert_intermediate_size");
+        c["shared_expert_gate"] = true;
+    }
+    return c;
+}
+
+ModelConfig fromQwen3Moe(const HfFields& f)
+{
+    ModelConfig c = fromQwen3(f);
+    routedExperts(f, c, "num_experts", "moe_intermediate_size");
+    return c;
+}
+
 // Gemma: GeGLU (hidden_activation, older files hidden_act), head_dim 256 by default, tied head.
 // Gemma-2 adds norms after attention and MLP and a window on every other layer (layer 0 local);
 // Gemma-3 also q/k norms and one global layer in six.
@@ -394,6 +444,9 @@ const Architecture kArchitectures[] = {
     {"mistral", &fromLlama},
     {"qwen2", &fromQwen2},
     {"qwen3", &fromQwen3},
+    {"mixtral", &fromMixtral},
+    {"qwen2_moe", &fromQwen2Moe},
+    {"qwen3_moe", &fromQwen3Moe},
     {"gemma", &fromGemma},
     {"gemma2", &fromGemma2},
     {"gemma3", &fromGemma3Text}, // without text_config: its fields at the top level

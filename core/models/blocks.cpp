@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <utility>
 
 #include "../graph/opkinds.h"
 #include "../util/error.h"
@@ -111,33 +113,75 @@ TensorId feedForward(GraphBuilder& g, TensorId x, const FeedForwardSpec& spec)
     return down;
 }
 
+std::int64_t expertCapacity(std::int64_t seq, std::int64_t experts, std::int64_t topK, double capacityFactor)
+{
+    const double routed = static_cast<double>(seq) * static_cast<double>(topK) * capacityFactor;
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(routed / static_cast<double>(experts))));
+}
+
+namespace {
+
+// The expert FFN over dispatched tokens x [b, e, c, h]: every Linear holds one weight per expert.
+// A gated FFN's gate and up projections are one Linear with a weight [e, h, 2, f] (Megatron's
+// grouped fc1; HF's w1 and w3 hold the same numbers), cut into its two halves along the size-2
+// dim: the dispatched tokens then have one reader, so expert parallelism moves them once each
+// way (core/cost/cost_model.cpp charges a layout change per reader), and f stays splittable for
+// tensor parallelism inside the experts.
+TensorId expertFeedForward(GraphBuilder& g, TensorId x, const FeedForwardSpec& spec)
+{
+    auto scope = g.scope("experts");
+    const auto xs = g.shape(x);
+    const std::int64_t b = xs[0], e = xs[1], c = xs[2], h = xs[3], f = spec.ffn;
+    auto withBias = [&](const std::string& name, std::vector<TensorId> inputs, std::string eq,
+                        std::vector<std::int64_t> biasShape, const std::string& biasLoops) {
+        if (spec.bias) {
+            inputs.push_back(g.weight(name + ".bias", std::move(biasShape)));
+            eq += "," + biasLoops;
+        }
+        return std::make_pair(std::move(inputs), std::move(eq));
+    };
+    const std::string activationName = lowercase(opKindName(spec.activation));
+    TensorId hidden;
+    std::string hiddenLoops = "becf";
+    if (spec.gated) {
+        auto [in, eq] = withBias(spec.gate + "_" + spec.up, {x, g.weight(spec.gate + "_" + spec.up + ".weight", {e, h, 2, f})},
+                                 "bech,ehgf", {e, 2, f}, "egf");
+        TensorId both = g.op(OpKind::Linear, spec.gate + "_" + spec.up, std::move(in), {b, e, c, 2, f}, eq + "->becgf");
+        auto halves = g.multiOutputOp(OpKind::Split, "split", {both}, {{b, e, c, 1, f}, {b, e, c, 1, f}}, {"gate", "up"}, {},
+                                      {{"axis", std::int64_t{3}}});
+        hidden = g.binary(OpKind::Mul, "mul", g.unary(spec.activation, activationName, halves[0]), halves[1]);
+        hiddenLoops = "becgf";
+    } else {
+        auto [in, eq] = withBias(spec.up, {x, g.weight(spec.up + ".weight", {e, h, f})}, "bech,ehf", {e, f}, "ef");
+        hidden = g.unary(spec.activation, activationName, g.op(OpKind::Linear, spec.up, std::move(in), {b, e, c, f}, eq + "->becf"));
+    }
+    auto [in, eq] = withBias(spec.down, {hidden, g.weight(spec.down + ".weight", {e, f, h})}, hiddenLoops + ",efh", {e, h}, "eh");
+    TensorId down = g.op(OpKind::Linear, spec.down, std::move(in), {b, e, c, h}, eq + "->bech");
+    if (spec.dropout) down = g.unary(OpKind::Dropout, "dropout", down);
+    return down;
+}
+
+} // namespace
+
 TensorId mixtureOfExperts(GraphBuilder& g, TensorId x, const MixtureSpec& spec)
 {
     auto scope = g.scope(spec.scope);
     const auto xs = g.shape(x);
     const std::int64_t b = xs[0], s = xs[1], h = xs[2], e = spec.experts, c = spec.capacity;
     TensorId logits = g.linear("router", x, h, e, false);
-    TensorId probs = g.op(OpKind::Softmax, "router_softmax", {logits}, {b, s, e});
-
-    std::string slices;
-    std::vector<std::vector<std::int64_t>> sliceShapes;
-    std::vector<std::string> sliceNames;
-    for (std::int64_t i = 0; i < e; ++i) {
-        slices += (i ? "," : "") + std::string("bch");
-        sliceShapes.push_back({b, c, h});
-        sliceNames.push_back("experts." + std::to_string(i));
+    TensorId probs = g.op(spec.scoring, spec.scoring == OpKind::Sigmoid ? "router_sigmoid" : "router_softmax", {logits},
+                          {b, s, e});
+    Attrs routing{{"experts", e}, {"capacity", c}, {"top_k", spec.topK}};
+    TensorId dispatched = g.op(OpKind::Dispatch, "dispatch", {x, probs}, {b, e, c, h}, "bsh,bse->bech", routing);
+    TensorId expertOut = expertFeedForward(g, dispatched, spec.expert);
+    TensorId out = g.op(OpKind::Combine, "combine", {expertOut, probs}, {b, s, h}, "bech,bse->bsh", routing);
+    if (!spec.shared) return out;
+    TensorId shared = feedForward(g, x, *spec.shared);
+    if (spec.sharedGate) {
+        TensorId gate = g.unary(OpKind::Sigmoid, "shared_gate_sigmoid", g.linear("shared_gate", x, h, 1, false));
+        shared = g.op(OpKind::Mul, "shared_gated", {shared, gate}, {b, s, h}, "bsh,bsu->bsh");
     }
-    Attrs routing{{"experts", e}, {"capacity", c}, {"top_k", std::int64_t{1}}};
-    auto parts =
-        g.multiOutputOp(OpKind::Dispatch, "dispatch", {x, probs}, sliceShapes, sliceNames, "bsh,bse->" + slices, routing);
-    std::vector<TensorId> expertOutputs;
-    for (std::int64_t i = 0; i < e; ++i) {
-        FeedForwardSpec expert = spec.expert;
-        expert.scope = sliceNames[static_cast<size_t>(i)];
-        expertOutputs.push_back(feedForward(g, parts[static_cast<size_t>(i)], expert));
-    }
-    expertOutputs.push_back(probs);
-    return g.op(OpKind::Combine, "combine", expertOutputs, {b, s, h}, slices + ",bse->bsh", routing);
+    return g.binary(OpKind::Add, "shared_add", out, shared);
 }
 
 TensorId firstToken(GraphBuilder& g, TensorId x)

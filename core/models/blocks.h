@@ -54,14 +54,29 @@ TensorId feedForward(GraphBuilder& g, TensorId x, const FeedForwardSpec& spec);
 struct MixtureSpec {
     std::string scope = "moe";
     std::int64_t experts = 1;
-    std::int64_t capacity = 1; ///< tokens per expert per sequence
-    FeedForwardSpec expert;    ///< its scope is replaced by "experts.<i>"
+    std::int64_t topK = 1;     ///< experts each token is routed to
+    std::int64_t capacity = 1; ///< token slots per expert per sequence (expertCapacity)
+    FeedForwardSpec expert;    ///< one expert's shape; its weights are stacked [experts, in, out]
+    OpKind scoring = OpKind::Softmax;      ///< router probabilities: Softmax, or Sigmoid (DeepSeek-V3)
+    std::optional<FeedForwardSpec> shared; ///< shared experts: a dense branch every token takes
+    bool sharedGate = false;               ///< the shared branch scaled by sigmoid(Linear h->1) (Qwen2-MoE)
 };
 
-/// Top-1 routed experts over x [b, s, h]: router Linear + Softmax, a Dispatch op that hands each
-/// expert a [b, capacity, h] slice, the experts as parallel identical branches, and a Combine op
-/// back to [b, s, h]. Token (s) and capacity (c) loops are distinct letters so that the op table's
-/// routing rule can keep them whole while the batch and feature loops stay splittable.
+/// Token slots per expert per sequence of `seq` tokens when each token goes to `topK` of
+/// `experts` experts: the routed tokens shared out evenly times the capacity factor (Fedus et
+/// al. 2021, eq. 3; GShard), rounded up.
+std::int64_t expertCapacity(std::int64_t seq, std::int64_t experts, std::int64_t topK, double capacityFactor);
+
+/// Routed experts over x [b, s, h] in GShard's einsum form, so that the experts are one op with
+/// an expert loop e: a router (Linear h->e, then Softmax or Sigmoid), a Dispatch
+/// "bsh,bse->bech" that places each token's copies in its top-k experts' capacity slots c, the
+/// expert FFN as Linears over stacked weights "bech,ehf->becf", and a Combine "bech,bse->bsh"
+/// that weights each copy by its router probability. Dispatch and Combine keep the batch b and
+/// the features h splittable and the tokens, experts and slots whole (RoleRule::Routed), so a
+/// split of e in the experts (expert parallelism) costs the all-to-all that moves the split from
+/// b to e and back, of b*e*c*h elements: the tokens times top-k times the capacity factor. The
+/// expert Linears may split f (tensor parallelism inside the experts) or b (replicated experts).
+/// Shared experts are a dense feed-forward branch added to the routed output.
 TensorId mixtureOfExperts(GraphBuilder& g, TensorId x, const MixtureSpec& spec);
 
 /// The [b, 1, h] -> [b, h] first token of x [b, s, h] (class token, BERT [CLS]) via a Split on

@@ -43,9 +43,47 @@ TensorId norm(GraphBuilder& g, const DecoderLayout& layout, const std::string& n
     return layout.layerNorm ? g.layerNorm(name, x) : g.rmsNorm(name, x);
 }
 
+/// A layer's feed-forward part: the dense MLP, or routed experts when `moe` is set.
+struct LayerMlp {
+    FeedForwardSpec dense;
+    std::optional<MixtureSpec> moe;
+};
+
+TensorId feedForward(GraphBuilder& g, TensorId x, const LayerMlp& mlp)
+{
+    return mlp.moe ? mixtureOfExperts(g, x, *mlp.moe) : feedForward(g, x, mlp.dense);
+}
+
+/// Routed experts from the config (absent without "experts"): `experts` of `expert_ffn` each,
+/// `experts_per_token` per token, `shared_expert_ffn` wide shared experts (optionally gated),
+/// `router` softmax or sigmoid, and a capacity of `capacity_factor` (default 1: dropless routing
+/// with balanced load, as Mixtral, Qwen-MoE and DeepSeek-V3 train) times the routed tokens.
+std::optional<MixtureSpec> readExperts(const ModelConfig& c, const FeedForwardSpec& dense, std::int64_t seq)
+{
+    if (!c.contains("experts")) return std::nullopt;
+    MixtureSpec moe;
+    moe.experts = configInt(c, "experts");
+    moe.topK = configInt(c, "experts_per_token", 1);
+    if (moe.topK > moe.experts)
+        throw InputError(configLabel(c) + ": field 'experts_per_token' (" + std::to_string(moe.topK) + ") exceeds 'experts' (" +
+                         std::to_string(moe.experts) + ")");
+    moe.capacity = expertCapacity(seq, moe.experts, moe.topK, configNumber(c, "capacity_factor", 1.0));
+    moe.expert = dense;
+    moe.expert.ffn = configInt(c, "expert_ffn", dense.ffn);
+    moe.scoring = configChoice(c, "router", {"softmax", "sigmoid"}) == "sigmoid" ? OpKind::Sigmoid : OpKind::Softmax;
+    if (c.contains("shared_expert_ffn")) {
+        FeedForwardSpec shared = dense;
+        shared.scope = "shared_expert";
+        shared.ffn = configInt(c, "shared_expert_ffn");
+        moe.shared = shared;
+        moe.sharedGate = configBool(c, "shared_expert_gate", false);
+    }
+    return moe;
+}
+
 /// One decoder layer under the layout's norm placement and residual form.
 TensorId decoderLayer(GraphBuilder& g, const DecoderLayout& layout, TensorId x, const AttentionSpec& attn,
-                      const FeedForwardSpec& mlp)
+                      const LayerMlp& mlp)
 {
     if (layout.parallel != "none") {
         const TensorId attnIn = norm(g, layout, "attn_norm", x);
@@ -119,11 +157,16 @@ Graph buildLlama(const ModelConfig& c)
     mlp.dropout = dropout;
     mlp.up = "up";
     mlp.down = "down";
+    const std::optional<MixtureSpec> experts = readExperts(c, mlp, seq);
+    // Layers before `dense_layers` keep the dense MLP (DeepSeek's first_k_dense_replace); after
+    // them every `moe_every`-th layer routes (Qwen-MoE's decoder_sparse_step).
+    const std::int64_t denseLayers = configInt(c, "dense_layers", 0), moeEvery = configInt(c, "moe_every", 1);
     for (std::int64_t i = 0; i < layers; ++i) {
         auto scope = g.scope("layers." + std::to_string(i));
         const bool global = layout.window == 0 || (layout.globalEvery > 0 && (i + 1) % layout.globalEvery == 0);
         attn.window = global ? 0 : layout.window;
-        x = decoderLayer(g, layout, x, attn, mlp);
+        const bool routed = experts && i >= denseLayers && (i + 1) % moeEvery == 0;
+        x = decoderLayer(g, layout, x, attn, LayerMlp{mlp, routed ? experts : std::nullopt});
     }
     {
         auto scope = g.scope("head");

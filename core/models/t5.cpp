@@ -138,10 +138,7 @@ Graph buildMoe(const ModelConfig& c)
     // Capacity per expert: the tokens of a sequence times the capacity factor, shared out evenly
     // (Fedus et al. 2021, eq. 3), rounded up. Decoder layers see fewer tokens but use the same
     // capacity so that encoder and decoder experts have one shape.
-    const double factor = configNumber(c, "capacity_factor", 1.25);
-    const auto fromFactor =
-        static_cast<std::int64_t>(std::ceil(static_cast<double>(m.seq) * factor / static_cast<double>(m.experts)));
-    m.capacity = configInt(c, "capacity", fromFactor);
+    m.capacity = configInt(c, "capacity", expertCapacity(m.seq, m.experts, 1, configNumber(c, "capacity_factor", 1.25)));
     return buildEncoderDecoder(c, m);
 }
 

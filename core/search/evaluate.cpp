@@ -12,7 +12,7 @@ double keptInputBytes(const CostModel& model, TensorId t, const TensorSpec& spec
     const Tensor& tensor = model.graph().tensor(t);
     double bytes = static_cast<double>(spec.shardNumel(tensor.shape, model.mesh())) * dtypeBytes(tensor.dtype);
     if (!tensor.shape.empty() && tensor.shape[0] > 1)
-        bytes *= heldActivationShare(model.settings(), tensor.shape[0], static_cast<double>(spec.splitsOf(0, model.mesh())));
+        bytes *= heldActivationShare(model.settings(), tensor.shape[0], model.batchSplits(t, spec));
     return bytes;
 }
 
