@@ -832,21 +832,16 @@ private slots:
         };
         const auto inExperts = [](const Op& op) { return op.name.find("/moe/experts/") != std::string::npos; };
         const auto linear = [](const Op& op) { return op.kind == OpKind::Linear; };
-        // EP: batch-split everywhere, the expert loop split in the experts (the elementwise ops'
-        // default equation names their dim 1 's').
+        // EP: batch-split everywhere, the expert loop split in the expert FFN.
         const auto ep = planWith([&](const Op& op) -> std::string {
-            if (inExperts(op)) return linear(op) ? "e=x" : "s=x";
+            if (inExperts(op)) return "e=x";
             return model.signature(op.id).loops.empty() || lm.graph.tensor(op.outputs[0]).shape.size() < 2 ||
                            op.kind == OpKind::CrossEntropy
                        ? "-"
                        : "b=x";
         });
-        // TP: replicated everywhere but the experts, split by their FFN dim f (dim 4 of the gate
-        // and up halves [b, e, c, 1, f], 'v' in the default equation; contracted in down).
-        const auto tp = planWith([&](const Op& op) -> std::string {
-            if (!inExperts(op)) return "-";
-            return linear(op) ? "f=x" : "v=x";
-        });
+        // TP: replicated everywhere but the experts, split by their FFN dim f (contracted in down).
+        const auto tp = planWith([&](const Op& op) -> std::string { return inExperts(op) ? "f=x" : "-"; });
         const double n = 8.0 * 8 * 64 * 4096 * 2;
         const double allToAll = 7.0 / 64 * n / 100e9 + 7 * latency;
         // The all-reduces of the replicated TP layout (the whole batch on every device) run once

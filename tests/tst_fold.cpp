@@ -271,6 +271,8 @@ private slots:
         QTest::newRow("switch-base-8") << "switch-base-8" << QList<int>{6, 6} << 0 << 0;
         // Every layer routes: one class of 32.
         QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << QList<int>{32} << 0 << 0;
+        // DeepSeek-V3: the 3 dense layers and the 58 MoE layers are two classes.
+        QTest::newRow("deepseek-v3") << "deepseek-v3" << QList<int>{58, 3} << 0 << 0;
     }
 
     void builtinModels()

@@ -145,6 +145,8 @@ private slots:
         // + 4096*128 + 128*3*4096*1536 + 2*4096) + 4096 = 1,244,659,712 + 94*2,487,755,008 + 4096
         // = 235,093,634,560 (the Hub's 235B).
         QTest::newRow("qwen3-235b-a22b") << "qwen3-235b-a22b" << 235093634560.0 << 0.0;
+        // DeepSeek-V3: as the deepseek-v3 row of huggingFaceConfigs, 671,026,419,200.
+        QTest::newRow("deepseek-v3") << "deepseek-v3" << 671026419200.0 << 0.0;
         // Gemma 3 27B's language model: as the gemma-3-27b row of huggingFaceConfigs, 27,009,346,304.
         QTest::newRow("gemma3-27b") << "gemma3-27b" << 27009346304.0 << 0.0;
         // Switch-Base-8: T5-Base (222,903,552) + 12 sparse FFNs, each 7 extra experts of
@@ -501,6 +503,29 @@ private slots:
         QVERIFY(shared);
         QCOMPARE(qwen.graph.tensor(shared->inputs[1]).shape, (std::vector<std::int64_t>{2048, 5632}));
         QVERIFY(findOp(qwen.graph, "layers.0/moe/shared_gate"));
+        // DeepSeek-V3: latent attention's low-rank projections, dense first layers, the shared
+        // expert, the selection bias as the dispatch's third input.
+        const auto deepseek = loadModel((kHfData + "deepseek-v3.json").toStdString(), [] {
+            ModelOptions o;
+            o.seq = 256;
+            o.batch = 1;
+            return o;
+        }());
+        auto weightShape = [&](const char* op, int input) {
+            return deepseek.graph.tensor(findOp(deepseek.graph, op)->inputs[static_cast<size_t>(input)]).shape;
+        };
+        QCOMPARE(weightShape("layers.0/attn/q_a", 1), (std::vector<std::int64_t>{7168, 1536}));
+        QCOMPARE(weightShape("layers.0/attn/q_b", 1), (std::vector<std::int64_t>{1536, 128 * 192}));
+        QCOMPARE(weightShape("layers.0/attn/kv_a", 1), (std::vector<std::int64_t>{7168, 512 + 64}));
+        QCOMPARE(weightShape("layers.0/attn/kv_b", 1), (std::vector<std::int64_t>{512, 128 * 256}));
+        QCOMPARE(weightShape("layers.0/attn/out", 1), (std::vector<std::int64_t>{128 * 128, 7168}));
+        QCOMPARE(findOp(deepseek.graph, "layers.0/attn/rope_scores")->einsum, std::string("bnsd,btd->bnst"));
+        QVERIFY(findOp(deepseek.graph, "layers.2/mlp/up"));
+        QVERIFY(!findOp(deepseek.graph, "layers.3/mlp/up"));
+        QCOMPARE(weightShape("layers.3/moe/shared_expert/up", 1), (std::vector<std::int64_t>{7168, 2048}));
+        QCOMPARE(weightShape("layers.3/moe/dispatch", 2), (std::vector<std::int64_t>{256}));
+        QCOMPARE(weightShape("layers.60/moe/experts/gate_up", 1), (std::vector<std::int64_t>{256, 7168, 2, 2048}));
+        QVERIFY(findOp(deepseek.graph, "layers.3/moe/router_sigmoid"));
         // dense_layers: the first k layers keep the dense MLP, the rest route.
         const auto mixed = load("llama3-8b", {"layers=4", "seq=128", "experts=4", "experts_per_token=2", "dense_layers=1"});
         QVERIFY(findOp(mixed.graph, "layers.0/mlp/up"));
@@ -653,6 +678,15 @@ private slots:
         // = 14,315,784,192 (the Hub's count).
         QTest::newRow("qwen1.5-moe-a2.7b") << "qwen1.5-moe-a2.7b.json"
                                            << "llama" << qint64(14315784192);
+        // DeepSeek-V3 (multi-head latent attention; 3 dense layers, then 256 experts of 2048 with
+        // a selection bias [256] and one shared expert). Attention: q_a 7168*1536 + norm 1536
+        // + q_b 1536*128*192 + kv_a 7168*(512+64) + norm 512 + kv_b 512*128*(128+128)
+        // + out 128*128*7168 = 187,107,328. Dense layer: + 3*7168*18432 + 2*7168 = 583,483,392.
+        // MoE layer: + 256*3*7168*2048 + 256 + 3*7168*2048 + 7168*256 + 2*7168 = 11,507,286,272.
+        // 2*129280*7168 + 3*583,483,392 + 58*11,507,286,272 + 7168 = 671,026,419,200 (the
+        // Hub's 671B without the multi-token-prediction module's 14B).
+        QTest::newRow("deepseek-v3") << "deepseek-v3.json"
+                                     << "llama" << qint64(671026419200);
         // BERT-base with the pre-training heads (see parameterCounts): 110,106,428.
         QTest::newRow("bert-base-uncased") << "bert-base-uncased.json"
                                            << "bert" << qint64(110106428);
@@ -782,7 +816,7 @@ private slots:
         QTest::newRow("unknown model_type")
             << "unknown-model-type.json"
             << "unknown-model-type.json: field 'model_type' is 'mamba', an architecture TP Studio does not know; "
-               "supported: gpt2, opt, llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, gemma, gemma2, gemma3, gemma3_text, phi3, olmo2, starcoder2, "
+               "supported: gpt2, opt, llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gemma, gemma2, gemma3, gemma3_text, phi3, olmo2, starcoder2, "
                "gpt_neox, falcon, bert, t5, vit, switch_transformers";
         QTest::newRow("no model_type") << "missing-model-type.json"
                                        << "missing-model-type.json: field 'model_type' is missing";

@@ -223,6 +223,33 @@ private slots:
         QVERIFY2(c.kind == expected, qPrintable(QString::fromStdString(std::string(shardClassName(c.kind)))));
     }
 
+    // An activation between expert matmuls, on routed tokens [b, e, c, f] (dim 1 the experts):
+    // a split of e is expert parallelism without a weight; b stays data, f a feature split.
+    void routedTokensClasses_data()
+    {
+        QTest::addColumn<QString>("strategy");
+        QTest::addColumn<bool>("routed");
+        QTest::addColumn<ShardClass>("expected");
+        QTest::newRow("e routed") << "e=x" << true << ShardClass::Expert;
+        QTest::newRow("b routed") << "b=x" << true << ShardClass::Data;
+        QTest::newRow("f routed") << "f=y" << true << ShardClass::Feature;
+        QTest::newRow("e not routed") << "e=x" << false << ShardClass::Feature;
+    }
+    void routedTokensClasses()
+    {
+        QFETCH(QString, strategy);
+        QFETCH(bool, routed);
+        QFETCH(ShardClass, expected);
+        const Mesh m = mesh("2x4");
+        const Signature sig = parseSignature("becf->becf", {{4, 8, 16, 32}}, {{4, 8, 16, 32}});
+        OperandFacts facts;
+        facts.weightInput = {false};
+        facts.batchInput = facts.batchOutput = {true};
+        facts.routedInput = facts.routedOutput = {routed};
+        const StrategyClass c = classifyStrategy(sig, facts, parseStrategy(strategy.toStdString(), sig, m), m.rank());
+        QVERIFY2(c.kind == expected, qPrintable(QString::fromStdString(std::string(shardClassName(c.kind)))));
+    }
+
     // Every candidate of every op of every built-in model, on a 2-D and a 3-D mesh, gets one
     // class that agrees with its loops: replicated exactly when nothing is split; a strategy
     // that splits only loops indexing no weight is never column-, row- or expert-parallel; data
@@ -270,8 +297,12 @@ private slots:
                                                             std::string(shardClassName(c.kind)));
                 QVERIFY2((c.kind == ShardClass::Replicated) == !anySplit, qPrintable(what));
                 QVERIFY2((c.kind == ShardClass::Data) == (anySplit && allData), qPrintable(what));
-                auto isWeightKind = [](ShardClass k) {
-                    return k == ShardClass::Column || k == ShardClass::Row || k == ShardClass::Expert;
+                // Expert without a weight: only on routed tokens (an activation between expert matmuls).
+                bool routed = false;
+                for (TensorId t : op.inputs) routed = routed || cm.routedTokens(t);
+                for (TensorId t : op.outputs) routed = routed || cm.routedTokens(t);
+                auto isWeightKind = [&](ShardClass k) {
+                    return k == ShardClass::Column || k == ShardClass::Row || (k == ShardClass::Expert && !routed);
                 };
                 if (!weightSplit) {
                     QVERIFY2(!isWeightKind(c.kind), qPrintable(what));
@@ -279,9 +310,11 @@ private slots:
                 }
             }
         }
-        // Transformers show every kind but expert (their experts are separate branches, so
-        // expert placement is no op's strategy); convolutions have no sequence loop to split.
+        // Transformers show every kind, expert where they route tokens to experts (one op per
+        // expert projection with an expert loop); convolutions have no sequence loop to split.
         QVERIFY(seen[size_t(ShardClass::Replicated)] > 0 && seen[size_t(ShardClass::Data)] > 0);
+        const bool experts = std::any_of(g.ops.begin(), g.ops.end(), [](const Op& op) { return op.kind == OpKind::Dispatch; });
+        QCOMPARE(seen[size_t(ShardClass::Expert)] > 0, experts);
         QVERIFY(seen[size_t(ShardClass::Column)] > 0 && seen[size_t(ShardClass::Row)] > 0);
         if (!model.contains("resnet")) QVERIFY(seen[size_t(ShardClass::Sequence)] > 0 && seen[size_t(ShardClass::Mixed)] > 0);
     }

@@ -897,6 +897,7 @@ const CostSettings& CostModel::settings() const { return impl_->settings; }
 const Signature& CostModel::signature(OpId op) const { return impl_->cls(op).sig; }
 const std::vector<OpStrategy>& CostModel::strategies(OpId op) const { return impl_->cls(op).strategies; }
 bool CostModel::batchLeading(TensorId tensor) const { return impl_->batch0.at(static_cast<size_t>(tensor)); }
+bool CostModel::routedTokens(TensorId tensor) const { return impl_->routed.at(static_cast<size_t>(tensor)); }
 double CostModel::batchSplits(TensorId tensor, const TensorSpec& spec) const
 {
     return impl_->batchSplits(impl_->routed.at(static_cast<size_t>(tensor)), spec);

@@ -213,6 +213,8 @@ public:
     /// batch, times dim 1 for routed tokens [b, e, c, ...] whose experts stand in for the batch
     /// (an expert-parallel op serves the tokens of every device on its axis).
     double batchSplits(TensorId tensor, const TensorSpec& spec) const;
+    /// Whether the tensor holds routed tokens [b, e, c, ...] (from a Dispatch up to its Combine).
+    bool routedTokens(TensorId tensor) const;
     /// Dim 0 of the first graph input of rank >= 2 (0 when there is none).
     std::int64_t graphBatch() const;
     /// Whether the op has contracted loops (runs at matmul rate; overlap applies).

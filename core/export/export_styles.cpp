@@ -15,8 +15,12 @@ StrategyClass classifyOp(const CostModel& model, OpId op, int strategy)
     for (TensorId t : o.inputs) {
         facts.weightInput.push_back(g.tensor(t).role == TensorRole::Weight);
         facts.batchInput.push_back(model.batchLeading(t));
+        facts.routedInput.push_back(model.routedTokens(t));
     }
-    for (TensorId t : o.outputs) facts.batchOutput.push_back(model.batchLeading(t));
+    for (TensorId t : o.outputs) {
+        facts.batchOutput.push_back(model.batchLeading(t));
+        facts.routedOutput.push_back(model.routedTokens(t));
+    }
     return classifyStrategy(model.signature(op), facts, model.strategies(op)[static_cast<size_t>(strategy)], model.mesh().rank());
 }
 

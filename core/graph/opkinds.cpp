@@ -41,10 +41,10 @@ const std::vector<OpKindInfo> kOpKinds = {
     {OpKind::AvgPool,      "AvgPool",      1, 1, 1, 1, RoleRule::SpatialHW,        1.0, 1.0, 0b00, false, 0, false},
     {OpKind::CrossEntropy, "CrossEntropy", 2, 2, 1, 1, RoleRule::NormalizedLast,   5.0, 1.0, 0b01, false, 0, false},
     // Routed experts (core/models/blocks.h): Dispatch "bsh,bse->bech" copies each token into its
-    // top-k experts' slots, Combine "bech,bse->bsh" sums the copies weighted by their router
+    // top-k experts' slots (a third input [e] may bias the choice), Combine "bech,bse->bsh" sums the copies weighted by their router
     // probability. Both are gathers and scatters that run at memory speed (no FLOPs per point of
     // the one-hot einsum); Combine's backward needs the expert outputs and the probabilities.
-    {OpKind::Dispatch,     "Dispatch",     2, 2, 1,-1, RoleRule::Routed,           0.0, 1.0, 0b00, false, 0, false},
+    {OpKind::Dispatch,     "Dispatch",     2, 3, 1,-1, RoleRule::Routed,           0.0, 1.0, 0b00, false, 0, false},
     {OpKind::Combine,      "Combine",      2,-1, 1, 1, RoleRule::Routed,           0.0, 1.0, 0b11, false, 0, false},
     // Rotary position embedding: input 0 [..., s, d] rotated pair by pair by the angles of
     // input 1 [s, d] (a graph input, no weight): x*cos + pair(x)*sin, 3 FLOPs per element. The

@@ -253,6 +253,33 @@ ModelConfig fromQwen3Moe(const HfFields& f)
     return c;
 }
 
+// DeepSeek-V3: multi-head latent attention, the first first_k_dense_replace layers dense, then
+// routed experts (sigmoid scores with a selection bias, noaux_tc) and n_shared_experts shared
+// ones of moe_intermediate_size each. The multi-token-prediction module
+// (num_nextn_predict_layers) is a training add-on outside the model's layers; it is not laid out.
+ModelConfig fromDeepseekV3(const HfFields& f)
+{
+    ModelConfig c = rotaryDecoder(f, false);
+    c["qkv_bias"] = c["out_bias"] = f.flag("attention_bias", false);
+    if (f.has("q_lora_rank")) c["q_lora_rank"] = f.integer("q_lora_rank");
+    for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) c[key] = f.integer(key);
+    c["experts"] = f.integer("n_routed_experts");
+    c["experts_per_token"] = f.integer("num_experts_per_tok");
+    if (c["experts_per_token"].get<std::int64_t>() > c["experts"].get<std::int64_t>())
+        f.fail("num_experts_per_tok", "exceeds 'n_routed_experts'");
+    c["expert_ffn"] = f.integer("moe_intermediate_size");
+    if (f.has("n_shared_experts")) c["shared_expert_ffn"] = f.integer("n_shared_experts") * f.integer("moe_intermediate_size");
+    if (f.has("first_k_dense_replace") && f.doc()["first_k_dense_replace"] != 0)
+        c["dense_layers"] = f.integer("first_k_dense_replace");
+    if (f.integer("moe_layer_freq", 1) != 1)
+        f.fail("moe_layer_freq", "is not 1; TP Studio lays out experts on every layer after the first_k_dense_replace dense ones");
+    const std::string scoring = f.text("scoring_func", "softmax");
+    if (scoring != "softmax" && scoring != "sigmoid") f.fail("scoring_func", "is '" + scoring + "'; supported: softmax, sigmoid");
+    c["router"] = scoring;
+    c["router_selection_bias"] = f.text("topk_method", "greedy") == "noaux_tc";
+    return c;
+}
+
 // Gemma: GeGLU (hidden_activation, older files hidden_act), head_dim 256 by default, tied head.
 // Gemma-2 adds norms after attention and MLP and a window on every other layer (layer 0 local);
 // Gemma-3 also q/k norms and one global layer in six.
@@ -447,6 +474,7 @@ const Architecture kArchitectures[] = {
     {"mixtral", &fromMixtral},
     {"qwen2_moe", &fromQwen2Moe},
     {"qwen3_moe", &fromQwen3Moe},
+    {"deepseek_v3", &fromDeepseekV3},
     {"gemma", &fromGemma},
     {"gemma2", &fromGemma2},
     {"gemma3", &fromGemma3Text}, // without text_config: its fields at the top level

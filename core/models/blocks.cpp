@@ -10,8 +10,52 @@
 
 namespace tp {
 
+TensorId latentAttention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
+{
+    auto scope = g.scope(spec.scope);
+    const auto xs = g.shape(x);
+    const std::int64_t b = xs[0], s = xs[1], h = xs[2], n = spec.heads;
+    const auto& l = *spec.latent;
+    const std::int64_t qk = l.nopeDim + l.ropeDim;
+    TensorId q = l.qRank > 0 ? g.linear("q_b", g.rmsNorm("q_a_norm", g.linear("q_a", x, h, l.qRank, spec.bias)), l.qRank, n * qk,
+                                        false)
+                             : g.linear("q", x, h, n * qk, false);
+    q = g.op(OpKind::Reshape, "q_heads", {q}, {b, n, s, qk}, "bs(nd)->bnsd");
+    const Attrs lastAxis{{"axis", std::int64_t{3}}};
+    auto qParts = g.multiOutputOp(OpKind::Split, "q_split", {q}, {{b, n, s, l.nopeDim}, {b, n, s, l.ropeDim}}, {"nope", "rope"},
+                                  {}, lastAxis);
+    auto kvParts = g.multiOutputOp(OpKind::Split, "kv_a_split", {g.linear("kv_a", x, h, l.kvRank + l.ropeDim, spec.bias)},
+                                   {{b, s, l.kvRank}, {b, s, l.ropeDim}}, {"compressed", "rope"}, {},
+                                   {{"axis", std::int64_t{2}}});
+    TensorId kv = g.linear("kv_b", g.rmsNorm("kv_a_norm", kvParts[0]), l.kvRank, n * (l.nopeDim + l.valueDim), false);
+    kv = g.op(OpKind::Reshape, "kv_heads", {kv}, {b, n, s, l.nopeDim + l.valueDim}, "bs(nd)->bnsd");
+    auto kvHeads = g.multiOutputOp(OpKind::Split, "kv_split", {kv}, {{b, n, s, l.nopeDim}, {b, n, s, l.valueDim}},
+                                   {"k_nope", "v"}, {}, lastAxis);
+    TensorId qRope = qParts[1], kRope = kvParts[1];
+    if (spec.rotary) {
+        qRope = g.op(OpKind::Rotary, "q_rotary", {qRope, *spec.rotary}, g.shape(qRope), "bnsd,sd->bnsd");
+        kRope = g.op(OpKind::Rotary, "k_rotary", {kRope, *spec.rotary}, g.shape(kRope), "bsd,sd->bsd");
+    }
+    Attrs scoreAttrs;
+    if (spec.scaled) scoreAttrs["scale_by_head_dim"] = std::int64_t{1};
+    TensorId scores =
+        g.op(OpKind::BatchMatMul, "scores", {qParts[0], kvHeads[0]}, {b, n, s, s}, "bnsd,bntd->bnst", scoreAttrs);
+    TensorId ropeScores = g.op(OpKind::BatchMatMul, "rope_scores", {qRope, kRope}, {b, n, s, s}, "bnsd,btd->bnst", scoreAttrs);
+    scores = g.binary(OpKind::Add, "scores_sum", scores, ropeScores);
+    Attrs softmaxAttrs;
+    if (spec.causal) softmaxAttrs["causal"] = std::int64_t{1};
+    TensorId probs = g.op(OpKind::Softmax, "softmax", {scores}, g.shape(scores), "", softmaxAttrs);
+    if (spec.dropout) probs = g.unary(OpKind::Dropout, "attn_dropout", probs);
+    TensorId ctx = g.op(OpKind::BatchMatMul, "context", {probs, kvHeads[1]}, {b, n, s, l.valueDim}, "bnst,bntd->bnsd");
+    TensorId merged = g.op(OpKind::Reshape, "merge_heads", {ctx}, {b, s, n * l.valueDim}, "bnsd->bs(nd)");
+    TensorId out = g.linear("out", merged, n * l.valueDim, h, spec.outBias.value_or(spec.bias));
+    if (spec.dropout) out = g.unary(OpKind::Dropout, "out_dropout", out);
+    return out;
+}
+
 TensorId attention(GraphBuilder& g, TensorId x, const AttentionSpec& spec)
 {
+    if (spec.latent) return latentAttention(g, x, spec);
     auto scope = g.scope(spec.scope);
     const auto xs = g.shape(x);
     const std::int64_t b = xs[0], s = xs[1], h = xs[2];
@@ -147,17 +191,20 @@ TensorId expertFeedForward(GraphBuilder& g, TensorId x, const FeedForwardSpec& s
         auto [in, eq] = withBias(spec.gate + "_" + spec.up, {x, g.weight(spec.gate + "_" + spec.up + ".weight", {e, h, 2, f})},
                                  "bech,ehgf", {e, 2, f}, "egf");
         TensorId both = g.op(OpKind::Linear, spec.gate + "_" + spec.up, std::move(in), {b, e, c, 2, f}, eq + "->becgf");
-        auto halves = g.multiOutputOp(OpKind::Split, "split", {both}, {{b, e, c, 1, f}, {b, e, c, 1, f}}, {"gate", "up"}, {},
-                                      {{"axis", std::int64_t{3}}});
-        hidden = g.binary(OpKind::Mul, "mul", g.unary(spec.activation, activationName, halves[0]), halves[1]);
+        // Named loops, so that a split of the experts reads "e=x" all along the expert FFN.
+        auto halves = g.multiOutputOp(OpKind::Split, "split", {both}, {{b, e, c, 1, f}, {b, e, c, 1, f}}, {"gate", "up"},
+                                      "becgf->becuf,becvf", {{"axis", std::int64_t{3}}});
+        TensorId act = g.op(spec.activation, activationName, {halves[0]}, g.shape(halves[0]), "becgf->becgf");
+        hidden = g.op(OpKind::Mul, "mul", {act, halves[1]}, g.shape(act), "becgf,becgf->becgf");
         hiddenLoops = "becgf";
     } else {
         auto [in, eq] = withBias(spec.up, {x, g.weight(spec.up + ".weight", {e, h, f})}, "bech,ehf", {e, f}, "ef");
-        hidden = g.unary(spec.activation, activationName, g.op(OpKind::Linear, spec.up, std::move(in), {b, e, c, f}, eq + "->becf"));
+        TensorId up = g.op(OpKind::Linear, spec.up, std::move(in), {b, e, c, f}, eq + "->becf");
+        hidden = g.op(spec.activation, activationName, {up}, g.shape(up), "becf->becf");
     }
     auto [in, eq] = withBias(spec.down, {hidden, g.weight(spec.down + ".weight", {e, f, h})}, hiddenLoops + ",efh", {e, h}, "eh");
     TensorId down = g.op(OpKind::Linear, spec.down, std::move(in), {b, e, c, h}, eq + "->bech");
-    if (spec.dropout) down = g.unary(OpKind::Dropout, "dropout", down);
+    if (spec.dropout) down = g.op(OpKind::Dropout, "dropout", {down}, g.shape(down), "bech->bech");
     return down;
 }
 
@@ -172,7 +219,10 @@ TensorId mixtureOfExperts(GraphBuilder& g, TensorId x, const MixtureSpec& spec)
     TensorId probs = g.op(spec.scoring, spec.scoring == OpKind::Sigmoid ? "router_sigmoid" : "router_softmax", {logits},
                           {b, s, e});
     Attrs routing{{"experts", e}, {"capacity", c}, {"top_k", spec.topK}};
-    TensorId dispatched = g.op(OpKind::Dispatch, "dispatch", {x, probs}, {b, e, c, h}, "bsh,bse->bech", routing);
+    std::vector<TensorId> routingInputs{x, probs};
+    if (spec.selectionBias) routingInputs.push_back(g.weight("router.selection_bias", {e}));
+    TensorId dispatched = g.op(OpKind::Dispatch, "dispatch", std::move(routingInputs), {b, e, c, h},
+                               spec.selectionBias ? "bsh,bse,e->bech" : "bsh,bse->bech", routing);
     TensorId expertOut = expertFeedForward(g, dispatched, spec.expert);
     TensorId out = g.op(OpKind::Combine, "combine", {expertOut, probs}, {b, s, h}, "bech,bse->bsh", routing);
     if (!spec.shared) return out;

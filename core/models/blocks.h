@@ -28,7 +28,22 @@ struct AttentionSpec {
     std::optional<TensorId> memory;       ///< cross-attention: keys and values from this [b, t, hm]
     std::optional<TensorId> positionBias; ///< [heads, s, t], added to the scores before the softmax
     std::optional<TensorId> rotary;       ///< angles [s, headDim]: q and k rotated per head (self-attention)
+    /// Multi-head latent attention (DeepSeek-V2/V3): q and kv through low-rank projections, the
+    /// rotary part of each head kept apart. Set: `kvHeads`, `headDim` and `qkNorm` are unused and
+    /// `rotary` holds angles [s, ropeDim].
+    struct Latent {
+        std::int64_t qRank = 0;  ///< 0: q projected directly from x
+        std::int64_t kvRank = 0; ///< the compressed kv width
+        std::int64_t nopeDim = 0, ropeDim = 0, valueDim = 0;
+    };
+    std::optional<Latent> latent;
 };
+
+/// Latent attention: q = q_b(norm(q_a(x))) per head [nope | rope]; kv_a(x) = [compressed kv |
+/// shared rotary key]; k_nope and v per head from kv_b(norm(compressed)); the scores are the sum
+/// of the two contractions q_nope.k_nope + q_rope.k_rope (the rotary key shared by all heads),
+/// the same numbers as the concatenated head of DeepSeek's code without materialising it.
+TensorId latentAttention(GraphBuilder& g, TensorId x, const AttentionSpec& spec);
 
 /// Attention over x [b, s, h] built from its parts (projections, per-head reshape, score and
 /// context batch matmuls, softmax, output projection) so the heads are visible to the search.
@@ -60,6 +75,9 @@ struct MixtureSpec {
     OpKind scoring = OpKind::Softmax;      ///< router probabilities: Softmax, or Sigmoid (DeepSeek-V3)
     std::optional<FeedForwardSpec> shared; ///< shared experts: a dense branch every token takes
     bool sharedGate = false;               ///< the shared branch scaled by sigmoid(Linear h->1) (Qwen2-MoE)
+    /// A learned bias [e] added to the scores only to pick the top-k (DeepSeek-V3's
+    /// auxiliary-loss-free balancing): a third input of the Dispatch.
+    bool selectionBias = false;
 };
 
 /// Token slots per expert per sequence of `seq` tokens when each token goes to `topK` of

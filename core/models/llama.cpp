@@ -78,7 +78,23 @@ std::optional<MixtureSpec> readExperts(const ModelConfig& c, const FeedForwardSp
         moe.shared = shared;
         moe.sharedGate = configBool(c, "shared_expert_gate", false);
     }
+    moe.selectionBias = configBool(c, "router_selection_bias", false);
     return moe;
+}
+
+/// Multi-head latent attention from the config (absent without "kv_lora_rank"): ranks
+/// `q_lora_rank` (absent: q projected directly) and `kv_lora_rank`, per-head dims
+/// `qk_nope_head_dim` + `qk_rope_head_dim` for q and k and `v_head_dim` for v.
+std::optional<AttentionSpec::Latent> readLatent(const ModelConfig& c)
+{
+    if (!c.contains("kv_lora_rank")) return std::nullopt;
+    AttentionSpec::Latent l;
+    l.qRank = configInt(c, "q_lora_rank", 0);
+    l.kvRank = configInt(c, "kv_lora_rank");
+    l.nopeDim = configInt(c, "qk_nope_head_dim");
+    l.ropeDim = configInt(c, "qk_rope_head_dim");
+    l.valueDim = configInt(c, "v_head_dim");
+    return l;
 }
 
 /// One decoder layer under the layout's norm placement and residual form.
@@ -112,7 +128,8 @@ Graph buildLlama(const ModelConfig& c)
     const std::int64_t kvHeads = configInt(c, "kv_heads", heads), ffn = configInt(c, "ffn");
     const std::int64_t vocab = configVocab(c), seq = configInt(c, "seq"), batch = configInt(c, "batch", 1);
     const std::int64_t positions = configInt(c, "positions", seq);
-    if (!c.contains("head_dim")) requireDivisible(c, "hidden", h, "heads", heads);
+    const std::optional<AttentionSpec::Latent> latent = readLatent(c);
+    if (!c.contains("head_dim") && !latent) requireDivisible(c, "hidden", h, "heads", heads);
     const std::int64_t headDim = configInt(c, "head_dim", h / heads);
     requireDivisible(c, "heads", heads, "kv_heads", kvHeads);
     if (seq > positions)
@@ -133,7 +150,7 @@ Graph buildLlama(const ModelConfig& c)
     TensorId tokens = g.input("tokens", {batch, seq}, DType::I64);
     // After the tokens: the batch is dim 0 of the first graph input (core/cost/cost_model.cpp).
     std::optional<TensorId> angles;
-    if (configBool(c, "rotary", true)) angles = g.input("rotary/angles", {seq, headDim}, DType::F32);
+    if (configBool(c, "rotary", true)) angles = g.input("rotary/angles", {seq, latent ? latent->ropeDim : headDim}, DType::F32);
     TensorId table = g.weight("embed/tokens.weight", {vocab, h});
     TensorId x = g.op(OpKind::Embedding, "embed/tokens", {tokens, table}, {batch, seq, h}, "bs,vh->bsh");
 
@@ -149,6 +166,7 @@ Graph buildLlama(const ModelConfig& c)
     attn.causal = true;
     attn.dropout = dropout;
     attn.rotary = angles;
+    attn.latent = latent;
     FeedForwardSpec mlp;
     mlp.ffn = ffn;
     mlp.activation = configActivation(c, "activation", OpKind::SiLU);

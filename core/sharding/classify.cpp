@@ -32,11 +32,13 @@ bool indexes(const OperandIndexing& operand, int loop)
 
 bool fact(const std::vector<bool>& facts, size_t k) { return k < facts.size() && facts[k]; }
 
-// One activation operand: how it is indexed and whether its dim 0 is the graph's batch.
+// One activation operand: how it is indexed, whether its dim 0 is the graph's batch, whether
+// its dim 1 is the experts of routed tokens.
 struct Activation {
     const OperandIndexing* indexing;
     bool batchLeading;
     bool isInput;
+    bool routed;
 };
 
 bool atDim(const OperandIndexing& operand, size_t dim, int loop)
@@ -55,6 +57,8 @@ int tokenDim(const Activation& a)
 // The kind of a split loop that indexes no weight, from its place in the activation operands.
 ShardClass batchLikeKind(const std::vector<Activation>& activations, int loop)
 {
+    for (const Activation& a : activations)
+        if (a.routed && atDim(*a.indexing, 1, loop)) return ShardClass::Expert;
     for (const Activation& a : activations)
         if (a.batchLeading && atDim(*a.indexing, 0, loop)) return ShardClass::Data;
     for (const Activation& a : activations)
@@ -94,9 +98,10 @@ StrategyClass classifyStrategy(const Signature& sig, const OperandFacts& facts, 
         if (fact(facts.weightInput, k))
             out.hasWeight = true;
         else
-            activations.push_back({&sig.inputs[k], fact(facts.batchInput, k), true});
+            activations.push_back({&sig.inputs[k], fact(facts.batchInput, k), true, fact(facts.routedInput, k)});
     }
-    for (size_t k = 0; k < sig.outputs.size(); ++k) activations.push_back({&sig.outputs[k], fact(facts.batchOutput, k), false});
+    for (size_t k = 0; k < sig.outputs.size(); ++k)
+        activations.push_back({&sig.outputs[k], fact(facts.batchOutput, k), false, fact(facts.routedOutput, k)});
 
     bool anySplit = false;
     ShardClass model = ShardClass::Replicated; // the one non-Data kind seen, Mixed for several

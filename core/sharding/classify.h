@@ -15,6 +15,9 @@
 //   - a loop that indexes no weight ("batch-like": each slice is computed independently, up to
 //     a sum for a contracted one) is classified by where it sits in the activation operands
 //     (inputs that are not weights, and outputs):
+//       Expert   when it indexes dim 1 of routed tokens [b, e, c, ...] (OperandFacts::routedInput/
+//                Output: between a Dispatch and its Combine, dim 1 is the experts), the tokens
+//                each device's experts serve (an activation or SiLU between expert matmuls);
 //       Data     when it indexes dim 0 of an activation whose dim 0 is the graph's batch (which
 //                tensors those are is a fact of the whole graph, OperandFacts::batchInput/Output;
 //                CostModel::batchLeading derives it from the graph inputs' dim 0);
@@ -29,7 +32,8 @@
 // The strategy's class: Replicated when nothing is split; otherwise the kinds other than Data
 // among its split loops: none -> Data; exactly one -> that kind; more than one -> Mixed.
 // Data parallelism on another axis never changes the class ("b=x,f=y" on fc1 is Column), and a
-// strategy that splits only loops indexing no weight is never Column, Row or Expert.
+// strategy that splits only loops indexing no weight is never Column or Row, and Expert only on
+// routed tokens.
 #include <string_view>
 #include <vector>
 
@@ -60,6 +64,8 @@ struct OperandFacts {
     std::vector<bool> weightInput; ///< per input: a weight (TensorRole::Weight)
     std::vector<bool> batchInput;  ///< per input: dim 0 is the graph's batch
     std::vector<bool> batchOutput; ///< per output: dim 0 is the graph's batch
+    std::vector<bool> routedInput;  ///< per input: routed tokens, dim 1 the experts (CostModel::routedTokens)
+    std::vector<bool> routedOutput; ///< per output: likewise
 };
 
 /// Classifies a strategy of an op with this signature; `meshRank` sizes the per-axis vectors.
