@@ -242,6 +242,92 @@ private slots:
         QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
     }
 
+    // An expert-parallel plan (Mixtral on 8 devices: the experts split 8 ways, everything else
+    // data parallel) exports its expert modules and apply_expert_parallel, which keeps 1/8 of
+    // every stacked expert parameter (dim 0) on each device and leaves the others whole. Run with
+    // PyTorch 1.13 on a toy model, DTensor stubbed: distribute_tensor keeps rank 3's chunk.
+    void pytorchExpertParallelSplitsExperts()
+    {
+        QString python;
+        for (const QString& candidate : {QStringLiteral("/usr/bin/python3"), QStandardPaths::findExecutable("python3")}) {
+            if (candidate.isEmpty() || !QFileInfo::exists(candidate)) continue;
+            QProcess probe;
+            probe.start(candidate, {"-c", "import torch"});
+            if (probe.waitForFinished(60000) && probe.exitCode() == 0) {
+                python = candidate;
+                break;
+            }
+        }
+        if (python.isEmpty()) QSKIP("no python3 with torch");
+        PlanRequest request;
+        request.model = "mixtral-8x7b";
+        request.modelOptions.batch = 64;
+        request.modelOptions.overrides = {"layers=2", "seq=1024"};
+        request.mesh = "8";
+        request.hardware = "h200-dgx";
+        request.pipeline = 1;
+        request.locks = {"*/moe/experts/*=e=x"};
+        const PlannerResult planned = Planner().plan(request);
+        const std::string script = exportPytorch(*planned.workspace, planned.result);
+        QVERIFY(script.find("EP_DIMS = (\"x\",)") != std::string::npos);
+        QVERIFY(script.find("EXPERT_MODULES = (\"layers.*.moe.experts\",)") != std::string::npos);
+        QVERIFY2(script.find("inexpressible") == std::string::npos && script.find("cannot express") == std::string::npos,
+                 script.c_str());
+        // Megatron-Core's MoE arguments: 8 experts, top-2, expert-parallel over all 8 ranks.
+        const std::string args = exportMegatron(*planned.workspace, planned.result);
+        for (const char* line : {"--num-experts 8\n", "--moe-router-topk 2\n", "--expert-model-parallel-size 8\n"})
+            QVERIFY2(args.find(line) != std::string::npos, args.c_str());
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("plan.py").toStdString()) << script;
+        const std::string driver = R"PY(
+import sys, types
+import torch, torch.nn as nn
+for name in ("torch.distributed.device_mesh", "torch.distributed.tensor", "torch.distributed.tensor.parallel"):
+    stub = types.ModuleType(name)
+    for attr in ("init_device_mesh", "Replicate", "Shard", "ColwiseParallel", "PrepareModuleInput",
+                 "RowwiseParallel", "SequenceParallel", "parallelize_module"):
+        setattr(stub, attr, lambda *a, **k: None)
+    sys.modules[name] = stub
+sys.modules["torch.distributed.tensor"].distribute_tensor = lambda t, m, p: t.chunk(m.size, 0)[m.rank].clone()
+class Mesh:
+    size, rank = 8, 3
+plan = {}
+exec(open(sys.argv[1]).read(), plan)
+class Experts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate_up = nn.Module()
+        self.gate_up.weight = nn.Parameter(torch.arange(8.0).view(8, 1, 1, 1).expand(8, 4, 2, 6).clone())
+        self.down = nn.Module()
+        self.down.weight = nn.Parameter(torch.zeros(8, 6, 4))
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(4, 8)
+        self.moe = nn.Module()
+        self.moe.experts = Experts()
+class Toy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Layer() for _ in range(2))
+toy = Toy()
+plan["apply_expert_parallel"](toy, {"x": Mesh()})
+for name, p in toy.named_parameters():
+    print(name, "x".join(str(d) for d in p.shape), int(p.flatten()[0]) if "gate_up" in name else "")
+)PY";
+        std::ofstream(dir.filePath("driver.py").toStdString()) << driver;
+        QProcess p;
+        p.start(python, {dir.filePath("driver.py"), dir.filePath("plan.py")});
+        QVERIFY(p.waitForFinished(120000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const QString out = QString(p.readAllStandardOutput());
+        for (const char* layer : {"layers.0", "layers.1"}) {
+            QVERIFY2(out.contains(QString("%1.moe.experts.gate_up.weight 1x4x2x6 3").arg(layer)), qPrintable(out)); // expert 3 of 8
+            QVERIFY2(out.contains(QString("%1.moe.experts.down.weight 1x6x4").arg(layer)), qPrintable(out));
+            QVERIFY2(out.contains(QString("%1.router.weight 8x4").arg(layer)), qPrintable(out)); // not an expert: whole
+        }
+    }
+
     // The exported pipeline cuts the model as the plan does: every virtual stage its layers (k * P
     // + r on rank r), the first-stage modules on the first only, the last-stage ones on the last.
     // Run on a toy model with PyTorch 1.13 (the torch 2 imports the script needs are stubbed: only

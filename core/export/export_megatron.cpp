@@ -2,12 +2,35 @@
 #include <algorithm>
 #include <functional>
 #include <sstream>
+#include <variant>
 
 #include "../cost/baselines.h"
 #include "export_plan.h"
 #include "export_styles.h"
 
 namespace tp {
+
+namespace {
+
+// Megatron-Core's MoE arguments from the graph's routed experts (the Dispatch op's attrs) and the
+// plan's expert axes; its expert-parallel ranks are carved out of the data-parallel ones.
+void moeArguments(const CostModel& model, const PlanAxes& axes, std::ostream& out)
+{
+    const auto& ops = model.graph().ops;
+    const auto dispatch = std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.kind == OpKind::Dispatch; });
+    if (dispatch == ops.end()) return;
+    const auto attr = [&](const char* name) {
+        const auto it = dispatch->attrs.find(name);
+        return it != dispatch->attrs.end() && std::holds_alternative<std::int64_t>(it->second) ? std::get<std::int64_t>(it->second)
+                                                                                                 : std::int64_t{0};
+    };
+    int ep = 1;
+    for (int a : axes.expertAxes) ep *= model.mesh().axes[static_cast<size_t>(a)].size;
+    out << "--num-experts " << attr("experts") << "\n--moe-router-topk " << attr("top_k") << "\n";
+    out << "--expert-model-parallel-size " << ep << "\n";
+}
+
+} // namespace
 
 std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
 {
@@ -98,6 +121,7 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
             << stage.stage + 1 << "'s (" << stage.layers << " of the '" << stage.layerLabel << "' layers from layer "
             << stage.firstLayer << ").\n";
     if (sequenceParallel) out << "--sequence-parallel\n";
+    moeArguments(model, axes, out);
     const std::int64_t batch = ws.context.batch;
     const std::int64_t micro =
         model.settings().microBatch > 0 ? model.settings().microBatch : (dp > 0 && batch % dp == 0 ? batch / dp : batch);

@@ -55,6 +55,7 @@ std::string styleCall(const ModuleStyle& m)
     }
     case ModuleStyle::Style::Sequence:
         return m.sequenceDim == 1 ? "SequenceParallel()" : "SequenceParallel(sequence_dim=" + std::to_string(m.sequenceDim) + ")";
+    case ModuleStyle::Style::Expert: // apply_expert_parallel, not a parallelize_module style
     case ModuleStyle::Style::None:
         break;
     }
@@ -123,6 +124,41 @@ void pipelineConstants(std::ostream& py, const PipelineStageInfo& stage)
     py << "PP_LAST_STAGE_MODULES = " << pyTuple(stage.lastStageModules, quoted) << "\n";
 }
 
+// Expert parallelism (ModuleStyle::Style::Expert): DTensor's styles have no expert style, so
+// the script uses torchtitan's ExpertParallel where it is installed (stacked weights sharded on
+// the expert dim, the token all-to-alls inserted) and otherwise shards the weights itself,
+// leaving the token exchange to the MoE layer.
+constexpr const char* kExpertFunctions = R"PY(def apply_expert_parallel(model, mesh):
+    """Expert parallelism over EP_DIMS: every EXPERT_MODULES module keeps 1/n of its experts,
+    its stacked parameters [experts, ...] split on dim 0. torchtitan's ExpertParallel style also
+    inserts the all-to-alls that bring each expert its tokens and take them back; without
+    torchtitan only the weights are split here, and the MoE layer must exchange its tokens itself
+    (torch.distributed.all_to_all_single over ep_mesh) as Megatron-Core and DeepSpeed-MoE do."""
+    if not EP_DIMS or not EXPERT_MODULES:
+        return model
+    import torch
+    from torch.distributed.tensor import distribute_tensor
+
+    ep_mesh = mesh[EP_DIMS[0]] if len(EP_DIMS) == 1 else mesh[EP_DIMS]._flatten("_".join(EP_DIMS))
+    try:
+        from torchtitan.distributed.expert_parallel import ExpertParallel
+    except ImportError:
+        ExpertParallel = None
+    for name, module in model.named_modules():
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in EXPERT_MODULES):
+            continue
+        if ExpertParallel is not None:
+            parallelize_module(module, ep_mesh, ExpertParallel())
+            continue
+        for owner in module.modules():
+            for key, param in list(owner.named_parameters(recurse=False)):
+                owner.register_parameter(
+                    key, torch.nn.Parameter(distribute_tensor(param.data, ep_mesh, [Shard(0)]), param.requires_grad))
+    return model
+
+
+)PY";
+
 constexpr const char* kPipelineFunctions = R"PY(
 
 def pipeline_stage_module(model, stage_index):
@@ -170,6 +206,7 @@ def apply_pipelined_plan(model, n_microbatches, loss_fn, device_type="cuda"):
         module = pipeline_stage_module(model, index)
         if TP_DIM is not None and PLAN:
             parallelize_module(module, mesh[TP_DIM], expand_plan(module, PLAN, strict=False))
+        apply_expert_parallel(module, mesh)
         apply_fsdp(module, mesh)
         modules.append(module)
         stages.append(PipelineStage(module, index, PP_STAGES * PP_CHUNKS, device, group=mesh[PP_DIM].get_group()))
@@ -200,10 +237,29 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     if (axes.tensorAxis >= 0)
         py << "# Tensor parallelism runs over mesh dim '" << mesh.axes[static_cast<size_t>(axes.tensorAxis)].name << "'.\n";
     else
-        py << "# The plan splits no weight: there is no tensor parallelism to apply.\n";
+        py << "# The plan splits no weight" << (axes.expertAxes.empty() ? "" : " but the experts'")
+           << ": there is no tensor parallelism to apply.\n";
+    std::vector<std::string> expertModules; // the parents of the expert-parallel ops, "layers.*.moe.experts"
+    for (const auto& m : styles)
+        if (m.style == ModuleStyle::Style::Expert) {
+            const std::string parent = m.pattern.substr(0, m.pattern.rfind('.'));
+            if (std::find(expertModules.begin(), expertModules.end(), parent) == expertModules.end())
+                expertModules.push_back(parent);
+        }
+    if (!expertModules.empty()) {
+        py << "# Expert parallelism over mesh dim";
+        for (int a : axes.expertAxes) py << " '" << mesh.axes[static_cast<size_t>(a)].name << "'";
+        py << ": apply_expert_parallel splits the experts of EXPERT_MODULES.\n";
+        for (const auto& m : styles)
+            if (m.style == ModuleStyle::Style::Expert) py << "#   " << m.pattern << "  [" << m.strategy << "]: " << m.implies << "\n";
+    }
     const int zero = model.settings().training ? model.settings().zeroStage : 0;
-    for (int a : axes.dataAxes)
-        py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name << "' only splits the batch (data parallelism).\n";
+    for (int a : axes.dataAxes) {
+        const bool experts = std::find(axes.expertAxes.begin(), axes.expertAxes.end(), a) != axes.expertAxes.end();
+        py << "# Mesh dim '" << mesh.axes[static_cast<size_t>(a)].name << "' "
+           << (experts ? "splits the experts and the batch of every other op" : "only splits the batch")
+           << " (data parallelism).\n";
+    }
     if (!axes.dataAxes.empty()) py << "# " << zeroComment(zero, model.settings().reshardAfterForward) << "\n";
     if (const PipelineStageInfo& stage = ws.stage; stage.stage >= 0)
         py << "# Pipeline: " << stage.schedule.stages << " stages over mesh dim " << pyString(kPipelineDim) << " ("
@@ -238,6 +294,13 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     for (size_t i = 0; i < axes.dataAxes.size(); ++i)
         py << (i ? ", " : "") << pyString(mesh.axes[static_cast<size_t>(axes.dataAxes[i])].name);
     py << (axes.dataAxes.size() == 1 ? ",)\n" : ")\n");
+    py << "EP_DIMS = (";
+    for (size_t i = 0; i < axes.expertAxes.size() && !expertModules.empty(); ++i)
+        py << (i ? ", " : "") << pyString(mesh.axes[static_cast<size_t>(axes.expertAxes[i])].name);
+    py << (axes.expertAxes.size() == 1 && !expertModules.empty() ? ",)\n" : ")\n");
+    py << "EXPERT_MODULES = (";
+    for (size_t i = 0; i < expertModules.size(); ++i) py << (i ? ", " : "") << pyString(expertModules[i]);
+    py << (expertModules.size() == 1 ? ",)\n" : ")\n");
     py << "ZERO_STAGE = " << zero << "\n";
     // HSDP (CostSettings::zeroAcrossNodes false): the dims that cross nodes replicate the states.
     std::vector<std::string> replicate;
@@ -259,7 +322,7 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     std::string currentBlock;
     bool open = false;
     for (const auto& m : styles) {
-        if (m.style == ModuleStyle::Style::None) continue;
+        if (m.style == ModuleStyle::Style::None || m.style == ModuleStyle::Style::Expert) continue;
         if (!open || m.blockLabel != currentBlock) {
             if (open) py << "}\n";
             currentBlock = m.blockLabel;
@@ -313,12 +376,14 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
           "            fully_shard(module, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)\n"
           "    fully_shard(model, mesh=dp_mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)\n"
           "    return model\n\n\n"
-          "def apply_plan(model, device_type=\"cuda\"):\n"
+       << kExpertFunctions
+       << "def apply_plan(model, device_type=\"cuda\"):\n"
           "    \"\"\"Builds the device mesh, applies the tensor-parallel plan and then, for ZeRO stage 2\n"
           "    or 3, fully_shard over the data-parallel dims; returns (model, mesh).\"\"\"\n"
           "    mesh = init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
           "    if TP_DIM is not None and PLAN:\n"
           "        parallelize_module(model, mesh[TP_DIM], expand_plan(model, PLAN))\n"
+          "    apply_expert_parallel(model, mesh)\n"
           "    apply_fsdp(model, mesh)\n"
           "    return model, mesh\n";
     if (ws.stage.stage >= 0) py << kPipelineFunctions;
@@ -340,6 +405,7 @@ std::string exportHfTpPlan(const PlanWorkspace& ws, const SearchResult& result)
         case ModuleStyle::Style::Sequence:
             plan[m.pattern] = "sequence_parallel";
             break;
+        case ModuleStyle::Style::Expert: // Transformers' tp_plan has no expert style
         case ModuleStyle::Style::None:
             break;
         }

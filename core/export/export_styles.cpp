@@ -28,7 +28,9 @@ PlanAxes planAxes(const CostModel& model, const SearchResult& result)
 {
     const int axes = model.mesh().rank();
     std::vector<int> weightSplits(static_cast<size_t>(axes), 0);
+    // Per axis: used at all; splitting more than the batch; splitting more than batch and experts.
     std::vector<bool> used(static_cast<size_t>(axes), false), nonBatch(static_cast<size_t>(axes), false);
+    std::vector<bool> expert(static_cast<size_t>(axes), false), beyondExperts(static_cast<size_t>(axes), false);
     for (size_t id = 0; id < model.graph().ops.size(); ++id) {
         const StrategyClass s = classifyOp(model, static_cast<OpId>(id), result.strategyOfOp[id]);
         for (int a = 0; a < axes; ++a) {
@@ -36,6 +38,8 @@ PlanAxes planAxes(const CostModel& model, const SearchResult& result)
             if (r == ShardClass::Replicated) continue;
             used[static_cast<size_t>(a)] = true;
             if (r != ShardClass::Data) nonBatch[static_cast<size_t>(a)] = true;
+            if (r == ShardClass::Expert) expert[static_cast<size_t>(a)] = true;
+            if (r != ShardClass::Data && r != ShardClass::Expert) beyondExperts[static_cast<size_t>(a)] = true;
             if (r == ShardClass::Column || r == ShardClass::Row) ++weightSplits[static_cast<size_t>(a)];
         }
     }
@@ -47,8 +51,11 @@ PlanAxes planAxes(const CostModel& model, const SearchResult& result)
             out.tensorAxis = a;
         }
     for (int a = 0; a < axes; ++a) {
-        if (a == out.tensorAxis || !used[static_cast<size_t>(a)]) continue;
-        (nonBatch[static_cast<size_t>(a)] ? out.otherAxes : out.dataAxes).push_back(a);
+        const auto i = static_cast<size_t>(a);
+        if (expert[i]) out.expertAxes.push_back(a);
+        if (a == out.tensorAxis || !used[i]) continue;
+        const bool dataAxis = expert[i] ? !beyondExperts[i] : !nonBatch[i];
+        (dataAxis ? out.dataAxes : out.otherAxes).push_back(a);
     }
     return out;
 }
@@ -117,6 +124,30 @@ std::string layoutOn(const TensorSpec& spec, int axis)
     return "Replicate()";
 }
 
+// Expert parallelism: the op splits its stacked expert weights over expert axes and nothing but
+// the batch elsewhere. Sets the style; false when the op has no expert split.
+bool expertStyle(const StrategyClass& sh, ShardClass tensorRole, const PlanAxes& axes, const Mesh& mesh, ModuleStyle& m)
+{
+    std::string over;
+    int devices = 1;
+    for (int a : axes.expertAxes)
+        if (sh.axisClass[static_cast<size_t>(a)] == ShardClass::Expert) {
+            over += (over.empty() ? "" : " x ") + mesh.axes[static_cast<size_t>(a)].name;
+            devices *= mesh.axes[static_cast<size_t>(a)].size;
+        }
+    if (over.empty()) return false;
+    if (tensorRole == ShardClass::Column || tensorRole == ShardClass::Row) {
+        m.inexpressible = "splits its experts over " + over + " and each expert (" + std::string(shardClassName(tensorRole)) +
+                          ") over the tensor axis; apply tensor parallelism inside the experts by hand";
+        return true;
+    }
+    m.style = ModuleStyle::Style::Expert;
+    m.expertMesh = over;
+    m.implies = "each device holds 1/" + std::to_string(devices) + " of the experts (stacked weights Shard(0) over " + over +
+                "); tokens arrive by an all-to-all over " + over + " after the dispatch and return by another before the combine";
+    return true;
+}
+
 // The rank of the op's first weight input, 0 without one.
 int weightRank(const Graph& g, const Op& op)
 {
@@ -155,10 +186,12 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
         // The plan's collectives after this op (edges it produces, its gradient reductions).
         // Same phase, kind and axis merge (a weight and its bias reduce together).
         std::vector<std::pair<std::string, double>> merged;
-        bool allToAll = false;
+        bool allToAll = false; // one the styles would have to insert: not expert parallelism's token exchange
         for (const auto& c : result.breakdown.collectives) {
             if (c.at != op) continue;
-            allToAll = allToAll || (c.kind == CollectiveKind::AllToAll && c.phase == Phase::Forward);
+            const bool tokenExchange =
+                std::find(axes.expertAxes.begin(), axes.expertAxes.end(), c.axis) != axes.expertAxes.end();
+            allToAll = allToAll || (c.kind == CollectiveKind::AllToAll && c.phase == Phase::Forward && !tokenExchange);
             const std::string item = std::string(phaseName(c.phase)) + " " + std::string(collectiveName(c.kind)) + " over " +
                                      mesh.axes[static_cast<size_t>(c.axis)].name;
             auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& e) { return e.first == item; });
@@ -177,16 +210,18 @@ std::vector<ModuleStyle> moduleStyles(const PlanWorkspace& ws, const SearchResul
         }
         for (int a : axes.otherAxes)
             if (sh.axisClass[static_cast<size_t>(a)] != ShardClass::Replicated &&
-                sh.axisClass[static_cast<size_t>(a)] != ShardClass::Data)
+                sh.axisClass[static_cast<size_t>(a)] != ShardClass::Data && sh.axisClass[static_cast<size_t>(a)] != ShardClass::Expert)
                 m.inexpressible = "also splits over axis " + mesh.axes[static_cast<size_t>(a)].name +
                                   " (2-D tensor parallelism; parallelize_module takes a 1-D mesh)";
         const ShardClass role = t >= 0 ? sh.axisClass[static_cast<size_t>(t)] : ShardClass::Replicated;
+        if (m.inexpressible.empty() && expertStyle(sh, role, axes, mesh, m)) {
+            out.push_back(std::move(m));
+            continue;
+        }
         const bool weightSplit = role == ShardClass::Column || role == ShardClass::Row;
         if (m.inexpressible.empty() && weightSplit && weightRank(g, o) != 2)
             m.inexpressible = "the styles shard 2-D weights (nn.Linear, nn.Embedding); this weight has rank " +
                               std::to_string(weightRank(g, o));
-        if (m.inexpressible.empty() && role == ShardClass::Expert)
-            m.inexpressible = "splits its weight along a dim that also indexes its input";
         if (m.inexpressible.empty() && (role == ShardClass::Sequence || role == ShardClass::Feature)) {
             // The first activation dim the split loop indexes: where SequenceParallel shards.
             const int loop = sh.axisLoop[static_cast<size_t>(t)];

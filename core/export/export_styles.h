@@ -23,6 +23,10 @@ struct PlanAxes {
     int tensorAxis = -1;
     std::vector<int> dataAxes;
     std::vector<int> otherAxes; ///< used on weights or activations besides the tensor axis
+    /// Axes that split the experts (expert parallelism); one that splits nothing else but the
+    /// batch is a data axis as well (the dense layers' data parallelism, as Megatron-Core's and
+    /// torchtitan's expert-parallel groups are carved out of the data-parallel ranks).
+    std::vector<int> expertAxes;
 };
 PlanAxes planAxes(const CostModel& model, const SearchResult& result);
 
@@ -44,10 +48,13 @@ struct ModuleStyle {
     std::string blockLabel; ///< its block class, "layers.*"
     int blockInstances = 1;
     std::string strategy; ///< the plan's strategy text
-    enum class Style : std::uint8_t { None, Colwise, Rowwise, Sequence } style = Style::None;
+    /// Expert: an expert module's stacked weights split on their expert dim over an expert
+    /// axis, its tokens brought by an all-to-all (PlanAxes::expertAxes).
+    enum class Style : std::uint8_t { None, Colwise, Rowwise, Sequence, Expert } style = Style::None;
     std::string inputLayout; ///< on the tensor axis: "Replicate()", "Shard(1)", "Shard(-1)"
     std::string outputLayout;
     int sequenceDim = 1;         ///< for Sequence
+    std::string expertMesh;      ///< for Expert: the mesh dims the experts are split over, "x" or "x x y"
     std::string implies;         ///< the collectives the style implies, in words
     std::string planCollectives; ///< the plan's collectives after this op, in words
     std::string inexpressible;   ///< why no style expresses the op's strategy; empty when one does

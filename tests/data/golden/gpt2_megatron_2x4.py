@@ -24,6 +24,8 @@ MESH_SHAPE = (2, 4)
 MESH_DIM_NAMES = ("x", "y")
 TP_DIM = "y"
 DP_DIMS = ("x",)
+EP_DIMS = ()
+EXPERT_MODULES = ()
 ZERO_STAGE = 0
 HSDP_REPLICATE_DIMS = ()
 RESHARD_AFTER_FORWARD = False
@@ -102,11 +104,41 @@ def apply_fsdp(model, mesh):
     return model
 
 
+def apply_expert_parallel(model, mesh):
+    """Expert parallelism over EP_DIMS: every EXPERT_MODULES module keeps 1/n of its experts,
+    its stacked parameters [experts, ...] split on dim 0. torchtitan's ExpertParallel style also
+    inserts the all-to-alls that bring each expert its tokens and take them back; without
+    torchtitan only the weights are split here, and the MoE layer must exchange its tokens itself
+    (torch.distributed.all_to_all_single over ep_mesh) as Megatron-Core and DeepSpeed-MoE do."""
+    if not EP_DIMS or not EXPERT_MODULES:
+        return model
+    import torch
+    from torch.distributed.tensor import distribute_tensor
+
+    ep_mesh = mesh[EP_DIMS[0]] if len(EP_DIMS) == 1 else mesh[EP_DIMS]._flatten("_".join(EP_DIMS))
+    try:
+        from torchtitan.distributed.expert_parallel import ExpertParallel
+    except ImportError:
+        ExpertParallel = None
+    for name, module in model.named_modules():
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in EXPERT_MODULES):
+            continue
+        if ExpertParallel is not None:
+            parallelize_module(module, ep_mesh, ExpertParallel())
+            continue
+        for owner in module.modules():
+            for key, param in list(owner.named_parameters(recurse=False)):
+                owner.register_parameter(
+                    key, torch.nn.Parameter(distribute_tensor(param.data, ep_mesh, [Shard(0)]), param.requires_grad))
+    return model
+
+
 def apply_plan(model, device_type="cuda"):
     """Builds the device mesh, applies the tensor-parallel plan and then, for ZeRO stage 2
     or 3, fully_shard over the data-parallel dims; returns (model, mesh)."""
     mesh = init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)
     if TP_DIM is not None and PLAN:
         parallelize_module(model, mesh[TP_DIM], expand_plan(model, PLAN))
+    apply_expert_parallel(model, mesh)
     apply_fsdp(model, mesh)
     return model, mesh
