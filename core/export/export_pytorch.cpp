@@ -40,6 +40,26 @@ std::string planVariable(const std::string& label, std::set<std::string>& taken)
     return unique;
 }
 
+// The modules holding expert-parallel ops (their parents: "layers.*.moe.experts"), in order.
+std::vector<std::string> expertModulesOf(const std::vector<ModuleStyle>& styles)
+{
+    std::vector<std::string> out;
+    for (const auto& m : styles)
+        if (m.style == ModuleStyle::Style::Expert) {
+            const std::string parent = m.pattern.substr(0, m.pattern.rfind('.'));
+            if (std::find(out.begin(), out.end(), parent) == out.end()) out.push_back(parent);
+        }
+    return out;
+}
+
+// A Python tuple of already-quoted items: "()", "(a,)", "(a, b)".
+std::string pyTuple(const std::vector<std::string>& items)
+{
+    std::string out = "(";
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+    return out + (items.size() == 1 ? ",)" : ")");
+}
+
 std::string styleCall(const ModuleStyle& m)
 {
     switch (m.style) {
@@ -217,15 +237,12 @@ def apply_pipelined_plan(model, n_microbatches, loss_fn, device_type="cuda"):
     return schedule, modules, mesh
 )PY";
 
-} // namespace
-
-std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
+// The script's opening comments: the plan's figures, its axes and what the styles cannot express.
+void writeHeaderComments(std::ostream& py, const PlanWorkspace& ws, const SearchResult& result, const PlanAxes& axes,
+                         const std::vector<ModuleStyle>& styles)
 {
     const CostModel& model = *ws.costModel;
     const Mesh& mesh = model.mesh();
-    const PlanAxes axes = planAxes(model, result);
-    const auto styles = moduleStyles(ws, result, axes);
-    std::ostringstream py;
     py << "# Tensor-parallel plan for " << ws.context.modelName << ", exported by TP Studio (tpplan export --format pytorch).\n";
     py << "# Mesh " << mesh.shapeText() << " (" << axesText(mesh) << "), " << ws.context.hardwareName << ", " << ws.context.mode
        << ", global batch " << ws.context.batch << "; plan method: " << result.method << ".\n";
@@ -239,13 +256,7 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     else
         py << "# The plan splits no weight" << (axes.expertAxes.empty() ? "" : " but the experts'")
            << ": there is no tensor parallelism to apply.\n";
-    std::vector<std::string> expertModules; // the parents of the expert-parallel ops, "layers.*.moe.experts"
-    for (const auto& m : styles)
-        if (m.style == ModuleStyle::Style::Expert) {
-            const std::string parent = m.pattern.substr(0, m.pattern.rfind('.'));
-            if (std::find(expertModules.begin(), expertModules.end(), parent) == expertModules.end())
-                expertModules.push_back(parent);
-        }
+    const std::vector<std::string> expertModules = expertModulesOf(styles);
     if (!expertModules.empty()) {
         py << "# Expert parallelism over mesh dim";
         for (int a : axes.expertAxes) py << " '" << mesh.axes[static_cast<size_t>(a)].name << "'";
@@ -273,6 +284,20 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
             anyInexpressible = true;
             py << "#   " << m.pattern << "  [" << m.strategy << "]: " << m.inexpressible << "\n";
         }
+}
+
+} // namespace
+
+std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
+{
+    const CostModel& model = *ws.costModel;
+    const Mesh& mesh = model.mesh();
+    const PlanAxes axes = planAxes(model, result);
+    const auto styles = moduleStyles(ws, result, axes);
+    std::ostringstream py;
+    writeHeaderComments(py, ws, result, axes, styles);
+    const std::vector<std::string> expertModules = expertModulesOf(styles);
+    const int zero = model.settings().training ? model.settings().zeroStage : 0;
     py << "\nimport fnmatch\n\n"
           "from torch.distributed.device_mesh import init_device_mesh\n"
           "from torch.distributed.tensor import Replicate, Shard\n"
@@ -294,13 +319,13 @@ std::string exportPytorch(const PlanWorkspace& ws, const SearchResult& result)
     for (size_t i = 0; i < axes.dataAxes.size(); ++i)
         py << (i ? ", " : "") << pyString(mesh.axes[static_cast<size_t>(axes.dataAxes[i])].name);
     py << (axes.dataAxes.size() == 1 ? ",)\n" : ")\n");
-    py << "EP_DIMS = (";
-    for (size_t i = 0; i < axes.expertAxes.size() && !expertModules.empty(); ++i)
-        py << (i ? ", " : "") << pyString(mesh.axes[static_cast<size_t>(axes.expertAxes[i])].name);
-    py << (axes.expertAxes.size() == 1 && !expertModules.empty() ? ",)\n" : ")\n");
-    py << "EXPERT_MODULES = (";
-    for (size_t i = 0; i < expertModules.size(); ++i) py << (i ? ", " : "") << pyString(expertModules[i]);
-    py << (expertModules.size() == 1 ? ",)\n" : ")\n");
+    std::vector<std::string> expertDims;
+    for (int a : axes.expertAxes)
+        if (!expertModules.empty()) expertDims.push_back(pyString(mesh.axes[static_cast<size_t>(a)].name));
+    py << "EP_DIMS = " << pyTuple(expertDims) << "\n";
+    std::vector<std::string> quoted;
+    for (const auto& name : expertModules) quoted.push_back(pyString(name));
+    py << "EXPERT_MODULES = " << pyTuple(quoted) << "\n";
     py << "ZERO_STAGE = " << zero << "\n";
     // HSDP (CostSettings::zeroAcrossNodes false): the dims that cross nodes replicate the states.
     std::vector<std::string> replicate;
