@@ -195,6 +195,8 @@ void TestVerify::plansPass_data()
             {"llama3-8b", "layers=1", "2x2"}, // grouped-query attention
             {"bert-base", "layers=2", "4"},   {"t5-base", "layers=1", "2x2"},
             {"vit-b16", "layers=1", "4"},     {"resnet50", "", "2"},
+            {"mixtral-8x7b", "layers=1", "2x2"},                  // routed experts: dispatch, expert FFN, combine
+            {"deepseek-v3", "layers=2 dense_layers=1", "2x2"},    // latent attention, shared expert, selection bias
         };
     int family = -1;
     for (const auto& f : families) {
@@ -222,6 +224,11 @@ void TestVerify::plansPass()
     const auto doc = planDocument(model, overrides, mesh, baseline);
     QCOMPARE(QString::fromStdString(doc["mode"].get<std::string>()), QString("train"));
     const auto report = verify::verifyPlan(doc);
+    // Known cost-model gap (docs/ARCHITECTURE.md, "Gradients of a tensor with several readers"):
+    // the first reader of a tensor pays the backward reduction over its own partial axes; under
+    // Megatron's rules DeepSeek-V3's mlp_norm output is read first by the replicated router and
+    // later by the column-parallel shared expert, whose partial gradient goes unreduced.
+    QEXPECT_FAIL("deepseek-v3 megatron 2x2", "a later reader's partial gradient axes are not reduced", Abort);
     QVERIFY2(report.passed, report.message.c_str());
     QVERIFY(report.failedOp.empty());
     QVERIFY(!report.ops.empty());
@@ -308,6 +315,9 @@ void TestVerify::backwardByFiniteDifferences_data()
     row("avg pool", OpKind::AvgPool, "nchw->nchw", "pool", S{{1, 2, 5, 5}, {1, 2, 3, 3}});
     row("class token concat", OpKind::Concat, "11h,bth->bsh", "axis", S{{1, 1, 3}, {2, 2, 3}, {2, 3, 3}});
     row("first token split", OpKind::Split, "bwt->but,bvt", "axis", S{{2, 3, 2}, {2, 1, 2}, {2, 2, 2}}, {}, 2);
+    // Routed experts, top-2 of 3 experts with 2 slots each for 4 tokens: some copies are dropped.
+    row("dispatch top-2", OpKind::Dispatch, "bsh,bse->bech", "route", S{{2, 4, 2}, {2, 4, 3}, {2, 3, 2, 2}});
+    row("combine top-2", OpKind::Combine, "bech,bse->bsh", "route", S{{2, 3, 2, 2}, {2, 4, 3}, {2, 4, 2}});
 }
 
 // Each rule's backward against central differences of L = sum(seed * outputs), and split in
@@ -337,6 +347,7 @@ void TestVerify::backwardByFiniteDifferences()
     if (attrs == "mean") a["reduction"] = std::string("mean");
     if (attrs == "scale") a["scale_by_head_dim"] = std::int64_t{1};
     if (attrs == "axis") a["axis"] = std::int64_t{1};
+    if (attrs == "route") a["top_k"] = std::int64_t{2};
     if (attrs == "conv") {
         a["stride"] = std::int64_t{2};
         a["padding"] = std::int64_t{1};

@@ -219,12 +219,18 @@ TensorId mixtureOfExperts(GraphBuilder& g, TensorId x, const MixtureSpec& spec)
     TensorId probs = g.op(spec.scoring, spec.scoring == OpKind::Sigmoid ? "router_sigmoid" : "router_softmax", {logits},
                           {b, s, e});
     Attrs routing{{"experts", e}, {"capacity", c}, {"top_k", spec.topK}};
-    std::vector<TensorId> routingInputs{x, probs};
-    if (spec.selectionBias) routingInputs.push_back(g.weight("router.selection_bias", {e}));
-    TensorId dispatched = g.op(OpKind::Dispatch, "dispatch", std::move(routingInputs), {b, e, c, h},
-                               spec.selectionBias ? "bsh,bse,e->bech" : "bsh,bse->bech", routing);
+    // The selection bias picks the experts, so dispatch and combine both read it.
+    const std::optional<TensorId> bias =
+        spec.selectionBias ? std::optional<TensorId>(g.weight("router.selection_bias", {e})) : std::nullopt;
+    std::vector<TensorId> dispatchInputs{x, probs};
+    if (bias) dispatchInputs.push_back(*bias);
+    TensorId dispatched = g.op(OpKind::Dispatch, "dispatch", std::move(dispatchInputs), {b, e, c, h},
+                               bias ? "bsh,bse,e->bech" : "bsh,bse->bech", routing);
     TensorId expertOut = expertFeedForward(g, dispatched, spec.expert);
-    TensorId out = g.op(OpKind::Combine, "combine", {expertOut, probs}, {b, s, h}, "bech,bse->bsh", routing);
+    std::vector<TensorId> combineInputs{expertOut, probs};
+    if (bias) combineInputs.push_back(*bias);
+    TensorId out =
+        g.op(OpKind::Combine, "combine", std::move(combineInputs), {b, s, h}, bias ? "bech,bse,e->bsh" : "bech,bse->bsh", routing);
     if (!spec.shared) return out;
     TensorId shared = feedForward(g, x, *spec.shared);
     if (spec.sharedGate) {

@@ -57,7 +57,8 @@ TensorId feedForward(GraphBuilder& g, TensorId x, const LayerMlp& mlp)
 /// Routed experts from the config (absent without "experts"): `experts` of `expert_ffn` each,
 /// `experts_per_token` per token, `shared_expert_ffn` wide shared experts (optionally gated),
 /// `router` softmax or sigmoid, and a capacity of `capacity_factor` (default 1: dropless routing
-/// with balanced load, as Mixtral, Qwen-MoE and DeepSeek-V3 train) times the routed tokens.
+/// with balanced load, as Mixtral, Qwen-MoE and DeepSeek-V3 train) times the routed tokens, or
+/// `capacity` slots per expert when given.
 std::optional<MixtureSpec> readExperts(const ModelConfig& c, const FeedForwardSpec& dense, std::int64_t seq)
 {
     if (!c.contains("experts")) return std::nullopt;
@@ -67,7 +68,7 @@ std::optional<MixtureSpec> readExperts(const ModelConfig& c, const FeedForwardSp
     if (moe.topK > moe.experts)
         throw InputError(configLabel(c) + ": field 'experts_per_token' (" + std::to_string(moe.topK) + ") exceeds 'experts' (" +
                          std::to_string(moe.experts) + ")");
-    moe.capacity = expertCapacity(seq, moe.experts, moe.topK, configNumber(c, "capacity_factor", 1.0));
+    moe.capacity = configInt(c, "capacity", expertCapacity(seq, moe.experts, moe.topK, configNumber(c, "capacity_factor", 1.0)));
     moe.expert = dense;
     moe.expert.ffn = configInt(c, "expert_ffn", dense.ffn);
     moe.scoring = configChoice(c, "router", {"softmax", "sigmoid"}) == "sigmoid" ? OpKind::Sigmoid : OpKind::Softmax;

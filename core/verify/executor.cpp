@@ -1,5 +1,8 @@
 #include "executor.h"
 
+#include <numeric>
+#include <variant>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -543,6 +546,94 @@ std::int64_t offsetOf(const Block& b, const std::vector<std::int64_t>& index)
     return off;
 }
 
+// Routed experts (core/models/blocks.h). Dispatch "bsh,bse(,e)->bech" and Combine
+// "bech,bse(,e)->bsh" route each sequence alike: every token goes to the top_k experts of its
+// router scores (plus the selection bias [e] when given; ties to the lower expert), taking the
+// next free slot of each in token order; a token finding an expert's capacity c full is dropped
+// there. Tokens, experts and slots are whole on every device (RoleRule::Routed), so each device
+// routes its sequences exactly as the reference does.
+struct RouteSlot {
+    std::int64_t token, expert, slot;
+};
+
+std::vector<RouteSlot> routeSequence(const Op& op, const Block& probs, const Block* bias, std::int64_t b, std::int64_t tokens,
+                                     std::int64_t experts, std::int64_t capacity)
+{
+    std::int64_t topK = 1;
+    if (auto it = op.attrs.find("top_k"); it != op.attrs.end() && std::holds_alternative<std::int64_t>(it->second))
+        topK = std::clamp<std::int64_t>(std::get<std::int64_t>(it->second), 1, experts);
+    std::vector<std::int64_t> used(static_cast<size_t>(experts), 0), order(static_cast<size_t>(experts));
+    std::vector<RouteSlot> out;
+    for (std::int64_t s = 0; s < tokens; ++s) {
+        std::vector<double> score(static_cast<size_t>(experts));
+        for (std::int64_t e = 0; e < experts; ++e)
+            score[static_cast<size_t>(e)] = probs.at({b, s, e}) + (bias ? bias->at({e}) : 0.0f);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::int64_t x, std::int64_t y) { return score[static_cast<size_t>(x)] > score[static_cast<size_t>(y)]; });
+        for (std::int64_t k = 0; k < topK; ++k) {
+            const std::int64_t e = order[static_cast<size_t>(k)];
+            if (used[static_cast<size_t>(e)] < capacity) out.push_back({s, e, used[static_cast<size_t>(e)]++});
+        }
+    }
+    return out;
+}
+
+// The batch and feature loops of a routing op: dims 0 and last of its output.
+std::pair<int, int> routedLoops(const Signature& sig)
+{
+    const auto& out = sig.outputs.at(0).dims;
+    return {out.front().at(0), out.back().at(0)};
+}
+
+// Dispatch (dispatch = true) or Combine forward over the box's sequences and features.
+void evalRoute(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops,
+               const std::vector<const Block*>& inputs, Block& out, bool dispatch)
+{
+    const auto [bLoop, hLoop] = routedLoops(sig);
+    const auto& routed = g.tensor(dispatch ? op.outputs[0] : op.inputs[0]).shape; // [b, e, c, h]
+    const std::int64_t tokens = g.tensor(op.inputs[1]).shape[1], experts = routed[1], capacity = routed[2];
+    const Block& probs = input(inputs, 1, op);
+    const Block* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+    const Range bs = loops[static_cast<size_t>(bLoop)], hs = loops[static_cast<size_t>(hLoop)];
+    for (std::int64_t b = bs.lo; b < bs.hi; ++b)
+        for (const RouteSlot& r : routeSequence(op, probs, bias, b, tokens, experts, capacity))
+            for (std::int64_t h = hs.lo; h < hs.hi; ++h) {
+                if (dispatch)
+                    out.data[static_cast<size_t>(offsetOf(out, {b, r.expert, r.slot, h}))] = input(inputs, 0, op).at({b, r.token, h});
+                else
+                    out.data[static_cast<size_t>(offsetOf(out, {b, r.token, h}))] +=
+                        probs.at({b, r.token, r.expert}) * input(inputs, 0, op).at({b, r.expert, r.slot, h});
+            }
+}
+
+// Their backward: Dispatch hands each slot's gradient back to its token (the routing itself is
+// piecewise constant: no gradient to the scores or the bias); Combine to the expert outputs,
+// weighted, and to the router probabilities (summed over this box's features).
+void backRoute(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops,
+               const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr, bool dispatch)
+{
+    const auto [bLoop, hLoop] = routedLoops(sig);
+    const auto& routed = g.tensor(dispatch ? op.outputs[0] : op.inputs[0]).shape;
+    const std::int64_t tokens = g.tensor(op.inputs[1]).shape[1], experts = routed[1], capacity = routed[2];
+    const Block& probs = input(inputs, 1, op);
+    const Block* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+    const Range bs = loops[static_cast<size_t>(bLoop)], hs = loops[static_cast<size_t>(hLoop)];
+    for (std::int64_t b = bs.lo; b < bs.hi; ++b)
+        for (const RouteSlot& r : routeSequence(op, probs, bias, b, tokens, experts, capacity))
+            for (std::int64_t h = hs.lo; h < hs.hi; ++h) {
+                if (dispatch) {
+                    gr.acc[0][static_cast<size_t>(offsetOf(gr.blocks[0], {b, r.token, h}))] += dOut.at({b, r.expert, r.slot, h});
+                    continue;
+                }
+                const double dy = dOut.at({b, r.token, h});
+                gr.acc[0][static_cast<size_t>(offsetOf(gr.blocks[0], {b, r.expert, r.slot, h}))] +=
+                    dy * probs.at({b, r.token, r.expert});
+                gr.acc[1][static_cast<size_t>(offsetOf(gr.blocks[1], {b, r.token, r.expert}))] +=
+                    dy * input(inputs, 0, op).at({b, r.expert, r.slot, h});
+            }
+}
+
 // Whether idx is the first point of this box along every loop the output lacks: a term added
 // once per output element (a bias) is differentiated there, once per device.
 bool firstOfBox(const std::vector<std::int64_t>& idx, const std::vector<Range>& loops, const std::vector<bool>& isOut)
@@ -802,6 +893,9 @@ std::vector<Block> evaluateOp(const Op& op, const Signature& sig, const OpSemant
     case EvalRule::Window:
         evalWindow(op, sig, sem, graph, loops, inputs, outs[0]);
         break;
+    case EvalRule::Route:
+        evalRoute(op, sig, graph, loops, inputs, outs[0], op.kind == OpKind::Dispatch);
+        break;
     }
     return outs;
 }
@@ -838,6 +932,9 @@ std::vector<Block> backwardOp(const Op& op, const Signature& sig, const OpSemant
         break;
     case EvalRule::Window:
         backWindow(op, sig, sem, graph, loops, inputs, *outputGrads[0], gr);
+        break;
+    case EvalRule::Route:
+        backRoute(op, sig, graph, loops, inputs, *outputGrads[0], gr, op.kind == OpKind::Dispatch);
         break;
     }
     return gr.take();

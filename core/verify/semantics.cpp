@@ -259,6 +259,8 @@ std::vector<OpSemantics> table()
         map(OpKind::Transpose, first, identityGrad),
         rule(OpKind::Concat, R::Join, 0),
         rule(OpKind::Split, R::Part, 0),
+        rule(OpKind::Dispatch, R::Route, 0),
+        rule(OpKind::Combine, R::Route, 0),
         rule(OpKind::Reduce, R::Contract, 1),
         rule(OpKind::MaxPool, R::Window, 1, true),
         rule(OpKind::AvgPool, R::Window, 1),

@@ -21,6 +21,7 @@ enum class EvalRule : std::uint8_t {
     Join,      ///< outputs/inputs concatenated along attr "axis" (Concat)
     Part,      ///< the input cut along attr "axis" (Split)
     Window,    ///< spatial windows (conv, pools): out[h] from in[h*stride + k - padding]
+    Route,     ///< routed experts: Dispatch places tokens in their top-k experts' slots, Combine sums them back
 };
 
 /// Context of one row of a Normalize op.
@@ -59,8 +60,7 @@ struct OpSemantics {
     bool differentiable() const { return (rule != EvalRule::Map || pointwiseGrad) && (rule != EvalRule::Normalize || rowGrad); }
 };
 
-/// The row of a kind, or nullopt when the verifier cannot execute it (Dispatch, Combine,
-/// Pointwise, Opaque).
+/// The row of a kind, or nullopt when the verifier cannot execute it (Pointwise, Opaque).
 std::optional<OpSemantics> opSemantics(OpKind kind);
 
 } // namespace tp::verify

@@ -429,7 +429,17 @@ std::vector<std::string> shrinkOverrides(const json& config, int devices)
     if (config.contains("positions") || family == "gpt" || family == "bert" || family == "llama") set("positions", u);
     if (config.contains("target_seq")) set("target_seq", u);
     if (family == "t5") set("buckets", u);
-    if (config.contains("experts")) set("capacity", u);
+    if (config.contains("experts")) {
+        // u experts (an expert split of u divides them), each with u slots, top-k at most u.
+        set("experts", u);
+        set("capacity", u);
+        if (config.contains("experts_per_token")) set("experts_per_token", std::min<std::int64_t>(intOr(config, "experts_per_token", 1), u));
+        if (config.contains("expert_ffn")) set("expert_ffn", 2 * u * groups * u);
+        if (config.contains("shared_expert_ffn")) set("shared_expert_ffn", 2 * u * groups * u);
+    }
+    // Latent attention: every rank and head part u wide.
+    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+        if (config.contains(key)) set(key, u);
     return o;
 }
 
@@ -1053,7 +1063,7 @@ bool Verifier::weightGradient(OpId id, size_t i)
 }
 
 // The data-parallel gradient all-reduce over an axis is performed where the plan lists a
-// "gradient" all-reduce over it at an op that reads the weight; any other partial axis stays
+// "gradient" all-reduce (or ZeRO's reduce-scatter) over it at an op that reads the weight; any other partial axis stays
 // unreduced (each device keeps its own partial sum) and is reported.
 void Verifier::reduceWeightGradient(OpId id, const std::string& name, TensorId w, std::vector<Contribution>& groups)
 {
@@ -1064,13 +1074,19 @@ void Verifier::reduceWeightGradient(OpId id, const std::string& name, TensorId w
             const AxisMask bit = AxisMask{1} << a;
             if (!(group.blocks[0].partial & bit)) continue;
             const std::string axis = mesh_.axes[static_cast<size_t>(a)].name;
+            // ZeRO 2 and 3 reduce-scatter the gradient instead: each device keeps its shard of
+            // the same sum, which the whole sum compared here contains.
             std::string at;
+            const char* kind = "all-reduce";
             for (OpId c : consumers_[static_cast<size_t>(w)])
-                if (at.empty() && run_.listed(planned_[g_.op(c).name].representative, "all-reduce", axis, "gradient"))
-                    at = planned_[g_.op(c).name].representative;
+                for (const char* k : {"all-reduce", "reduce-scatter"})
+                    if (at.empty() && run_.listed(planned_[g_.op(c).name].representative, k, axis, "gradient")) {
+                        at = planned_[g_.op(c).name].representative;
+                        kind = k;
+                    }
             if (!at.empty()) {
                 run_.allReduce(group.blocks, a);
-                run_.perform(at, "all-reduce", axis, "gradient");
+                run_.perform(at, kind, axis, "gradient");
                 continue;
             }
             if (group.consumer != id) {
