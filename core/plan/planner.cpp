@@ -1523,6 +1523,17 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
         request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
     const auto candidates = pipelineCandidates(request, mesh, layers, fixedSplit);
     if (candidates.empty()) return plan(whole, cancel, progress); // auto, and no pipeline can be laid out
+    // Every pipeline keeps the model states on the devices that run them: at least the whole
+    // model's states (ZeRO 3 over every device) over all of them. Past the limit no pipeline
+    // fits, and `auto` plans without one, which reports what does fit (DeepSeek-V3 on 64 GPUs:
+    // 671B x 16 B / 64 = 168 GB, where the stage searches took a minute to find nothing).
+    if (automatic) {
+        const CostSettings settings = costSettingsOf(whole);
+        const double states = static_cast<double>(any.wholeModel->graph.parameterCount()) *
+                              (settings.paramBytesPerParam + settings.gradBytesPerParam + settings.optimizerBytesPerParam);
+        const double limit = memoryLimitBytes(memoryLimitOf(request), loadHardware(request.hardware));
+        if (limit > 0 && std::isfinite(limit) && states / static_cast<double>(mesh.devices()) > limit) return plan(whole, cancel, progress);
+    }
     const bool choosing = candidates.size() > 1 || micro.size() > 1 || candidates.front().second.size() > 1 || automatic;
     std::vector<int> counts;
     for (const auto& c : candidates) counts.push_back(c.first);
