@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "explain/explain.h"
+#include "util/format.h"
 #include "search/evaluate.h"
 #include "plan/planner.h"
 #include "util/error.h"
@@ -49,6 +50,7 @@ private slots:
     void layoutsAndCollectives_data();
     void layoutsAndCollectives();
     void compareAddsUp();
+    void formulaCountsMicroBatches();
     void findOpErrors();
 };
 
@@ -249,6 +251,30 @@ void TestExplain::layoutsAndCollectives()
         QVERIFY2(QString::fromStdString(forward->why).contains("'h' is contracted and split over x"), forward->why.c_str());
         QVERIFY(QString::fromStdString(forward->formula).startsWith("2(g-1)/g x "));
     }
+}
+
+// A batch tensor moves once per micro-batch, each time its share: Megatron's layout on 4 devices
+// leaves GPT-2's batch of 8 whole on each, so micro-batches of 1 make 8 all-reduces of 1/8 of
+// the attention output each, and the formula says so (it showed one call of the whole before).
+void TestExplain::formulaCountsMicroBatches()
+{
+    PlanRequest r;
+    r.model = "gpt2";
+    r.modelOptions.batch = 8;
+    r.modelOptions.overrides = {"layers=1"};
+    r.mesh = "4";
+    r.baseline = "megatron";
+    r.memoryLimit = "none";
+    r.microBatch = 1;
+    const auto ws = preparePlan(r);
+    const SearchResult result = runPlan(*ws, r);
+    const CostModel& m = *ws->costModel;
+    const auto x = explain::explainOp(m, result, explain::findOp(m.graph(), "layers.0/attn/out"));
+    const auto forward = std::find_if(x.outgoing.begin(), x.outgoing.end(), [](const auto& s) { return s.phase == "forward"; });
+    QVERIFY(forward != x.outgoing.end());
+    const QString formula = QString::fromStdString(forward->formula);
+    QVERIFY2(formula.startsWith("8 micro-batches x (2(g-1)/g x " + QString::fromStdString(formatBytes(forward->bytes / 8)) + " / "),
+             qPrintable(formula));
 }
 
 // Searched versus Megatron: the totals of both sides equal their Breakdowns, blocks add up to

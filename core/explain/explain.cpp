@@ -1,6 +1,7 @@
 #include "explain.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <cstdio>
 
@@ -132,7 +133,9 @@ Components plus(const Components& a, const Components& b)
     return s;
 }
 
-std::string formulaOf(const CollectiveCall& call, const Mesh& mesh)
+// `micro`: how many times the collective runs a step, each on its share (a batch tensor moves
+// once per micro-batch, CostModel::edgeCost); the figure is already that many calls'.
+std::string formulaOf(const CollectiveCall& call, const Mesh& mesh, double micro = 1)
 {
     const auto& axis = mesh.axes[static_cast<size_t>(call.axis)];
     const int g = axis.size;
@@ -153,8 +156,10 @@ std::string formulaOf(const CollectiveCall& call, const Mesh& mesh)
         latency = "(g-1)";
         break;
     }
-    std::string s = factor + " x " + formatBytes(call.bytes) + " / " + formatBandwidth(axis.link.bandwidth);
+    const std::string share = micro > 1 ? formatBytes(call.bytes / micro) : formatBytes(call.bytes);
+    std::string s = factor + " x " + share + " / " + formatBandwidth(axis.link.bandwidth);
     if (axis.link.latency > 0) s += " + " + latency + " x " + formatSeconds(axis.link.latency);
+    if (micro > 1) s = formatCount(micro) + " micro-batches x (" + s + ")";
     return s + " (g = " + std::to_string(g) + ") = " + formatSeconds(call.seconds);
 }
 
@@ -228,6 +233,14 @@ std::string whyOf(const CollectiveCall& call, const TensorSpec& from, const Tens
     return "";
 }
 
+// Micro-batches a batch tensor moves in, laid out as `spec` (CostModel::edgeCost's count).
+double microBatchesOf(const CostModel& model, TensorId t, const TensorSpec& spec)
+{
+    const std::int64_t micro = model.settings().microBatch, batch = model.graphBatch();
+    if (micro <= 0 || batch <= 0 || !model.batchLeading(t)) return 1;
+    return std::max(1.0, std::ceil(static_cast<double>(batch) / model.batchSplits(t, spec) / static_cast<double>(micro)));
+}
+
 std::vector<CollectiveStep> edgeSteps(const CostModel& model, const SearchResult& plan, OpId producer, int slot, OpId consumer,
                                       int input)
 {
@@ -252,7 +265,7 @@ std::vector<CollectiveStep> edgeSteps(const CostModel& model, const SearchResult
         s.fromSpec = specToString(produced, mesh);
         s.toSpec = specToString(needed, mesh);
         s.why = whyOf(call, produced, needed, s.tensor, s.consumer, partialCause(model, plan, producer, slot, call.axis), mesh);
-        s.formula = formulaOf(call, mesh);
+        s.formula = formulaOf(call, mesh, microBatchesOf(model, t, needed));
         out.push_back(std::move(s));
     }
     return out;
