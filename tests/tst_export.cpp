@@ -15,6 +15,18 @@ using namespace tp;
 
 namespace {
 
+// A python3 that imports torch (the system one has PyTorch 1.13), or empty.
+QString pythonWithTorch()
+{
+    for (const QString& candidate : {QStringLiteral("/usr/bin/python3"), QStandardPaths::findExecutable("python3")}) {
+        if (candidate.isEmpty() || !QFileInfo::exists(candidate)) continue;
+        QProcess probe;
+        probe.start(candidate, {"-c", "import torch"});
+        if (probe.waitForFinished(60000) && probe.exitCode() == 0) return candidate;
+    }
+    return {};
+}
+
 // A plan as a file would give it back: planned, written, read.
 LoadedPlan planned(const std::string& model, const std::string& mesh, const std::string& baseline, int layers = 2,
                    std::int64_t batch = 8)
@@ -248,16 +260,7 @@ private slots:
     // PyTorch 1.13 on a toy model, DTensor stubbed: distribute_tensor keeps rank 3's chunk.
     void pytorchExpertParallelSplitsExperts()
     {
-        QString python;
-        for (const QString& candidate : {QStringLiteral("/usr/bin/python3"), QStandardPaths::findExecutable("python3")}) {
-            if (candidate.isEmpty() || !QFileInfo::exists(candidate)) continue;
-            QProcess probe;
-            probe.start(candidate, {"-c", "import torch"});
-            if (probe.waitForFinished(60000) && probe.exitCode() == 0) {
-                python = candidate;
-                break;
-            }
-        }
+        const QString python = pythonWithTorch();
         if (python.isEmpty()) QSKIP("no python3 with torch");
         PlanRequest request;
         request.model = "mixtral-8x7b";
@@ -357,16 +360,7 @@ for name, p in toy.named_parameters():
         QFETCH(QString, schedule);
         QFETCH(QString, expected);
         QFETCH(QString, stageLayers);
-        QString python;
-        for (const QString& candidate : {QStringLiteral("/usr/bin/python3"), QStandardPaths::findExecutable("python3")}) {
-            if (candidate.isEmpty() || !QFileInfo::exists(candidate)) continue;
-            QProcess probe;
-            probe.start(candidate, {"-c", "import torch"});
-            if (probe.waitForFinished(60000) && probe.exitCode() == 0) {
-                python = candidate;
-                break;
-            }
-        }
+        const QString python = pythonWithTorch();
         if (python.isEmpty()) QSKIP("no python3 with torch");
         PlanRequest request;
         request.model = "gpt2";

@@ -586,52 +586,52 @@ std::pair<int, int> routedLoops(const Signature& sig)
     return {out.front().at(0), out.back().at(0)};
 }
 
-// Dispatch (dispatch = true) or Combine forward over the box's sequences and features.
-void evalRoute(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops,
-               const std::vector<const Block*>& inputs, Block& out, bool dispatch)
+// Calls f(b, slot, h) for every routed copy of this box's sequences and features.
+template <typename F>
+void forEachRoute(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops,
+                  const std::vector<const Block*>& inputs, F&& f)
 {
     const auto [bLoop, hLoop] = routedLoops(sig);
-    const auto& routed = g.tensor(dispatch ? op.outputs[0] : op.inputs[0]).shape; // [b, e, c, h]
+    const auto& routed = g.tensor(op.kind == OpKind::Dispatch ? op.outputs[0] : op.inputs[0]).shape; // [b, e, c, h]
     const std::int64_t tokens = g.tensor(op.inputs[1]).shape[1], experts = routed[1], capacity = routed[2];
-    const Block& probs = input(inputs, 1, op);
     const Block* bias = inputs.size() > 2 ? inputs[2] : nullptr;
     const Range bs = loops[static_cast<size_t>(bLoop)], hs = loops[static_cast<size_t>(hLoop)];
     for (std::int64_t b = bs.lo; b < bs.hi; ++b)
-        for (const RouteSlot& r : routeSequence(op, probs, bias, b, tokens, experts, capacity))
-            for (std::int64_t h = hs.lo; h < hs.hi; ++h) {
-                if (dispatch)
-                    out.data[static_cast<size_t>(offsetOf(out, {b, r.expert, r.slot, h}))] = input(inputs, 0, op).at({b, r.token, h});
-                else
-                    out.data[static_cast<size_t>(offsetOf(out, {b, r.token, h}))] +=
-                        probs.at({b, r.token, r.expert}) * input(inputs, 0, op).at({b, r.expert, r.slot, h});
-            }
+        for (const RouteSlot& r : routeSequence(op, input(inputs, 1, op), bias, b, tokens, experts, capacity))
+            for (std::int64_t h = hs.lo; h < hs.hi; ++h) f(b, r, h);
+}
+
+// Dispatch or Combine forward over the box's sequences and features.
+void evalRoute(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops,
+               const std::vector<const Block*>& inputs, Block& out)
+{
+    const Block &x = input(inputs, 0, op), &probs = input(inputs, 1, op);
+    const bool dispatch = op.kind == OpKind::Dispatch;
+    forEachRoute(op, sig, g, loops, inputs, [&](std::int64_t b, const RouteSlot& r, std::int64_t h) {
+        if (dispatch)
+            out.data[static_cast<size_t>(offsetOf(out, {b, r.expert, r.slot, h}))] = x.at({b, r.token, h});
+        else
+            out.data[static_cast<size_t>(offsetOf(out, {b, r.token, h}))] += probs.at({b, r.token, r.expert}) * x.at({b, r.expert, r.slot, h});
+    });
 }
 
 // Their backward: Dispatch hands each slot's gradient back to its token (the routing itself is
 // piecewise constant: no gradient to the scores or the bias); Combine to the expert outputs,
 // weighted, and to the router probabilities (summed over this box's features).
 void backRoute(const Op& op, const Signature& sig, const Graph& g, const std::vector<Range>& loops,
-               const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr, bool dispatch)
+               const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr)
 {
-    const auto [bLoop, hLoop] = routedLoops(sig);
-    const auto& routed = g.tensor(dispatch ? op.outputs[0] : op.inputs[0]).shape;
-    const std::int64_t tokens = g.tensor(op.inputs[1]).shape[1], experts = routed[1], capacity = routed[2];
-    const Block& probs = input(inputs, 1, op);
-    const Block* bias = inputs.size() > 2 ? inputs[2] : nullptr;
-    const Range bs = loops[static_cast<size_t>(bLoop)], hs = loops[static_cast<size_t>(hLoop)];
-    for (std::int64_t b = bs.lo; b < bs.hi; ++b)
-        for (const RouteSlot& r : routeSequence(op, probs, bias, b, tokens, experts, capacity))
-            for (std::int64_t h = hs.lo; h < hs.hi; ++h) {
-                if (dispatch) {
-                    gr.acc[0][static_cast<size_t>(offsetOf(gr.blocks[0], {b, r.token, h}))] += dOut.at({b, r.expert, r.slot, h});
-                    continue;
-                }
-                const double dy = dOut.at({b, r.token, h});
-                gr.acc[0][static_cast<size_t>(offsetOf(gr.blocks[0], {b, r.expert, r.slot, h}))] +=
-                    dy * probs.at({b, r.token, r.expert});
-                gr.acc[1][static_cast<size_t>(offsetOf(gr.blocks[1], {b, r.token, r.expert}))] +=
-                    dy * input(inputs, 0, op).at({b, r.expert, r.slot, h});
-            }
+    const Block &x = input(inputs, 0, op), &probs = input(inputs, 1, op);
+    const bool dispatch = op.kind == OpKind::Dispatch;
+    forEachRoute(op, sig, g, loops, inputs, [&](std::int64_t b, const RouteSlot& r, std::int64_t h) {
+        if (dispatch) {
+            gr.acc[0][static_cast<size_t>(offsetOf(gr.blocks[0], {b, r.token, h}))] += dOut.at({b, r.expert, r.slot, h});
+            return;
+        }
+        const double dy = dOut.at({b, r.token, h});
+        gr.acc[0][static_cast<size_t>(offsetOf(gr.blocks[0], {b, r.expert, r.slot, h}))] += dy * probs.at({b, r.token, r.expert});
+        gr.acc[1][static_cast<size_t>(offsetOf(gr.blocks[1], {b, r.token, r.expert}))] += dy * x.at({b, r.expert, r.slot, h});
+    });
 }
 
 // Whether idx is the first point of this box along every loop the output lacks: a term added
@@ -894,7 +894,7 @@ std::vector<Block> evaluateOp(const Op& op, const Signature& sig, const OpSemant
         evalWindow(op, sig, sem, graph, loops, inputs, outs[0]);
         break;
     case EvalRule::Route:
-        evalRoute(op, sig, graph, loops, inputs, outs[0], op.kind == OpKind::Dispatch);
+        evalRoute(op, sig, graph, loops, inputs, outs[0]);
         break;
     }
     return outs;
@@ -934,7 +934,7 @@ std::vector<Block> backwardOp(const Op& op, const Signature& sig, const OpSemant
         backWindow(op, sig, sem, graph, loops, inputs, *outputGrads[0], gr);
         break;
     case EvalRule::Route:
-        backRoute(op, sig, graph, loops, inputs, *outputGrads[0], gr, op.kind == OpKind::Dispatch);
+        backRoute(op, sig, graph, loops, inputs, *outputGrads[0], gr);
         break;
     }
     return gr.take();
