@@ -734,9 +734,11 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
             }
         }
     }
-    if (settings.overlapGradientReduction)
+    if (settings.overlapGradientReduction) {
+        cost.hiddenForwardCommSeconds = underForward - exposedAfterOverlap(underForward, t.forward);
         cost.hiddenCommSeconds = underBackward - exposedAfterOverlap(underBackward, t.backward) + underForward -
                                  exposedAfterOverlap(underForward, t.forward);
+    }
 }
 
 // Node costs of every strategy of one class, for the three recomputation modes.

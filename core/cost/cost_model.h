@@ -121,6 +121,7 @@ struct OpCost {
     double bufferCopySeconds = 0; ///< of computeSeconds: FSDP's copies into and out of its collective buffers
     double commSeconds = 0;       ///< collectives the op owns (weight-gradient reduction)
     double hiddenCommSeconds = 0; ///< of the op's collectives: the part hidden under compute
+    double hiddenForwardCommSeconds = 0; ///< of hiddenCommSeconds: under its forward (FSDP's prefetched gathers)
     double paramBytes = 0;        ///< weights' model states, sharded
     double gradBytes = 0;
     double optimizerBytes = 0;
