@@ -26,6 +26,7 @@
 #include "inspector.h"
 #include "mainwindow.h"
 #include "outlinefeed.h"
+#include "timelineview.h"
 #include "meshpanel.h"
 #include "util/error.h"
 
@@ -88,6 +89,7 @@ private slots:
     void balancedStagesShowAndUndo();
     void blockTimesAddUpToTheStep();
     void statusNamesTheMeshThatFits();
+    void timelineDrawsThePlanSelectsAndZooms();
     void windowFitsA1280x800Screen();
 };
 
@@ -1036,6 +1038,53 @@ void TestGui::statusNamesAxisNothingDivides()
     QVERIFY(waitForPlan(*window.document()));
     QTRY_VERIFY2(window.document()->plan()->settings.mesh == "8", "mesh 8 planned");
     QVERIFY2(!window.statusText().contains(QStringLiteral("nothing divides")), qPrintable(window.statusText()));
+}
+
+// The Timeline dock on GPT-2 2x4: the step it draws is the plan's, a click on an op's forward
+// segment selects the op for every view, double-click zooms to its layer, 0 shows the whole
+// step again, and an edit's new plan replaces the drawing.
+void TestGui::timelineDrawsThePlanSelectsAndZooms()
+{
+    Document doc;
+    TimelineView view;
+    view.resize(1200, 260);
+    view.setDocument(&doc);
+    view.show();
+    doc.open(quickSettings());
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(view.timeline());
+    const double step = doc.plan()->result.breakdown.stepSeconds;
+    QVERIFY(std::fabs(view.timeline()->stepSeconds - step) <= 1e-9 * step);
+    QCOMPARE(view.visibleRange().first, 0.0);
+    QVERIFY(std::fabs(view.visibleRange().second - step) <= 1e-9 * step);
+
+    // Double-click on fc1's forward: the view narrows to layer 0's forward, which holds it.
+    const OpId fc1 = opNamed(doc, "layers.0/mlp/fc1");
+    view.zoomToLayerOf(fc1);
+    const auto [from, to] = view.visibleRange();
+    QVERIFY2(to - from < step / 4, qPrintable(QString("%1..%2 of %3").arg(from).arg(to).arg(step)));
+    const auto centre = view.segmentCentre(fc1, explain::TimelineSegment::Kind::Forward);
+    QVERIFY(centre);
+    QTest::mouseClick(view.canvas(), Qt::LeftButton, {}, *centre);
+    QCOMPARE(doc.selectedOp(), fc1);
+    QTest::mouseDClick(view.canvas(), Qt::LeftButton, {}, *centre);
+    QVERIFY(std::fabs(view.visibleRange().first - from) < 1e-12 * step);
+
+    QTest::keyClick(view.canvas(), Qt::Key_0);
+    QCOMPARE(view.visibleRange().first, 0.0);
+    QTest::keyClick(view.canvas(), Qt::Key_Plus);
+    QVERIFY(std::fabs((view.visibleRange().second - view.visibleRange().first) - step / 1.5) <= 1e-9 * step);
+
+    // A lock changes the plan: the timeline is the new plan's.
+    const OpId fc2 = opNamed(doc, "layers.0/mlp/fc2");
+    const int chosen = doc.plan()->result.strategyOfOp[static_cast<size_t>(fc2)];
+    const int other = chosen == 0 ? 1 : 0;
+    QVERIFY(doc.lockOp(fc2, other, LockScope::AllInstances));
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(view.timeline());
+    const double locked = doc.plan()->result.breakdown.stepSeconds;
+    QVERIFY(locked != step);
+    QVERIFY(std::fabs(view.timeline()->stepSeconds - locked) <= 1e-9 * locked);
 }
 
 QTEST_MAIN(TestGui)

@@ -1,4 +1,5 @@
-// tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png]
+// tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png
+//          [--screenshot-view window|graph|breakdown|explain|timeline]]
 //          [--select OP --screenshot-explain explain.png] [--bench-edits N]
 #include <QApplication>
 #include <QCommandLineParser>
@@ -14,6 +15,7 @@
 #include "graphview.h"
 #include "mainwindow.h"
 #include "recovery.h"
+#include "timelineview.h"
 
 namespace {
 
@@ -23,6 +25,19 @@ bool saveGrab(QWidget* widget, const QString& path)
     if (pixmap.save(path)) return true;
     std::fprintf(stderr, "tpstudio: %s: cannot write the screenshot\n", qPrintable(path));
     return false;
+}
+
+const QStringList kScreenshotViews = {QStringLiteral("window"), QStringLiteral("graph"), QStringLiteral("breakdown"),
+                                       QStringLiteral("explain"), QStringLiteral("timeline")};
+
+/// What `--screenshot-view` names (checked against kScreenshotViews before the window opens).
+QWidget* viewToGrab(tp::MainWindow& window, const QString& view)
+{
+    if (view == QStringLiteral("graph")) return window.graphView();
+    if (view == QStringLiteral("breakdown")) return window.breakdownDock();
+    if (view == QStringLiteral("explain")) return window.explainDock();
+    if (view == QStringLiteral("timeline")) return window.timelineDock();
+    return &window;
 }
 
 /// The options tpstudio takes (the comment at the top of this file), added to a parser.
@@ -53,6 +68,10 @@ struct CommandLine {
     QCommandLineOption screenshotExplain{QStringLiteral("screenshot-explain"),
                                          QStringLiteral("Also save the Explain dock for the --select op."),
                                          QStringLiteral("png")};
+    QCommandLineOption screenshotView{QStringLiteral("screenshot-view"),
+                                      QStringLiteral("What --screenshot draws: window (default), graph, breakdown, explain or "
+                                                     "timeline (that view alone, brought forward)."),
+                                      QStringLiteral("view")};
     QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."),
                             QStringLiteral("WxH")};
     QCommandLineOption benchEdits{
@@ -69,7 +88,7 @@ struct CommandLine {
             QStringLiteral("source"),
             QStringLiteral("built-in model name, .tpgraph.json, .onnx, config.json, .tpproj.json or .tpplan.json"));
         parser.addOptions({mesh, hardware, batch, seq, microBatch, zero, mode, pipeline, schedule, stageLayers, memoryLimit, lock, select, screenshot,
-                           screenshotBreakdown, screenshotExplain, size, benchEdits});
+                           screenshotBreakdown, screenshotExplain, screenshotView, size, benchEdits});
     }
 
     tp::PlanSettings settings() const
@@ -154,7 +173,9 @@ void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const C
                 // Let the views lay out and paint once before grabbing.
                 QTimer::singleShot(50, &app, [&] {
                     int rc = 0;
-                    if (cl.parser.isSet(cl.screenshot) && !saveGrab(&window, cl.parser.value(cl.screenshot))) rc = 1;
+                    if (cl.parser.isSet(cl.screenshot) && !saveGrab(viewToGrab(window, cl.parser.value(cl.screenshotView)),
+                                                                    cl.parser.value(cl.screenshot)))
+                        rc = 1;
                     if (cl.parser.isSet(cl.screenshotBreakdown) &&
                         !saveGrab(window.breakdownDock(), cl.parser.value(cl.screenshotBreakdown)))
                         rc = 1;
@@ -173,6 +194,15 @@ void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const C
                 else
                     grabAll();
             };
+            if (cl.parser.value(cl.screenshotView) == QStringLiteral("timeline")) {
+                window.timelineDock()->raise();
+                window.resizeDocks({window.timelineDock()}, {window.height() * 2 / 5}, Qt::Vertical);
+            } else if (cl.parser.value(cl.screenshotView) == QStringLiteral("breakdown")) {
+                window.breakdownDock()->raise();
+            } else if (cl.parser.value(cl.screenshotView) == QStringLiteral("explain")) {
+                window.explainDock()->raise();
+                window.resizeDocks({window.explainDock()}, {window.height() * 2 / 3}, Qt::Vertical);
+            }
             if (cl.parser.isSet(cl.screenshotExplain) && doc->selectedOp() >= 0) {
                 // The explanation is computed on a worker: grab once it is on screen.
                 window.explainDock()->raise();
@@ -198,6 +228,15 @@ int main(int argc, char** argv)
     CommandLine cl;
     cl.parser.process(app);
 
+    if (cl.parser.isSet(cl.screenshotView) && !kScreenshotViews.contains(cl.parser.value(cl.screenshotView))) {
+        std::fprintf(stderr, "tpstudio: --screenshot-view: unknown view '%s' (one of %s)\n",
+                     qPrintable(cl.parser.value(cl.screenshotView)), qPrintable(kScreenshotViews.join(QStringLiteral(", "))));
+        return 2;
+    }
+    if (cl.parser.isSet(cl.screenshotView) && !cl.parser.isSet(cl.screenshot)) {
+        std::fprintf(stderr, "tpstudio: --screenshot-view needs --screenshot FILE\n");
+        return 2;
+    }
     const bool headless = cl.headless();
     tp::MainWindow window(!headless);
     if (cl.parser.isSet(cl.size)) {

@@ -39,6 +39,7 @@
 #include "presentation.h"
 #include "recovery.h"
 #include "startpage.h"
+#include "timelineview.h"
 
 namespace tp {
 
@@ -127,6 +128,7 @@ MainWindow::~MainWindow()
     breakdown_->setDocument(nullptr);
     meshPanel_->setDocument(nullptr);
     explain_->setDocument(nullptr);
+    timeline_->setDocument(nullptr);
 }
 
 void MainWindow::createDocks()
@@ -187,6 +189,13 @@ void MainWindow::createDocks()
     explainDock_->setWidget(explainScroll);
     addDockWidget(Qt::BottomDockWidgetArea, explainDock_);
     tabifyDockWidget(breakdownDock_, explainDock_);
+
+    timeline_ = new TimelineView(this);
+    timelineDock_ = new QDockWidget(tr("Timeline"), this);
+    timelineDock_->setObjectName(QStringLiteral("TimelineDock"));
+    timelineDock_->setWidget(timeline_);
+    addDockWidget(Qt::BottomDockWidgetArea, timelineDock_);
+    tabifyDockWidget(explainDock_, timelineDock_);
     breakdownDock_->raise();
 }
 
@@ -258,6 +267,11 @@ void MainWindow::createActions()
     view->addAction(tr("&Explain Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this, [this] {
         explainDock_->show();
         explainDock_->raise();
+    });
+    view->addAction(tr("Step &Timeline"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T), this, [this] {
+        timelineDock_->show();
+        timelineDock_->raise();
+        timeline_->setFocus();
     });
 
     // Plan
@@ -339,6 +353,8 @@ void MainWindow::createHelpMenu()
                                     "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
                                     "Ctrl+Shift+M use the smallest mesh that fits (when nothing fits)\n"
                                     "Ctrl+Shift+E explain the selected op\n"
+                                    "Ctrl+Shift+T step timeline: wheel or +/- zoom, drag or arrows pan,\n"
+                                    "    0 the whole step, click an op to select it, double-click for its layer\n"
                                     "Ctrl+F find op · F fit · Shift+F fit width\n"
                                     "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
                                     "Double-click a block header to expand or collapse it;\n"
@@ -376,6 +392,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     breakdown_->setDocument(doc);
     meshPanel_->setDocument(doc);
     explain_->setDocument(doc);
+    timeline_->setDocument(doc);
     connect(doc, &Document::planChanged, this, [this] {
         lastError_.clear();
         stack_->setCurrentWidget(graph_);

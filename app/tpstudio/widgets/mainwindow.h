@@ -31,6 +31,7 @@ class Inspector;
 class MeshPanel;
 class Recovery;
 class StartPage;
+class TimelineView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -56,6 +57,8 @@ public:
     MeshPanel* meshPanel() const { return meshPanel_; }
     ExplainPanel* explainPanel() const { return explain_; }
     QDockWidget* explainDock() const { return explainDock_; }
+    TimelineView* timelineView() const { return timeline_; }
+    QDockWidget* timelineDock() const { return timelineDock_; }
     QWidget* breakdownDock() const;
     QString statusText() const;
     void showStartPage();
@@ -125,6 +128,8 @@ private:
     QDockWidget* breakdownDock_ = nullptr;
     ExplainPanel* explain_ = nullptr;
     QDockWidget* explainDock_ = nullptr;
+    TimelineView* timeline_ = nullptr;
+    QDockWidget* timelineDock_ = nullptr;
     QComboBox* modelCombo_ = nullptr;
     QComboBox* meshCombo_ = nullptr;
     QComboBox* hardwareCombo_ = nullptr;
