@@ -70,7 +70,8 @@ struct CommandLine {
                                          QStringLiteral("png")};
     QCommandLineOption screenshotView{QStringLiteral("screenshot-view"),
                                       QStringLiteral("What --screenshot draws: window (default), graph, breakdown, explain or "
-                                                     "timeline (that view alone, brought forward)."),
+                                                     "timeline (that view alone, brought forward; the timeline zoomed to the "
+                                                     "--select op's layer)."),
                                       QStringLiteral("view")};
     QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."),
                             QStringLiteral("WxH")};
@@ -197,6 +198,8 @@ void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const C
             if (cl.parser.value(cl.screenshotView) == QStringLiteral("timeline")) {
                 window.timelineDock()->raise();
                 window.resizeDocks({window.timelineDock()}, {window.height() * 2 / 5}, Qt::Vertical);
+                // With --select: the selected op's layer, as double-clicking it shows it.
+                if (doc->selectedOp() >= 0) window.timelineView()->zoomToLayerOf(doc->selectedOp());
             } else if (cl.parser.value(cl.screenshotView) == QStringLiteral("breakdown")) {
                 window.breakdownDock()->raise();
             } else if (cl.parser.value(cl.screenshotView) == QStringLiteral("explain")) {
