@@ -90,6 +90,7 @@ private slots:
     void blockTimesAddUpToTheStep();
     void statusNamesTheMeshThatFits();
     void timelineDrawsThePlanSelectsAndZooms();
+    void timelineShowsThePipelineSchedule();
     void windowFitsA1280x800Screen();
 };
 
@@ -1085,6 +1086,48 @@ void TestGui::timelineDrawsThePlanSelectsAndZooms()
     const double locked = doc.plan()->result.breakdown.stepSeconds;
     QVERIFY(locked != step);
     QVERIFY(std::fabs(view.timeline()->stepSeconds - locked) <= 1e-9 * locked);
+}
+
+// A pipelined plan (GPT-3 125M, 4 layers on 2 stages of 2 GPUs, 1F1B, micro-batch 1 of a
+// batch of 8: 4 micro-batches per replica) opens on its schedule: a lane per stage with 4
+// forwards and 4 backwards each, then the slowest stage's step on request.
+void TestGui::timelineShowsThePipelineSchedule()
+{
+    Document doc;
+    TimelineView view;
+    view.resize(1200, 300);
+    view.setDocument(&doc);
+    view.show();
+    PlanSettings s;
+    s.model = "gpt3-125m";
+    s.mesh = "2x2";
+    s.overrides = {"layers=4"};
+    s.batch = 8;
+    s.microBatch = 1;
+    s.pipeline = 2;
+    s.schedule = "1f1b";
+    s.memoryLimit = "none";
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(doc.plan()->pipeline);
+    QVERIFY(view.timeline());
+    QVERIFY(view.timeline()->schedule);
+    QCOMPARE(static_cast<int>(view.timeline()->lanes.size()), 2);
+    for (const auto& lane : view.timeline()->lanes) {
+        int forwards = 0, backwards = 0;
+        for (const auto& seg : lane.segments) {
+            forwards += seg.kind == explain::TimelineSegment::Kind::Forward;
+            backwards += seg.kind == explain::TimelineSegment::Kind::Backward;
+        }
+        QCOMPARE(forwards, 4);
+        QCOMPARE(backwards, 4);
+    }
+    auto* show = view.findChild<QComboBox*>();
+    QVERIFY(show && show->isVisibleTo(&view));
+    show->setCurrentIndex(1);
+    QVERIFY(!view.timeline()->schedule);
+    QVERIFY(std::fabs(view.timeline()->stepSeconds - doc.plan()->result.breakdown.stepSeconds) <=
+            1e-9 * doc.plan()->result.breakdown.stepSeconds);
 }
 
 QTEST_MAIN(TestGui)

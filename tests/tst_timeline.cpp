@@ -51,6 +51,11 @@ private slots:
     void addsUpToTheBreakdown();
     void overlapShowsHiddenCommunication();
     void rejectsAPlanOfAnotherGraph();
+    void pipelineScheduleEndsAtItsBubble_data();
+    void pipelineScheduleEndsAtItsBubble();
+    void pipelineScheduleRefusesBadInput();
+    void pipelinedPlanSchedule_data();
+    void pipelinedPlanSchedule();
 };
 
 void TestTimeline::addsUpToTheBreakdown_data()
@@ -166,6 +171,115 @@ void TestTimeline::rejectsAPlanOfAnotherGraph()
     SearchResult wrong = p.result;
     wrong.strategyOfOp.pop_back();
     QVERIFY_THROWS_EXCEPTION(InputError, explain::buildTimeline(*p.ws->costModel, wrong));
+}
+
+// Equal stages, no sends: a step of m micro-batches takes (m + (p - 1) / V) (f + b), and every
+// stage idles (p - 1) / V (f + b) of it: the bubble (Narayanan et al. 2021, §2.2). Interleaving
+// needs p to divide m; otherwise the schedule (and the cost model, pipelinedFactor) is 1F1B's.
+void TestTimeline::pipelineScheduleEndsAtItsBubble_data()
+{
+    QTest::addColumn<int>("stages");
+    QTest::addColumn<int>("chunks");
+    QTest::addColumn<int>("microBatches");
+    QTest::addColumn<double>("step");
+    // f = 1, b = 2 per micro-batch and stage: f + b = 3.
+    QTest::newRow("1F1B p4 m8") << 4 << 1 << 8 << (8 + 3) * 3.0;             // 33
+    QTest::newRow("1F1B p8 m64") << 8 << 1 << 64 << (64 + 7) * 3.0;          // 213
+    QTest::newRow("1F1B p4 m1") << 4 << 1 << 1 << (1 + 3) * 3.0;             // 12: one micro-batch through
+    QTest::newRow("interleaved p4 V2 m8") << 4 << 2 << 8 << (8 + 3 / 2.0) * 3.0; // 28.5
+    QTest::newRow("interleaved p4 V3 m4") << 4 << 3 << 4 << (4 + 3 / 3.0) * 3.0; // 15
+    QTest::newRow("interleaved p8 V3 m16") << 8 << 3 << 16 << (16 + 7 / 3.0) * 3.0; // 55
+    QTest::newRow("interleaved p4 V2 m6: 1F1B") << 4 << 2 << 6 << (6 + 3) * 3.0; // 27
+    QTest::newRow("one stage") << 1 << 1 << 5 << 5 * 3.0;
+}
+
+void TestTimeline::pipelineScheduleEndsAtItsBubble()
+{
+    QFETCH(int, stages);
+    QFETCH(int, chunks);
+    QFETCH(int, microBatches);
+    QFETCH(double, step);
+    const std::vector<explain::StageTimes> times(static_cast<size_t>(stages), explain::StageTimes{1.0, 2.0, 0.0});
+    const Timeline t = explain::buildPipelineTimeline(PipelineSchedule{stages, chunks}, microBatches, times);
+    QVERIFY(t.schedule);
+    QCOMPARE(static_cast<int>(t.lanes.size()), stages);
+    QVERIFY2(close(t.stepSeconds, step), qPrintable(QString("%1 s, expected %2 s").arg(t.stepSeconds).arg(step)));
+    const double bubble = step - microBatches * 3.0;
+    for (const auto& lane : t.lanes) {
+        double busy = 0, idle = 0, cursor = 0;
+        int forwards = 0, backwards = 0;
+        for (const auto& s : lane.segments) {
+            QVERIFY(close(s.start, cursor)); // busy and idle tile the lane
+            cursor = s.end();
+            (s.kind == TimelineSegment::Kind::Idle ? idle : busy) += s.seconds;
+            forwards += s.kind == TimelineSegment::Kind::Forward;
+            backwards += s.kind == TimelineSegment::Kind::Backward;
+        }
+        QVERIFY(close(cursor, step));
+        QVERIFY(close(busy, microBatches * 3.0));
+        QVERIFY(close(idle, bubble));
+        const int perDevice = microBatches * (microBatches % stages == 0 ? chunks : 1);
+        QCOMPARE(forwards, perDevice);
+        QCOMPARE(backwards, perDevice);
+    }
+}
+
+void TestTimeline::pipelineScheduleRefusesBadInput()
+{
+    const std::vector<explain::StageTimes> four(4, explain::StageTimes{1.0, 2.0, 0.0});
+    QVERIFY_THROWS_EXCEPTION(InputError, explain::buildPipelineTimeline(PipelineSchedule{4, 1}, 0, four));
+    QVERIFY_THROWS_EXCEPTION(InputError, explain::buildPipelineTimeline(PipelineSchedule{8, 1}, 8, four));
+}
+
+// A planned pipeline's schedule: a lane per stage, the busiest as busy as the slowest stage's
+// step less the bubble the cost model spread over it. The cost model charges the bubble at the
+// slowest stage's pace ((p - 1) / V of its micro-batch times); the schedule fills and drains
+// at each stage's own pace, so it ends no later than the plan's step (less the optimizer step,
+// which follows it) and, with a last stage slower than the others (the head), earlier.
+void TestTimeline::pipelinedPlanSchedule_data()
+{
+    QTest::addColumn<QString>("schedule");
+    QTest::addColumn<int>("microBatch");
+    QTest::newRow("1f1b") << "1f1b" << 1;
+    QTest::newRow("interleaved:2") << "interleaved:2" << 2;
+}
+
+void TestTimeline::pipelinedPlanSchedule()
+{
+    QFETCH(QString, schedule);
+    QFETCH(int, microBatch);
+    PlanRequest r;
+    r.model = "gpt2";
+    r.modelOptions.overrides.push_back("layers=8");
+    r.modelOptions.batch = 32;
+    r.mesh = "4x2";
+    r.memoryLimit = "none";
+    r.pipeline = 4;
+    r.schedule = schedule.toStdString();
+    r.microBatch = microBatch;
+    r.zero = 0;
+    Planner planner;
+    const PlannerResult planned = planner.plan(r);
+    QVERIFY(planned.pipeline);
+    const PipelinePlan& pipe = *planned.pipeline;
+    const Timeline t = explain::buildPipelineTimeline(pipe);
+    QCOMPARE(static_cast<int>(t.lanes.size()), 4);
+    const PipelineStagePlan& slowest = pipe.stages[static_cast<size_t>(pipe.slowest)];
+    const double m = slowest.microBatches;
+    const double busyOfSlowest = slowest.result.breakdown.stepSeconds - slowest.result.breakdown.optimizerSeconds;
+    double longestBusy = 0;
+    for (const auto& lane : t.lanes) {
+        double busy = 0;
+        for (const auto& s : lane.segments)
+            if (s.kind != TimelineSegment::Kind::Idle) busy += s.seconds;
+        longestBusy = std::max(longestBusy, busy);
+    }
+    // The busiest lane is the slowest stage's step without its bubble.
+    const double factor = pipelinedFactor(slowest.workspace->costModel->settings(), m);
+    QVERIFY2(close(longestBusy, busyOfSlowest / factor), qPrintable(QString("%1 vs %2").arg(longestBusy).arg(busyOfSlowest / factor)));
+    const double planStep = pipe.stepSeconds - slowest.result.breakdown.optimizerSeconds;
+    QVERIFY2(t.stepSeconds <= planStep * (1 + 1e-9) && t.stepSeconds > longestBusy,
+             qPrintable(QString("schedule %1 s, plan %2 s, busiest stage %3 s").arg(t.stepSeconds).arg(planStep).arg(longestBusy)));
 }
 
 QTEST_APPLESS_MAIN(TestTimeline)

@@ -1,7 +1,9 @@
 #include "timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "../util/error.h"
 
@@ -176,7 +178,127 @@ private:
     double now_ = 0;
 };
 
+/// One forward or backward of one micro-batch on one chunk of one device.
+struct Task {
+    bool forward = true;
+    int microBatch = 0, chunk = 0;
+};
+
+/// Megatron-LM's order of one device's tasks (schedules.py, forward_backward_pipelining_with_
+/// interleaving; 1F1B when V = 1): warm-up forwards, then one forward and one backward in
+/// turn, then the remaining backwards. Virtual micro-batch k runs chunk (k mod pV) / p
+/// (backwards in reverse) on micro-batch (k / pV) p + k mod p.
+std::vector<Task> deviceOrder(int stage, int stages, int chunks, int microBatches)
+{
+    const int total = microBatches * chunks;
+    const int warmup = std::min(total, chunks == 1 ? stages - stage - 1 : (stages - stage - 1) * 2 + (chunks - 1) * stages);
+    auto task = [&](int k, bool forward) {
+        const int group = k % (stages * chunks);
+        int chunk = group / stages;
+        if (!forward) chunk = chunks - 1 - chunk;
+        return Task{forward, (k / (stages * chunks)) * stages + group % stages, chunk};
+    };
+    std::vector<Task> order;
+    int f = 0, b = 0;
+    for (; f < warmup; ++f) order.push_back(task(f, true));
+    for (; f < total; ++f, ++b) {
+        order.push_back(task(f, true));
+        order.push_back(task(b, false));
+    }
+    for (; b < total; ++b) order.push_back(task(b, false));
+    return order;
+}
+
 } // namespace
+
+Timeline buildPipelineTimeline(const PipelineSchedule& schedule, int microBatches, const std::vector<StageTimes>& stages)
+{
+    const int p = schedule.stages;
+    if (microBatches < 1) throw InputError("pipeline timeline: needs at least one micro-batch");
+    if (p < 1 || static_cast<int>(stages.size()) != p)
+        throw InputError("pipeline timeline: " + std::to_string(stages.size()) + " stage times for " + std::to_string(p) + " stages");
+    // Interleaving needs the stages to divide the micro-batches (as Megatron-LM asks, and as the
+    // cost model charges 1F1B's bubble otherwise: pipelinedFactor).
+    const int v = schedule.virtualStages > 1 && microBatches % p == 0 ? schedule.virtualStages : 1;
+    // done[virtual stage][micro-batch]: when its forward / backward ended (-1: not yet).
+    const int virtualStages = p * v;
+    std::vector<std::vector<double>> forwardDone(virtualStages, std::vector<double>(microBatches, -1.0)),
+        backwardDone = forwardDone;
+    std::vector<std::vector<Task>> orders;
+    for (int s = 0; s < p; ++s) orders.push_back(deviceOrder(s, p, v, microBatches));
+    std::vector<size_t> next(p, 0);
+    std::vector<double> free(p, 0.0);
+    Timeline out;
+    out.schedule = true;
+    for (int s = 0; s < p; ++s) out.lanes.push_back({"stage " + std::to_string(s + 1), -1, {}});
+    // List scheduling: each device runs its next task once what it needs has arrived.
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int s = 0; s < p; ++s) {
+            while (next[s] < orders[s].size()) {
+                const Task& t = orders[s][next[s]];
+                const int vs = t.chunk * p + s;
+                const auto& times = stages[static_cast<size_t>(s)];
+                double ready = free[s];
+                if (t.forward && vs > 0) {
+                    const double before = forwardDone[vs - 1][t.microBatch];
+                    if (before < 0) break;
+                    ready = std::max(ready, before + times.send);
+                }
+                if (!t.forward) {
+                    const double own = forwardDone[vs][t.microBatch];
+                    const double after = vs + 1 < virtualStages ? backwardDone[vs + 1][t.microBatch] : own;
+                    if (own < 0 || after < 0) break;
+                    ready = std::max(ready, after + (vs + 1 < virtualStages ? times.send : 0.0));
+                }
+                TimelineSegment seg{t.forward ? Kind::Forward : Kind::Backward, ready, (t.forward ? times.forward : times.backward) / v};
+                seg.microBatch = t.microBatch;
+                seg.chunk = v > 1 ? t.chunk : -1;
+                out.lanes[static_cast<size_t>(s)].segments.push_back(seg);
+                free[s] = seg.end();
+                (t.forward ? forwardDone : backwardDone)[vs][t.microBatch] = seg.end();
+                ++next[s];
+                progress = true;
+            }
+        }
+    }
+    for (int s = 0; s < p; ++s)
+        if (next[s] < orders[s].size()) throw std::logic_error("pipeline timeline: the schedule deadlocked");
+    for (double f : free) out.stepSeconds = std::max(out.stepSeconds, f);
+    out.forwardEndSeconds = out.backwardEndSeconds = out.stepSeconds;
+    // The gaps are the bubble (and waiting for sends).
+    for (auto& lane : out.lanes) {
+        std::vector<TimelineSegment> idle;
+        double at = 0;
+        for (const auto& seg : lane.segments) {
+            if (seg.start > at + 1e-15) idle.push_back({Kind::Idle, at, seg.start - at});
+            at = seg.end();
+        }
+        if (out.stepSeconds > at + 1e-15) idle.push_back({Kind::Idle, at, out.stepSeconds - at});
+        lane.segments.insert(lane.segments.end(), idle.begin(), idle.end());
+        std::stable_sort(lane.segments.begin(), lane.segments.end(),
+                         [](const TimelineSegment& a, const TimelineSegment& b) { return a.start < b.start; });
+    }
+    return out;
+}
+
+Timeline buildPipelineTimeline(const PipelinePlan& plan)
+{
+    const int p = plan.schedule.stages;
+    if (plan.stages.empty()) throw InputError("pipeline timeline: the plan has no stages");
+    std::vector<StageTimes> times(static_cast<size_t>(p));
+    double microBatches = 1;
+    for (const auto& st : plan.stages) {
+        const Breakdown& b = st.result.breakdown;
+        const double m = st.microBatches;
+        const double share = m * pipelinedFactor(st.workspace->costModel->settings(), m);
+        const StageTimes t{b.forwardSeconds / share, (b.stepSeconds - b.forwardSeconds - b.optimizerSeconds) / share,
+                           st.sendSeconds / (2 * plan.schedule.virtualStages * share)};
+        for (int s = st.stage; s < std::min(p, st.stage + st.standsFor); ++s) times[static_cast<size_t>(s)] = t;
+        microBatches = m;
+    }
+    return buildPipelineTimeline(plan.schedule, static_cast<int>(std::lround(microBatches)), times);
+}
 
 double Timeline::exposedCommSeconds() const
 {

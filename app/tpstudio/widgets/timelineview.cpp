@@ -1,5 +1,6 @@
 #include "timelineview.h"
 
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
@@ -191,8 +192,24 @@ private:
                                                                       : QString::number(op);
     }
 
+    static QString microBatchLabel(const TimelineSegment& s)
+    {
+        QString text = (s.kind == Kind::Forward ? QStringLiteral("F") : QStringLiteral("B")) + QString::number(s.microBatch + 1);
+        if (s.chunk >= 0) text += QStringLiteral(".") + QString::number(s.chunk + 1);
+        return text;
+    }
+
     QString tooltipOf(const TimelineSegment& s) const
     {
+        if (s.kind == Kind::Idle)
+            return tr("<b>idle</b>: the pipeline's bubble (or a send awaited), %1 from %2")
+                .arg(QString::fromStdString(formatSeconds(s.seconds)), QString::fromStdString(formatSeconds(s.start)));
+        if (s.microBatch >= 0) {
+            QString what = tr("<b>%1 of micro-batch %2</b>").arg(s.kind == Kind::Forward ? tr("forward") : tr("backward")).arg(s.microBatch + 1);
+            if (s.chunk >= 0) what += tr(", model chunk %1").arg(s.chunk + 1);
+            return what + tr("<br>%1, from %2").arg(QString::fromStdString(formatSeconds(s.seconds)),
+                                                   QString::fromStdString(formatSeconds(s.start)));
+        }
         QString what;
         switch (s.kind) {
         case Kind::Forward:
@@ -211,6 +228,8 @@ private:
             if (s.axis >= 0 && timeline) what += tr(" over ") + QString::fromStdString(timeline->lanes[laneOfAxis(s.axis)].name);
             break;
         }
+        case Kind::Idle:
+            break;
         }
         QString text = QStringLiteral("<b>%1</b><br>%2: %3, from %4").arg(opName(s.op).toHtmlEscaped(), what,
                                                                            QString::fromStdString(formatSeconds(s.seconds)),
@@ -245,6 +264,8 @@ private:
             return QColor(0x9c, 0x75, 0x5f);
         case Kind::Communication:
             return collectiveColor(s.collective);
+        case Kind::Idle:
+            return QColor(0xd8, 0xd8, 0xd8);
         }
         return Qt::gray;
     }
@@ -278,6 +299,7 @@ void TimelineCanvas::paintAxis(QPainter& p) const
         p.drawText(QRectF(x + 3, 2, 120, kTickHeight - 4), Qt::AlignLeft | Qt::AlignVCenter,
                    QString::fromStdString(formatSeconds(t)));
     }
+    if (timeline->schedule) return; // a schedule interleaves the phases
     // The phases as a band under the ticks: forward, backward, optimizer step.
     const double bounds[] = {0, timeline->forwardEndSeconds, timeline->backwardEndSeconds, timeline->stepSeconds};
     const QString names[] = {tr("forward"), tr("backward"), tr("optimizer step")};
@@ -302,7 +324,7 @@ void TimelineCanvas::paintLane(QPainter& p, size_t lane) const
     const QRectF row = laneRect(lane);
     p.fillRect(row, lane % 2 ? palette().color(QPalette::AlternateBase) : palette().color(QPalette::Base));
     p.setPen(palette().color(QPalette::Text));
-    const QString label = l.axis < 0 ? tr("step (critical path)") : QString::fromStdString(l.name);
+    const QString label = l.name == "step" ? tr("step (critical path)") : QString::fromStdString(l.name);
     p.drawText(QRectF(6, row.top(), kLabelWidth - 10, row.height()), Qt::AlignLeft | Qt::AlignVCenter, label);
     p.save();
     p.setClipRect(QRectF(kLabelWidth, row.top(), plotWidth(), row.height()));
@@ -327,6 +349,8 @@ void TimelineCanvas::paintLane(QPainter& p, size_t lane) const
             p.fillRect(r, colour.lighter(165));
             if (s.exposedSeconds > 0)
                 p.fillRect(QRectF(x0, top, std::max(1.0, (x1 - x0) * s.exposedSeconds / s.seconds), h), colour);
+        } else if (s.kind == Kind::Idle) {
+            p.fillRect(r, QBrush(colour, Qt::BDiagPattern));
         } else {
             p.fillRect(r, colour);
         }
@@ -335,9 +359,11 @@ void TimelineCanvas::paintLane(QPainter& p, size_t lane) const
             p.drawRect(r.adjusted(-1, -1, 1, 1));
         }
         if (r.width() > 36) {
-            const QString text = s.kind == Kind::Communication ? collectiveAbbrev(s.collective)
-                                 : s.kind == Kind::Optimizer   ? tr("optimizer")
-                                                               : shortOpName(s.op >= 0 ? graph->ops[static_cast<size_t>(s.op)].name : "");
+            const QString text = s.kind == Kind::Idle            ? QString()
+                                 : s.microBatch >= 0            ? microBatchLabel(s)
+                                 : s.kind == Kind::Communication ? collectiveAbbrev(s.collective)
+                                 : s.kind == Kind::Optimizer     ? tr("optimizer")
+                                                                 : shortOpName(s.op >= 0 ? graph->ops[static_cast<size_t>(s.op)].name : "");
             p.setPen(Qt::white);
             p.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter, metrics.elidedText(text, Qt::ElideRight, static_cast<int>(r.width()) - 5));
         }
@@ -351,7 +377,7 @@ void TimelineCanvas::paintLegend(QPainter& p) const
         QString name;
         QColor colour;
     };
-    const Item items[] = {{tr("forward"), QColor(0x59, 0xa1, 0x4f)},
+    std::vector<Item> items = {{tr("forward"), QColor(0x59, 0xa1, 0x4f)},
                           {tr("backward"), QColor(0x3b, 0x75, 0x34)},
                           {tr("optimizer"), QColor(0x9c, 0x75, 0x5f)},
                           {collectiveAbbrev(CollectiveKind::AllReduce), collectiveColor(CollectiveKind::AllReduce)},
@@ -359,6 +385,7 @@ void TimelineCanvas::paintLegend(QPainter& p) const
                           {collectiveAbbrev(CollectiveKind::ReduceScatter), collectiveColor(CollectiveKind::ReduceScatter)},
                           {collectiveAbbrev(CollectiveKind::AllToAll), collectiveColor(CollectiveKind::AllToAll)},
                           {tr("hidden under compute"), collectiveColor(CollectiveKind::AllReduce).lighter(165)}};
+    if (timeline->schedule) items = {items[0], items[1], {tr("idle (bubble)"), QColor(0xb0, 0xb0, 0xb0)}};
     double x = kLabelWidth;
     const double y = height() - kLegendHeight + 6;
     const QFontMetrics metrics(font());
@@ -398,8 +425,15 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent), canvas_(new Timel
     whole->setText(tr("Whole step"));
     whole->setToolTip(tr("Show the whole step (0 or Home)"));
     connect(whole, &QToolButton::clicked, this, [this] { canvas_->showAll(); });
+    show_ = new QComboBox(this);
+    show_->addItem(tr("Pipeline schedule"));
+    show_->addItem(tr("Slowest stage's step"));
+    show_->setToolTip(tr("A pipelined plan: every stage's micro-batches and bubble, or the slowest stage's step op by op"));
+    show_->setVisible(false);
+    connect(show_, &QComboBox::currentIndexChanged, this, [this] { refresh(); });
     auto* top = new QHBoxLayout;
     top->addWidget(summary_, 1);
+    top->addWidget(show_);
     top->addWidget(whole);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -445,7 +479,7 @@ std::optional<QPoint> TimelineView::segmentCentre(OpId op, explain::TimelineSegm
 void TimelineView::zoomToLayerOf(OpId op)
 {
     const PlanWorkspace* ws = document_ ? document_->workspace() : nullptr;
-    if (!ws || !timeline() || op < 0 || static_cast<size_t>(op) >= ws->folded.classOfOp.size()) return;
+    if (!ws || !timeline() || timeline()->schedule || op < 0 || static_cast<size_t>(op) >= ws->folded.classOfOp.size()) return;
     const BlockClass& cls = ws->folded.classes[static_cast<size_t>(ws->folded.classOfOp[static_cast<size_t>(op)])];
     const BlockInstance& instance = cls.instances[static_cast<size_t>(ws->folded.instanceOfOp[static_cast<size_t>(op)])];
     // The layer's forward: from its first op's segment to its last op's on the critical path.
@@ -460,6 +494,26 @@ void TimelineView::zoomToLayerOf(OpId op)
     if (to <= from) return;
     const double pad = (to - from) * 0.05;
     canvas_->showRange(from - pad, to + pad);
+}
+
+void TimelineView::showSchedule(const PipelinePlan& pipeline)
+{
+    canvas_->timeline = explain::buildPipelineTimeline(pipeline);
+    canvas_->graph = &plan_->workspace->costModel->graph();
+    canvas_->oddLayer.clear();
+    const Timeline& t = *canvas_->timeline;
+    double idle = 0, busy = 0;
+    for (const auto& lane : t.lanes)
+        for (const auto& seg : lane.segments) (seg.kind == Kind::Idle ? idle : busy) += seg.seconds;
+    summary_->setText(tr("<b>%1</b>: the micro-batches run in %2, the stages idle %3 of it (the plan's step, %5, adds the "
+                         "optimizer step and charges the bubble as (p-1)/V micro-batch times of the slowest stage: %4)")
+                          .arg(QString::fromStdString(pipelineSummary(pipeline)).section(QLatin1Char(':'), 0, 0),
+                               QString::fromStdString(formatSeconds(t.stepSeconds)),
+                               QString::number(100 * idle / std::max(1e-300, idle + busy), 'f', 1) + QStringLiteral("%"),
+                               QString::number(100 * pipeline.bubbleFraction(), 'f', 1) + QStringLiteral("%"),
+                               QString::fromStdString(formatSeconds(pipeline.stepSeconds))));
+    canvas_->updateGeometry();
+    canvas_->showAll();
 }
 
 void TimelineView::showEvent(QShowEvent* event)
@@ -488,6 +542,11 @@ void TimelineView::rebuild()
         return;
     }
     const CostModel& model = *plan->workspace->costModel;
+    show_->setVisible(plan->pipeline.has_value());
+    if (plan->pipeline && show_->currentIndex() == 0) {
+        showSchedule(*plan->pipeline);
+        return;
+    }
     canvas_->timeline = explain::buildTimeline(model, plan->result);
     canvas_->graph = &model.graph();
     const FoldedGraph& fold = plan->workspace->folded;

@@ -14,6 +14,7 @@
 #include "document.h"
 #include "explain/timeline.h"
 
+class QComboBox;
 class QLabel;
 
 namespace tp {
@@ -45,11 +46,13 @@ protected:
 private:
     void refresh();
     void rebuild();
+    void showSchedule(const PipelinePlan& pipeline);
 
     QPointer<Document> document_;
     std::shared_ptr<const PlanOutcome> plan_; ///< the plan drawn (its graph and cost model stay alive)
     TimelineCanvas* canvas_;
     QLabel* summary_;
+    QComboBox* show_; ///< a pipelined plan: its schedule or its slowest stage's step
     bool stale_ = true;
 };
 
