@@ -91,6 +91,7 @@ private slots:
     void statusNamesTheMeshThatFits();
     void timelineDrawsThePlanSelectsAndZooms();
     void timelineShowsThePipelineSchedule();
+    void breakdownChartsCutNothingSilently();
     void windowFitsA1280x800Screen();
 };
 
@@ -1128,6 +1129,44 @@ void TestGui::timelineShowsThePipelineSchedule()
     QVERIFY(!view.timeline()->schedule);
     QVERIFY(std::fabs(view.timeline()->stepSeconds - doc.plan()->result.breakdown.stepSeconds) <=
             1e-9 * doc.plan()->result.breakdown.stepSeconds);
+}
+
+// Honest charts: GPT-2 on 2x4 under a 32 MiB limit (every plan holds more): a bar past the
+// memory axis (2.5x the limit) is drawn cut with its total written on it; the capacity line
+// carries its label; on a log scale every bar is whole. Without a binding limit nothing is cut.
+void TestGui::breakdownChartsCutNothingSilently()
+{
+    Document doc;
+    BreakdownView view;
+    view.resize(1200, 300);
+    view.setDocument(&doc);
+    view.show();
+    PlanSettings s = quickSettings();
+    s.memoryLimit = "32MiB";
+    doc.open(s);
+    QVERIFY(waitForPlan(doc));
+    const PlanOutcome& plan = *doc.plan();
+    const double limit = 32.0 * 1024 * 1024;
+    QStringList farOver; // well past the axis, which stops at 2.5x the limit rounded up
+    int over = 0;
+    for (const SearchResult* r : {&plan.result, &plan.megatron, &plan.dataParallel}) {
+        if (r->breakdown.perDeviceBytes > 3.2 * limit) farOver << QString::fromStdString(formatBytes(r->breakdown.perDeviceBytes));
+        over += r->breakdown.perDeviceBytes > 2.5 * limit;
+    }
+    QVERIFY(!farOver.isEmpty()); // or the test shows nothing
+    for (const auto& value : farOver) QVERIFY2(view.memoryCutBars().contains(value), qPrintable(view.memoryCutBars().join(", ")));
+    QVERIFY(view.memoryCutBars().size() <= over);
+    QCOMPARE(view.capacityLabel(), QStringLiteral("Limit 32.00 MiB"));
+    view.setLogScale(true);
+    QVERIFY(view.memoryCutBars().isEmpty());
+    QVERIFY(view.timeCutBars().isEmpty());
+    view.setLogScale(false);
+    QVERIFY(!view.memoryCutBars().isEmpty());
+
+    s.memoryLimit = "none";
+    doc.setSettings(s, QStringLiteral("no limit"));
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(view.memoryCutBars().isEmpty());
 }
 
 QTEST_MAIN(TestGui)

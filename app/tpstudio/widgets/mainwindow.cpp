@@ -111,6 +111,9 @@ MainWindow::MainWindow(bool persistentSettings, QWidget* parent) : QMainWindow(p
         QSettings settings;
         restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
         restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+        breakdown_->setLogScale(settings.value(QStringLiteral("breakdown/logScale"), false).toBool());
+        connect(breakdown_, &BreakdownView::logScaleChanged, this,
+                [](bool on) { QSettings().setValue(QStringLiteral("breakdown/logScale"), on); });
     }
 }
 
