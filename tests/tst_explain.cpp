@@ -52,6 +52,7 @@ private slots:
     void compareAddsUp();
     void formulaCountsMicroBatches();
     void findOpErrors();
+    void summaryInPlainWords();
 };
 
 void TestExplain::figuresAddUp_data()
@@ -315,6 +316,27 @@ void TestExplain::findOpErrors()
     } catch (const InputError& e) {
         QVERIFY(QString(e.what()).contains("layers.9/nothing"));
     }
+}
+
+// The summary names the best alternative with its figures in words, as the why-not table has
+// them: "b=x would be 96.260 ms slower per step but need 4.80 GiB more per device." No raw
+// units, no solver words (issue 21).
+void TestExplain::summaryInPlainWords()
+{
+    const Planned p = plan("gpt2", "layers=2", "2x4", "");
+    const auto x = explain::explainOp(*p.ws->costModel, p.result, explain::findOp(p.ws->model.graph, "layers.0/mlp/fc1"), &p.ws->folded);
+    QVERIFY(x.whyNot.size() > 1);
+    const auto& best = x.whyNot[1];
+    const double dt = best.delta.stepSeconds, dm = best.delta.memoryBytes;
+    std::string expected = "The best alternative: " + best.strategy + " would be " + formatSeconds(std::fabs(dt)) +
+                           (dt < 0 ? " faster" : " slower") + " per step";
+    QVERIFY2(x.summary.find(expected) != std::string::npos, x.summary.c_str());
+    if (std::fabs(dm) > 0.5)
+        QVERIFY2(x.summary.find(formatBytes(std::fabs(dm))) != std::string::npos, x.summary.c_str());
+    else
+        QVERIFY2(x.summary.find("hold the same memory") != std::string::npos, x.summary.c_str());
+    QVERIFY(x.summary.find("prices memory") == std::string::npos);
+    QVERIFY(x.summary.find("change the step time by") == std::string::npos);
 }
 
 QTEST_APPLESS_MAIN(TestExplain)

@@ -340,6 +340,33 @@ OperandLayout layoutOf(const CostModel& model, const Tensor& t, const TensorSpec
     return L;
 }
 
+/// The best alternative in plain words: how much faster or slower per step and how much more
+/// or less memory per device, and, when it is faster but was not chosen, that the plan is at
+/// its memory limit (the search traded the time for memory there: docs/ARCHITECTURE.md).
+std::string alternativeInWords(const std::string& which, const WhyNot& best, const SearchResult& plan)
+{
+    const double dt = best.delta.stepSeconds, dm = best.delta.memoryBytes;
+    std::string s = best.strategy + " would be ";
+    if (std::fabs(dt) < 5e-7)
+        s += "as fast";
+    else
+        s += formatSeconds(std::fabs(dt)) + (dt < 0 ? " faster" : " slower") + " per step";
+    const bool moreMemory = dm > 0.5, lessMemory = dm < -0.5;
+    if (moreMemory || lessMemory) {
+        s += (dt < 0) == moreMemory ? " and " : " but ";
+        s += (moreMemory ? "need " : "save ") + formatBytes(std::fabs(dm)) + (moreMemory ? " more" : "") + " per device";
+    } else {
+        s += " and hold the same memory";
+    }
+    s += ".";
+    const Breakdown& b = plan.breakdown;
+    const double limit = plan.memoryLimitBytes > 0 ? plan.memoryLimitBytes : b.capacityBytes;
+    if (dt < 0 && moreMemory && plan.lambda > 0)
+        s += " The plan holds " + formatBytes(b.perDeviceBytes) + " of the " + formatBytes(limit) +
+             " it may use, so the search keeps the slower, leaner choice here.";
+    return which + ": " + s;
+}
+
 } // namespace
 
 OpId findOp(const Graph& graph, const std::string& name)
@@ -491,12 +518,13 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     sum += " Compute " + formatSeconds(x.computeSeconds) + ", communication charged to it " + formatSeconds(x.commSeconds) +
            ", memory " + formatBytes(x.memoryBytes) + " per device.";
     if (x.whyNot.size() > 1) {
-        const auto& best = x.whyNot[1];
-        sum += " The best alternative, " + best.strategy + ", would change the step time by " +
-               formatSecondsDelta(best.delta.stepSeconds) + " and memory by " + formatBytesDelta(best.delta.memoryBytes) + ".";
-        if (plan.lambda > 0)
-            sum += " The search prices memory at " + fmt("%.3g", plan.lambda * 1024 * 1024 * 1024) +
-                   " s per GiB to fit the memory limit, so it compares step time + price x memory (the objective column).";
+        sum += " " + alternativeInWords("The best alternative", x.whyNot[1], plan);
+        // A faster one that was not chosen: what it would cost (memory, under a limit).
+        const auto fastest = std::min_element(x.whyNot.begin() + 1, x.whyNot.end(), [](const WhyNot& a, const WhyNot& b) {
+            return a.delta.stepSeconds < b.delta.stepSeconds;
+        });
+        if (fastest != x.whyNot.begin() + 1 && fastest->delta.stepSeconds < -5e-7)
+            sum += " " + alternativeInWords("The fastest", *fastest, plan);
     }
     x.summary = sum;
     return x;
