@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "explain/devices.h"
 #include "explain/explain.h"
 #include "util/format.h"
 #include "search/evaluate.h"
@@ -53,6 +54,9 @@ private slots:
     void formulaCountsMicroBatches();
     void findOpErrors();
     void summaryInPlainWords();
+    void deviceStepsFollowThePlan_data();
+    void deviceStepsFollowThePlan();
+    void rowParallelOutputIsAllReduced();
 };
 
 void TestExplain::figuresAddUp_data()
@@ -337,6 +341,95 @@ void TestExplain::summaryInPlainWords()
         QVERIFY2(x.summary.find("hold the same memory") != std::string::npos, x.summary.c_str());
     QVERIFY(x.summary.find("prices memory") == std::string::npos);
     QVERIFY(x.summary.find("change the step time by") == std::string::npos);
+}
+
+// The devices view's steps (core/explain/devices.h) for every op of a GPT-2 plan: the compute
+// step draws every operand exactly as the plan lays it out (explainOp's spec and slices), and
+// each edge's collectives chain from the producer's layout to the consumer's, one axis each.
+void TestExplain::deviceStepsFollowThePlan_data()
+{
+    QTest::addColumn<QString>("mesh");
+    QTest::addColumn<QString>("baseline");
+    QTest::newRow("search 2x2") << "2x2" << "";
+    QTest::newRow("megatron 2x2") << "2x2" << "megatron";
+    QTest::newRow("megatron-sp 4") << "4" << "megatron-sp";
+}
+
+void TestExplain::deviceStepsFollowThePlan()
+{
+    QFETCH(QString, mesh);
+    QFETCH(QString, baseline);
+    const Planned p = plan("gpt2", "layers=2", mesh, baseline);
+    const CostModel& model = *p.ws->costModel;
+    int collectives = 0;
+    for (const auto& op : model.graph().ops) {
+        const auto steps = explain::deviceSteps(model, p.result, op.id);
+        const auto x = explain::explainOp(model, p.result, op.id);
+        auto compute = std::find_if(steps.begin(), steps.end(), [](const auto& s) { return s.kind == explain::DeviceStep::Kind::Compute; });
+        QVERIFY(compute != steps.end());
+        QCOMPARE(compute->operands.size(), x.operands.size());
+        for (size_t i = 0; i < x.operands.size(); ++i) {
+            QCOMPARE(compute->operands[i].spec, x.operands[i].spec);
+            QCOMPARE(compute->operands[i].devices.size(), size_t(model.mesh().devices()));
+            for (size_t d = 0; d < x.operands[i].devices.size(); ++d)
+                QCOMPARE(compute->operands[i].devices[d].ranges, x.operands[i].devices[d].ranges);
+        }
+        // Forward collectives into the op end in the layout it reads.
+        std::map<std::string, std::string> lastForward;
+        for (auto it = steps.begin(); it != compute; ++it)
+            if (it->kind == explain::DeviceStep::Kind::Collective && it->phase == "forward" && it->before.role == "input") {
+                QVERIFY(it->before.spec != it->after.spec || it->collective == "all-reduce");
+                lastForward[it->before.tensor] = it->after.spec;
+                ++collectives;
+            }
+        for (const auto& call : x.incoming)
+            if (call.phase == "forward") QCOMPARE(lastForward[call.tensor], call.toSpec);
+        // Each step of a chain starts where the one before it ended.
+        for (size_t i = 1; i < steps.size(); ++i)
+            if (steps[i].kind == explain::DeviceStep::Kind::Collective && steps[i - 1].kind == explain::DeviceStep::Kind::Collective &&
+                steps[i].phase == steps[i - 1].phase && steps[i].before.tensor == steps[i - 1].before.tensor &&
+                steps[i].before.role == steps[i - 1].before.role && steps[i].consumer == steps[i - 1].consumer &&
+                steps[i].producer == steps[i - 1].producer)
+                QVERIFY2(steps[i].before.spec == steps[i - 1].after.spec,
+                         (steps[i - 1].title + " -> " + steps[i - 1].after.spec + " then " + steps[i].title + " from " + steps[i].before.spec).c_str());
+    }
+    QVERIFY(collectives > 0);
+}
+
+// Megatron's MLP on 4 GPUs (Shoeybi et al. 2019): fc2 is row-parallel, so its output holds
+// partial sums and the step after its compute all-reduces them over x: before, every device
+// holds all of [b, s, h] as a partial sum; after, the whole sum. fc1's weight: device k holds
+// columns [k f/4, (k+1) f/4) of the [h, f] = [768, 3072] matrix.
+void TestExplain::rowParallelOutputIsAllReduced()
+{
+    const Planned p = plan("gpt2", "layers=1", "4", "megatron");
+    const CostModel& model = *p.ws->costModel;
+    const auto steps = explain::deviceSteps(model, p.result, explain::findOp(model.graph(), "layers.0/mlp/fc2"));
+    auto compute = std::find_if(steps.begin(), steps.end(), [](const auto& s) { return s.kind == explain::DeviceStep::Kind::Compute; });
+    QVERIFY(compute != steps.end() && compute + 1 != steps.end());
+    const auto& reduce = *(compute + 1);
+    QCOMPARE(reduce.collective, std::string("all-reduce"));
+    QCOMPARE(reduce.phase, std::string("forward"));
+    QCOMPARE(reduce.axis, 0);
+    QVERIFY(reduce.before.partial);
+    QCOMPARE(reduce.before.partialAxes, std::string("x"));
+    QVERIFY(!reduce.after.partial);
+    QCOMPARE(reduce.before.tensor, std::string("layers.0/mlp/fc2"));
+
+    const auto fc1 = explain::deviceSteps(model, p.result, explain::findOp(model.graph(), "layers.0/mlp/fc1"));
+    auto c1 = std::find_if(fc1.begin(), fc1.end(), [](const auto& s) { return s.kind == explain::DeviceStep::Kind::Compute; });
+    const auto& weight = c1->operands[1];
+    QCOMPARE(weight.shape, (std::vector<std::int64_t>{768, 3072}));
+    for (int k = 0; k < 4; ++k) {
+        QCOMPARE(weight.devices[static_cast<size_t>(k)].ranges[0], (std::pair<std::int64_t, std::int64_t>{0, 768}));
+        QCOMPARE(weight.devices[static_cast<size_t>(k)].ranges[1], (std::pair<std::int64_t, std::int64_t>{k * 768, (k + 1) * 768}));
+    }
+    // Backward: fc1's input gradient is partial over x (each device's column slice contributes
+    // to every element) and is all-reduced before it reaches the norm.
+    bool backwardAllReduce = false;
+    for (auto it = c1; it != fc1.end(); ++it)
+        backwardAllReduce |= it->phase == "backward" && it->collective == "all-reduce" && it->before.partial && !it->after.partial;
+    QVERIFY(backwardAllReduce);
 }
 
 QTEST_APPLESS_MAIN(TestExplain)

@@ -1,8 +1,11 @@
 #include "explain.h"
+#include "devices.h"
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 #include <cstdio>
 
 #include "../graph/opkinds.h"
@@ -317,26 +320,7 @@ OperandLayout layoutOf(const CostModel& model, const Tensor& t, const TensorSpec
     if (spec.partial) words += "; partial sums over " + maskText(spec.partial, mesh);
     if (L.picture.empty()) L.picture = "  (whole tensor on every device)\n";
     L.words = words;
-    // Every device's slice.
-    for (int dev = 0; dev < mesh.devices(); ++dev) {
-        DeviceSlice ds;
-        int rest = dev;
-        ds.coords.assign(mesh.axes.size(), 0);
-        for (size_t a = mesh.axes.size(); a-- > 0;) {
-            ds.coords[a] = rest % mesh.axes[a].size;
-            rest /= mesh.axes[a].size;
-        }
-        for (size_t d = 0; d < spec.dims.size(); ++d) {
-            std::int64_t pieces = 1, piece = 0;
-            for (int a : spec.dims[d]) {
-                pieces *= mesh.axes[static_cast<size_t>(a)].size;
-                piece = piece * mesh.axes[static_cast<size_t>(a)].size + ds.coords[static_cast<size_t>(a)];
-            }
-            const std::int64_t len = t.shape[d] / pieces;
-            ds.ranges.push_back({piece * len, (piece + 1) * len});
-        }
-        L.devices.push_back(std::move(ds));
-    }
+    L.devices = deviceSlices(spec, t.shape, mesh);
     return L;
 }
 
@@ -451,6 +435,8 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         x.incoming.insert(x.incoming.end(), steps.begin(), steps.end());
     }
     const OpCost& node = model.opCost(id, s, recomputeOf(plan, id));
+    std::set<std::tuple<std::string, std::string, std::string>> named; // (weight, kind, axis) already given a call
+    std::string previous;
     for (const auto& call : node.collectives) {
         CollectiveStep cs;
         cs.kind = collectiveName(call.kind);
@@ -459,14 +445,20 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         cs.bytes = call.bytes;
         cs.seconds = call.seconds;
         // The weight whose gradient shard has this message size (the cost model sends each
-        // owned weight's gradient shard, gradBytesPerParam bytes per element).
+        // owned weight's gradient shard, gradBytesPerParam bytes per element) and that has no
+        // such call yet (a norm's weight and bias are the same size); else the weight of the
+        // call before (CostModel::weightTerms records each weight's calls together: a ZeRO
+        // reduce-scatter's shrinking shard, the gathers of the updated parameters).
         for (size_t i = 0; i < op.inputs.size() && cs.tensor.empty(); ++i) {
             const Tensor& w = g.tensor(op.inputs[i]);
             if (w.role != TensorRole::Weight) continue;
             const double bytes = static_cast<double>(model.inputSpec(id, s, static_cast<int>(i)).shardNumel(w.shape, mesh)) *
                                  model.settings().gradBytesPerParam;
-            if (bytes == call.bytes) cs.tensor = w.name;
+            if (bytes == call.bytes && !named.count({w.name, cs.kind, cs.axis})) cs.tensor = w.name;
         }
+        if (cs.tensor.empty()) cs.tensor = previous;
+        named.insert({cs.tensor, cs.kind, cs.axis});
+        previous = cs.tensor;
         cs.why = "the weight '" + cs.tensor + "' is replicated over " + cs.axis +
                  " while the op splits a loop the weight lacks over " + cs.axis +
                  " (data parallelism): each device's gradient covers only its slice, summed once per step";
