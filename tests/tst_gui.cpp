@@ -26,6 +26,7 @@
 #include "inspector.h"
 #include "mainwindow.h"
 #include "outlinefeed.h"
+#include "devicesview.h"
 #include "timelineview.h"
 #include "meshpanel.h"
 #include "util/error.h"
@@ -92,6 +93,7 @@ private slots:
     void timelineDrawsThePlanSelectsAndZooms();
     void timelineShowsThePipelineSchedule();
     void breakdownChartsCutNothingSilently();
+    void devicesViewStepsThroughTheRowParallelMlp();
     void windowFitsA1280x800Screen();
 };
 
@@ -1167,6 +1169,53 @@ void TestGui::breakdownChartsCutNothingSilently()
     doc.setSettings(s, QStringLiteral("no limit"));
     QVERIFY(waitForPlan(doc));
     QVERIFY(view.memoryCutBars().isEmpty());
+}
+
+// The Devices dock on Megatron's MLP (GPT-2 on 4 GPUs, fc1 column- and fc2 row-parallel by
+// locks): selecting fc2 shows its compute first, every operand as the plan lays it out; → is
+// the reduction of its partial sums over x; Space plays it; Home and End reach the ends.
+void TestGui::devicesViewStepsThroughTheRowParallelMlp()
+{
+    Document doc;
+    DevicesView view;
+    view.resize(1200, 360);
+    view.setDocument(&doc);
+    view.show();
+    PlanSettings s = quickSettings();
+    s.mesh = "4";
+    doc.open(s, {parseLockRequest("layers.*/mlp/fc1=f=x"), parseLockRequest("layers.*/mlp/fc2=h=x")});
+    QVERIFY(waitForPlan(doc));
+    QSignalSpy shown(&view, &DevicesView::stepsShown);
+    const OpId fc2 = opNamed(doc, "layers.0/mlp/fc2");
+    doc.setSelectedOp(fc2);
+    QVERIFY(shown.wait(kPlanTimeoutMs));
+    const PlanOutcome& plan = *doc.plan();
+    const auto expected = explain::deviceSteps(*plan.workspace->costModel, plan.result, fc2);
+    QCOMPARE(view.steps().size(), expected.size());
+    const auto& compute = view.steps()[static_cast<size_t>(view.currentStep())];
+    QVERIFY(compute.kind == explain::DeviceStep::Kind::Compute);
+    const auto x = explain::explainOp(*plan.workspace->costModel, plan.result, fc2);
+    QCOMPARE(compute.operands.size(), x.operands.size());
+    for (size_t i = 0; i < x.operands.size(); ++i) QCOMPARE(compute.operands[i].spec, x.operands[i].spec);
+    QVERIFY(compute.operands.back().partial); // row-parallel: partial sums
+
+    QTest::keyClick(&view, Qt::Key_Right);
+    const auto& reduce = view.steps()[static_cast<size_t>(view.currentStep())];
+    // All-reduce, or reduce-scatter where the search splits the dropout's sequence (Megatron-SP).
+    QVERIFY2(reduce.collective == "all-reduce" || reduce.collective == "reduce-scatter", reduce.title.c_str());
+    QVERIFY(reduce.before.partial && !reduce.after.partial);
+    QTest::keyClick(&view, Qt::Key_Space);
+    QVERIFY(view.isPlaying());
+    QTRY_VERIFY(view.progress() > 0.3);
+    QTest::keyClick(&view, Qt::Key_Space);
+    QVERIFY(!view.isPlaying());
+    QTest::keyClick(&view, Qt::Key_Home);
+    QCOMPARE(view.currentStep(), 0);
+    QTest::keyClick(&view, Qt::Key_End);
+    QCOMPARE(view.currentStep(), static_cast<int>(view.steps().size()) - 1);
+
+    doc.setSelectedOp(-1);
+    QVERIFY(view.steps().empty());
 }
 
 QTEST_MAIN(TestGui)

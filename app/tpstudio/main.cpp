@@ -1,5 +1,5 @@
 // tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png
-//          [--screenshot-view window|graph|breakdown|explain|timeline]]
+//          [--screenshot-view window|graph|breakdown|explain|timeline|devices]]
 //          [--select OP --screenshot-explain explain.png] [--bench-edits N]
 #include <QApplication>
 #include <QCommandLineParser>
@@ -15,6 +15,7 @@
 #include "graphview.h"
 #include "mainwindow.h"
 #include "recovery.h"
+#include "devicesview.h"
 #include "timelineview.h"
 
 namespace {
@@ -28,7 +29,7 @@ bool saveGrab(QWidget* widget, const QString& path)
 }
 
 const QStringList kScreenshotViews = {QStringLiteral("window"), QStringLiteral("graph"), QStringLiteral("breakdown"),
-                                       QStringLiteral("explain"), QStringLiteral("timeline")};
+                                       QStringLiteral("explain"), QStringLiteral("timeline"), QStringLiteral("devices")};
 
 /// What `--screenshot-view` names (checked against kScreenshotViews before the window opens).
 QWidget* viewToGrab(tp::MainWindow& window, const QString& view)
@@ -37,6 +38,7 @@ QWidget* viewToGrab(tp::MainWindow& window, const QString& view)
     if (view == QStringLiteral("breakdown")) return window.breakdownDock();
     if (view == QStringLiteral("explain")) return window.explainDock();
     if (view == QStringLiteral("timeline")) return window.timelineDock();
+    if (view == QStringLiteral("devices")) return window.devicesDock();
     return &window;
 }
 
@@ -69,9 +71,9 @@ struct CommandLine {
                                          QStringLiteral("Also save the Explain dock for the --select op."),
                                          QStringLiteral("png")};
     QCommandLineOption screenshotView{QStringLiteral("screenshot-view"),
-                                      QStringLiteral("What --screenshot draws: window (default), graph, breakdown, explain or "
-                                                     "timeline (that view alone, brought forward; the timeline zoomed to the "
-                                                     "--select op's layer)."),
+                                      QStringLiteral("What --screenshot draws: window (default), graph, breakdown, explain, "
+                                                     "timeline or devices (that view alone, brought forward; the timeline "
+                                                     "zoomed to the --select op's layer, the devices at its compute)."),
                                       QStringLiteral("view")};
     QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."),
                             QStringLiteral("WxH")};
@@ -205,6 +207,16 @@ void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const C
             } else if (cl.parser.value(cl.screenshotView) == QStringLiteral("explain")) {
                 window.explainDock()->raise();
                 window.resizeDocks({window.explainDock()}, {window.height() * 2 / 3}, Qt::Vertical);
+            }
+            if (cl.parser.value(cl.screenshotView) == QStringLiteral("devices")) {
+                // The op's steps are computed on a worker: grab once they are on screen.
+                window.devicesDock()->raise();
+                window.resizeDocks({window.devicesDock()}, {window.height() / 2}, Qt::Vertical);
+                if (doc->selectedOp() >= 0) {
+                    QObject::connect(window.devicesView(), &tp::DevicesView::stepsShown, &app, waitForLayout,
+                                     Qt::SingleShotConnection);
+                    return;
+                }
             }
             if (cl.parser.isSet(cl.screenshotExplain) && doc->selectedOp() >= 0) {
                 // The explanation is computed on a worker: grab once it is on screen.

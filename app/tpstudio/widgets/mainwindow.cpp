@@ -39,6 +39,7 @@
 #include "presentation.h"
 #include "recovery.h"
 #include "startpage.h"
+#include "devicesview.h"
 #include "timelineview.h"
 
 namespace tp {
@@ -132,6 +133,7 @@ MainWindow::~MainWindow()
     meshPanel_->setDocument(nullptr);
     explain_->setDocument(nullptr);
     timeline_->setDocument(nullptr);
+    devices_->setDocument(nullptr);
 }
 
 void MainWindow::createDocks()
@@ -199,6 +201,13 @@ void MainWindow::createDocks()
     timelineDock_->setWidget(timeline_);
     addDockWidget(Qt::BottomDockWidgetArea, timelineDock_);
     tabifyDockWidget(explainDock_, timelineDock_);
+
+    devices_ = new DevicesView(this);
+    devicesDock_ = new QDockWidget(tr("Devices"), this);
+    devicesDock_->setObjectName(QStringLiteral("DevicesDock"));
+    devicesDock_->setWidget(devices_);
+    addDockWidget(Qt::BottomDockWidgetArea, devicesDock_);
+    tabifyDockWidget(timelineDock_, devicesDock_);
     breakdownDock_->raise();
 }
 
@@ -275,6 +284,11 @@ void MainWindow::createActions()
         timelineDock_->show();
         timelineDock_->raise();
         timeline_->setFocus();
+    });
+    view->addAction(tr("&Devices of Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D), this, [this] {
+        devicesDock_->show();
+        devicesDock_->raise();
+        devices_->setFocus();
     });
 
     // Plan
@@ -358,6 +372,8 @@ void MainWindow::createHelpMenu()
                                     "Ctrl+Shift+E explain the selected op\n"
                                     "Ctrl+Shift+T step timeline: wheel or +/- zoom, drag or arrows pan,\n"
                                     "    0 the whole step, click an op to select it, double-click for its layer\n"
+                                    "Ctrl+Shift+D devices of the selected op: Space play/pause, arrows step,\n"
+                                    "    Home/End first/last step, +/- speed\n"
                                     "Ctrl+F find op · F fit · Shift+F fit width\n"
                                     "Ctrl+= / Ctrl+- zoom · Ctrl+wheel zoom · drag to pan\n"
                                     "Double-click a block header to expand or collapse it;\n"
@@ -396,6 +412,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     meshPanel_->setDocument(doc);
     explain_->setDocument(doc);
     timeline_->setDocument(doc);
+    devices_->setDocument(doc);
     connect(doc, &Document::planChanged, this, [this] {
         lastError_.clear();
         stack_->setCurrentWidget(graph_);

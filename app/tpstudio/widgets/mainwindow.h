@@ -32,6 +32,7 @@ class MeshPanel;
 class Recovery;
 class StartPage;
 class TimelineView;
+class DevicesView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -59,6 +60,8 @@ public:
     QDockWidget* explainDock() const { return explainDock_; }
     TimelineView* timelineView() const { return timeline_; }
     QDockWidget* timelineDock() const { return timelineDock_; }
+    DevicesView* devicesView() const { return devices_; }
+    QDockWidget* devicesDock() const { return devicesDock_; }
     QWidget* breakdownDock() const;
     QString statusText() const;
     void showStartPage();
@@ -130,6 +133,8 @@ private:
     QDockWidget* explainDock_ = nullptr;
     TimelineView* timeline_ = nullptr;
     QDockWidget* timelineDock_ = nullptr;
+    DevicesView* devices_ = nullptr;
+    QDockWidget* devicesDock_ = nullptr;
     QComboBox* modelCombo_ = nullptr;
     QComboBox* meshCombo_ = nullptr;
     QComboBox* hardwareCombo_ = nullptr;
