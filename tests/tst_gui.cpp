@@ -3,7 +3,9 @@
 // on timing (the two measured times are printed with qInfo).
 #include <QAbstractItemModelTester>
 #include <QLineEdit>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QLabel>
 #include <QTableView>
 #include <QTableWidget>
@@ -94,6 +96,7 @@ private slots:
     void timelineShowsThePipelineSchedule();
     void breakdownChartsCutNothingSilently();
     void devicesViewStepsThroughTheRowParallelMlp();
+    void compareViewMarksTheDifferencesOnTheGraph();
     void windowFitsA1280x800Screen();
 };
 
@@ -1216,6 +1219,43 @@ void TestGui::devicesViewStepsThroughTheRowParallelMlp()
 
     doc.setSelectedOp(-1);
     QVERIFY(view.steps().empty());
+}
+
+// The compare view (Explain > Compare plans) against Megatron on GPT-2 2x4: one row per op that
+// differs, each block's deltas those of comparePlans (explain's), and while the tab is in view
+// the graph marks every differing op it draws; unchecked, no marks.
+void TestGui::compareViewMarksTheDifferencesOnTheGraph()
+{
+    MainWindow window(false);
+    window.resize(1680, 1050);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(window.openSource(QStringLiteral("gpt2"), quickSettings()));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    ExplainPanel* panel = window.explainPanel();
+    QSignalSpy shown(panel, &ExplainPanel::comparisonShown);
+    window.explainDock()->raise();
+    panel->setCompareWith(CompareWith::DataParallel);
+    panel->setCompareWith(CompareWith::Megatron);
+    panel->showCompareTab();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->comparison() && panel->comparison()->otherMethod == "megatron", kPlanTimeoutMs);
+    const PlanOutcome& plan = *doc.plan();
+    const auto d = explain::comparePlans(*plan.workspace->costModel, plan.workspace->folded, plan.result, plan.megatron,
+                                         plan.megatronWorkspace->costModel.get());
+    QVERIFY(!d.changes.empty());
+    QCOMPARE(panel->differingOpsTable()->rowCount(), static_cast<int>(d.changes.size()));
+    QCOMPARE(panel->comparisonTable()->rowCount(), static_cast<int>(d.blocks.size()));
+    for (size_t b = 0; b < d.blocks.size(); ++b)
+        QCOMPARE(panel->comparisonTable()->item(static_cast<int>(b), 5)->text(),
+                 QString::fromStdString(formatSecondsDelta(d.blocks[b].other.stepSeconds - d.blocks[b].base.stepSeconds)));
+    QCOMPARE(static_cast<int>(panel->markedOps().size()), static_cast<int>(d.changes.size()));
+    QVERIFY(window.graphView()->markedOpCount() > 0);
+    // A row selects its op.
+    panel->differingOpsTable()->cellClicked(0, 0);
+    QCOMPARE(QString::fromStdString(plan.workspace->model.graph.op(doc.selectedOp()).name), QString::fromStdString(d.changes[0].op));
+    panel->findChild<QCheckBox*>(QStringLiteral("markDifferences"))->setChecked(false);
+    QCOMPARE(window.graphView()->markedOpCount(), 0);
 }
 
 QTEST_MAIN(TestGui)

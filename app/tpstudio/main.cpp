@@ -1,5 +1,5 @@
 // tpstudio [FILE|MODEL] [--mesh 2x8 --hardware h100-dgx ...] [--screenshot out.png
-//          [--screenshot-view window|graph|breakdown|explain|timeline|devices]]
+//          [--screenshot-view window|graph|breakdown|explain|timeline|devices|compare]]
 //          [--select OP --screenshot-explain explain.png] [--bench-edits N]
 #include <QApplication>
 #include <QCommandLineParser>
@@ -29,7 +29,8 @@ bool saveGrab(QWidget* widget, const QString& path)
 }
 
 const QStringList kScreenshotViews = {QStringLiteral("window"), QStringLiteral("graph"), QStringLiteral("breakdown"),
-                                       QStringLiteral("explain"), QStringLiteral("timeline"), QStringLiteral("devices")};
+                                       QStringLiteral("explain"), QStringLiteral("timeline"), QStringLiteral("devices"),
+                                       QStringLiteral("compare")};
 
 /// What `--screenshot-view` names (checked against kScreenshotViews before the window opens).
 QWidget* viewToGrab(tp::MainWindow& window, const QString& view)
@@ -73,7 +74,8 @@ struct CommandLine {
     QCommandLineOption screenshotView{QStringLiteral("screenshot-view"),
                                       QStringLiteral("What --screenshot draws: window (default), graph, breakdown, explain, "
                                                      "timeline or devices (that view alone, brought forward; the timeline "
-                                                     "zoomed to the --select op's layer, the devices at its compute)."),
+                                                     "zoomed to the --select op's layer, the devices at its compute), or "
+                                                     "compare (the window with the plan comparison and its marks)."),
                                       QStringLiteral("view")};
     QCommandLineOption size{QStringLiteral("size"), QStringLiteral("Window size for screenshots, e.g. 1720x1080."),
                             QStringLiteral("WxH")};
@@ -207,6 +209,15 @@ void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const C
             } else if (cl.parser.value(cl.screenshotView) == QStringLiteral("explain")) {
                 window.explainDock()->raise();
                 window.resizeDocks({window.explainDock()}, {window.height() * 2 / 3}, Qt::Vertical);
+            }
+            if (cl.parser.value(cl.screenshotView) == QStringLiteral("compare")) {
+                // The whole window: the comparison's tables and its marks on the graph.
+                window.explainDock()->raise();
+                window.resizeDocks({window.explainDock()}, {window.height() * 2 / 5}, Qt::Vertical);
+                window.explainPanel()->showCompareTab();
+                QObject::connect(window.explainPanel(), &tp::ExplainPanel::comparisonShown, &app, waitForLayout,
+                                 Qt::SingleShotConnection);
+                return;
             }
             if (cl.parser.value(cl.screenshotView) == QStringLiteral("devices")) {
                 // The op's steps are computed on a worker: grab once they are on screen.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -213,13 +214,40 @@ ExplainPanel::ExplainPanel(QWidget* parent) :
     compare_->setHorizontalHeaderLabels({tr("Block"), tr("Instances"), tr("Ops changed"), tr("Step: this plan"),
                                          tr("Step: other"), tr("Δ step"), tr("Δ compute"), tr("Δ comm"), tr("Δ memory")});
     compare_->setToolTip(tr("Per block class, summed over its instances; Δ = other plan minus this plan."));
-    compareLayout->addWidget(compare_, 1);
+    // Per op: the representative ops (first instance of each class) whose strategy differs;
+    // a row selects its op, and the graph marks them all.
+    compareOps_ = makeTable(compareBox);
+    compareOps_->setObjectName(QStringLiteral("compareOps"));
+    compareOps_->setColumnCount(3);
+    compareOps_->setHorizontalHeaderLabels({tr("Op that differs"), tr("This plan"), tr("Other")});
+    connect(compareOps_, &QTableWidget::cellClicked, this, [this](int row, int) {
+        if (!document_ || !document_->workspace() || row < 0 || !comparison_ || row >= static_cast<int>(comparison_->changes.size())) return;
+        try {
+            document_->setSelectedOp(explain::findOp(document_->workspace()->model.graph, comparison_->changes[static_cast<size_t>(row)].op));
+        } catch (const InputError&) {
+        }
+    });
+    markOnGraph_ = new QCheckBox(tr("Mark them on the graph"), compareBox);
+    markOnGraph_->setObjectName(QStringLiteral("markDifferences"));
+    markOnGraph_->setChecked(true);
+    connect(markOnGraph_, &QCheckBox::toggled, this, [this] { emit differencesToMark(markedOps()); });
+    auto* tables = new QHBoxLayout;
+    tables->addWidget(compare_, 3);
+    auto* opsColumn = new QVBoxLayout;
+    opsColumn->addWidget(compareOps_, 1);
+    opsColumn->addWidget(markOnGraph_);
+    tables->addLayout(opsColumn, 2);
+    compareLayout->addLayout(tables, 1);
     connect(compareWith_, &QComboBox::currentIndexChanged, this, &ExplainPanel::requestComparison);
 
     auto* tabs = new QTabWidget(this);
     tabs->addTab(whyNot_, tr("Why not"));
     tabs->addTab(collectives_, tr("Collectives"));
     tabs->addTab(compareBox, tr("Compare plans"));
+    tabs_ = tabs;
+    compareBox_ = compareBox;
+    // The graph marks the differences while the comparison is in view.
+    connect(tabs, &QTabWidget::currentChanged, this, [this] { emit differencesToMark(markedOps()); });
 
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(summaryScroll);
@@ -375,12 +403,36 @@ void ExplainPanel::showExplanation(const explain::OpExplanation& x, std::shared_
     emit explanationShown(op);
 }
 
+std::vector<std::string> ExplainPanel::markedOps() const
+{
+    std::vector<std::string> ops;
+    if (comparison_ && markOnGraph_->isChecked() && isVisible() && tabs_->currentWidget() == compareBox_)
+        for (const auto& c : comparison_->changes) ops.push_back(c.op);
+    return ops;
+}
+
+void ExplainPanel::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    emit differencesToMark(markedOps());
+}
+
+void ExplainPanel::hideEvent(QHideEvent* event)
+{
+    QWidget::hideEvent(event);
+    emit differencesToMark({});
+}
+
+void ExplainPanel::showCompareTab() { tabs_->setCurrentWidget(compareBox_); }
+
 void ExplainPanel::requestComparison()
 {
     const auto plan = document_ ? document_->plan() : nullptr;
     compareJob_.cancel(); // a comparison still in flight is stale
     comparison_.reset();
     compare_->setRowCount(0);
+    compareOps_->setRowCount(0);
+    emit differencesToMark({});
     if (!plan) {
         compareTotals_->clear();
         return;
@@ -437,7 +489,16 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
     compare_->setToolTip(changes.isEmpty() ? tr("No op's strategy differs.")
                                            : tr("Ops that differ (first instance):\n%1").arg(changes.join(QLatin1Char('\n'))));
     compare_->resizeColumnsToContents();
+    compareOps_->setRowCount(static_cast<int>(d.changes.size()));
+    for (size_t i = 0; i < d.changes.size(); ++i) {
+        const int row = static_cast<int>(i);
+        compareOps_->setItem(row, 0, cell(QString::fromStdString(d.changes[i].op)));
+        compareOps_->setItem(row, 1, cell(QString::fromStdString(d.changes[i].before)));
+        compareOps_->setItem(row, 2, cell(QString::fromStdString(d.changes[i].after)));
+    }
+    compareOps_->resizeColumnsToContents();
     emit comparisonShown();
+    emit differencesToMark(markedOps());
 }
 
 } // namespace tp

@@ -13,8 +13,10 @@
 #include "explain/explain.h"
 #include "latestjob.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
+class QTabWidget;
 class QTableWidget;
 
 namespace tp {
@@ -50,12 +52,18 @@ public:
     const explain::OpExplanation* explanation() const { return shown_ ? &*shown_ : nullptr; }
     const explain::PlanDiff* comparison() const { return comparison_ ? &*comparison_ : nullptr; }
     void setCompareWith(CompareWith with);
+    /// Brings the "Compare plans" tab forward (its differences are then marked on the graph).
+    void showCompareTab();
 
     // The parts, for tests and screenshots.
     QLabel* summaryLabel() const { return summary_; }
     QTableWidget* collectivesTable() const { return collectives_; }
     QTableWidget* whyNotTable() const { return whyNot_; }
     QTableWidget* comparisonTable() const { return compare_; }
+    QTableWidget* differingOpsTable() const { return compareOps_; }
+    /// The ops whose strategy differs in the comparison shown, when they are to be marked on
+    /// the graph (the compare tab in view and its check box on): representative ops' names.
+    std::vector<std::string> markedOps() const;
     MeshSliceWidget* slicePicture() const { return picture_; }
 
     enum WhyNotColumn { WhyStrategy, WhyObjective, WhyStep, WhyCompute, WhyMemory, WhyFirstCollective };
@@ -64,8 +72,14 @@ signals:
     /// A new explanation of this op is on screen.
     void explanationShown(tp::OpId op);
     void comparisonShown();
+    /// The ops the graph should mark as differing from the compared plan (empty: none).
+    void differencesToMark(const std::vector<std::string>& ops);
     /// A worker's result arrived after a newer request and was not shown.
     void resultDropped(quint64 jobId);
+
+protected:
+    void showEvent(QShowEvent* event) override;
+    void hideEvent(QHideEvent* event) override;
 
 private:
     void requestExplanation();
@@ -92,6 +106,10 @@ private:
     QComboBox* compareWith_;
     QLabel* compareTotals_;
     QTableWidget* compare_;
+    QTableWidget* compareOps_;
+    QCheckBox* markOnGraph_;
+    QTabWidget* tabs_;
+    QWidget* compareBox_;
 };
 
 } // namespace tp

@@ -442,6 +442,7 @@ void GraphView::rebuild()
     scene_.clear();
     index_ = {};
     selectionMarker_ = nullptr;
+    differenceMarkers_.clear();
     const auto plan = document_ ? document_->plan() : nullptr;
     if (!plan) return;
     if (layoutWorkspace_ != plan->workspace.get()) {
@@ -458,6 +459,7 @@ void GraphView::rebuild()
     scene_.setSceneRect(scene_.itemsBoundingRect().adjusted(-40, -30, 40, 30));
     minimap_->refit();
     showSelection();
+    showDifferences();
     // Fit once the view has its real size (it may still be hidden behind the start page).
     if (fitPending_ && isVisible()) {
         fitPending_ = false;

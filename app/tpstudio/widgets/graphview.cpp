@@ -155,6 +155,42 @@ void GraphView::showSelection()
     ensureVisible(target, 60, 60);
 }
 
+void GraphView::setMarkedOps(const std::vector<std::string>& ops)
+{
+    markedOps_ = ops;
+    showDifferences();
+}
+
+// The ops that differ from the compared plan: a dashed magenta frame around each drawn one
+// (representative ops: the card of a run shows its first instance).
+void GraphView::showDifferences()
+{
+    for (QGraphicsItem* m : differenceMarkers_) {
+        scene_.removeItem(m);
+        delete m;
+    }
+    differenceMarkers_.clear();
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan) return;
+    const Graph& g = plan->workspace->model.graph;
+    std::map<std::string, OpId> byName;
+    for (const auto& op : g.ops) byName.emplace(op.name, op.id);
+    for (const auto& name : markedOps_) {
+        const auto id = byName.find(name);
+        if (id == byName.end()) continue;
+        const auto it = index_.opItems.find(id->second);
+        if (it == index_.opItems.end()) continue;
+        QPainterPath path;
+        path.addRoundedRect(it->second->boundingRect().adjusted(-6, -6, 6, 6), 9, 9);
+        auto* marker = scene_.addPath(path, QPen(QColor(0xc0, 0x1f, 0x9a), 2.2, Qt::DashLine), Qt::NoBrush);
+        marker->setZValue(4);
+        marker->setToolTip(tr("Its strategy differs in the compared plan (Explain > Compare plans)"));
+        differenceMarkers_.push_back(marker);
+    }
+}
+
+int GraphView::markedOpCount() const { return static_cast<int>(differenceMarkers_.size()); }
+
 QString GraphView::instancesKey(const QString& classLabel) { return instancesViewKey(classLabel); }
 
 bool GraphView::instancesShown(int card) const

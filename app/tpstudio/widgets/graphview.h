@@ -89,6 +89,10 @@ public:
     /// Selects the next op (after the selected one) whose name contains the text; false if none.
     bool findNext(const QString& text);
     void setMinimapVisible(bool visible);
+    /// Marks the named ops as differing from a compared plan (ExplainPanel::differencesToMark);
+    /// kept across rebuilds until replaced. markedOpCount: the marks drawn.
+    void setMarkedOps(const std::vector<std::string>& ops);
+    int markedOpCount() const;
     /// Forgets dot's positions and lays every expanded card out again; returns the job id.
     quint64 relayout();
     quint64 latestLayoutJob() const { return layoutJobs_.latestJob(); }
@@ -114,6 +118,7 @@ private:
     void rebuild();
     void onModelChanged();
     void showSelection();
+    void showDifferences();
     void placeMinimap();
     void zoomBy(double factor);
     /// Starts a dot job for these runs' cards (the inputs are built on the GUI thread; cheap).
@@ -130,6 +135,8 @@ private:
     SceneIndex index_;
     Minimap* minimap_;
     QGraphicsItem* selectionMarker_ = nullptr;
+    std::vector<std::string> markedOps_;
+    std::vector<QGraphicsItem*> differenceMarkers_;
     bool fitPending_ = true;
     std::map<int, CardLayout> cardLayouts_; ///< per run index, for layoutWorkspace_
     const void* layoutWorkspace_ = nullptr; ///< the workspace cardLayouts_ belong to

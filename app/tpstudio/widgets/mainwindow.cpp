@@ -194,6 +194,7 @@ void MainWindow::createDocks()
     explainDock_->setWidget(explainScroll);
     addDockWidget(Qt::BottomDockWidgetArea, explainDock_);
     tabifyDockWidget(breakdownDock_, explainDock_);
+    connect(explain_, &ExplainPanel::differencesToMark, graph_, &GraphView::setMarkedOps);
 
     timeline_ = new TimelineView(this);
     timelineDock_ = new QDockWidget(tr("Timeline"), this);
