@@ -32,6 +32,9 @@
 #include "timelineview.h"
 #include "meshpanel.h"
 #include "util/error.h"
+#include "plan/plan.h"
+#include "plan/plan_file.h"
+#include "plan/planner.h"
 
 #include "documenttest.h"
 
@@ -97,6 +100,7 @@ private slots:
     void breakdownChartsCutNothingSilently();
     void devicesViewStepsThroughTheRowParallelMlp();
     void compareViewMarksTheDifferencesOnTheGraph();
+    void savedPlanIsComparedOrRefused();
     void windowFitsA1280x800Screen();
 };
 
@@ -1256,6 +1260,67 @@ void TestGui::compareViewMarksTheDifferencesOnTheGraph()
     QCOMPARE(QString::fromStdString(plan.workspace->model.graph.op(doc.selectedOp()).name), QString::fromStdString(d.changes[0].op));
     panel->findChild<QCheckBox*>(QStringLiteral("markDifferences"))->setChecked(false);
     QCOMPARE(window.graphView()->markedOpCount(), 0);
+}
+
+// A saved plan as the other side: GPT-2 2x4 planned with fc1 locked, saved; the free plan on
+// screen compared with it differs in the ops the lock moved, as comparePlans says. A saved plan
+// of another mesh is refused in one line and leaves the comparison as it was.
+void TestGui::savedPlanIsComparedOrRefused()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    PlanRequest r;
+    r.model = "gpt2";
+    r.mesh = "2x4";
+    r.memoryLimit = "none";
+    r.locks = {"layers.*/mlp/fc1=f=y"};
+    Planner planner;
+    const PlannerResult locked = planner.plan(r);
+    const PlanWorkspace& lws = *locked.workspace;
+    const QString lockedPath = dir.filePath(QStringLiteral("locked.tpplan.json"));
+    {
+        QFile f(lockedPath);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(writePlanFile(planToJson(lws.context, *lws.costModel, lws.folded, locked.result))));
+    }
+    r.mesh = "8";
+    r.locks.clear();
+    const PlannerResult other = planner.plan(r);
+    const QString otherPath = dir.filePath(QStringLiteral("mesh8.tpplan.json"));
+    {
+        QFile f(otherPath);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(
+            writePlanFile(planToJson(other.workspace->context, *other.workspace->costModel, other.workspace->folded, other.result))));
+    }
+
+    MainWindow window(false);
+    window.resize(1680, 1050);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(window.openSource(QStringLiteral("gpt2"), quickSettings()));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    ExplainPanel* panel = window.explainPanel();
+    QVERIFY(window.compareWithPlanFile(lockedPath));
+    QTRY_VERIFY_WITH_TIMEOUT(panel->comparison() && panel->differingOpsTable()->rowCount() > 0, kPlanTimeoutMs);
+    bool fc1 = false;
+    for (const auto& c : panel->comparison()->changes) fc1 |= c.op == "layers.0/mlp/fc1";
+    QVERIFY(fc1);
+    const PlanOutcome& plan = *doc.plan();
+    const LoadedPlan saved = readPlanFile([&] {
+        QFile f(lockedPath);
+        f.open(QIODevice::ReadOnly);
+        return f.readAll().toStdString();
+    }(), "locked");
+    const auto d = explain::comparePlans(*plan.workspace->costModel, plan.workspace->folded, plan.result, saved.result,
+                                         saved.workspace->costModel.get());
+    QCOMPARE(panel->comparison()->other.stepSeconds, d.other.stepSeconds);
+    QCOMPARE(panel->differingOpsTable()->rowCount(), static_cast<int>(d.changes.size()));
+
+    QVERIFY(!window.compareWithPlanFile(otherPath));
+    QVERIFY2(window.statusText().contains(QStringLiteral("mesh 8")), qPrintable(window.statusText()));
+    QCOMPARE(panel->comparison()->other.stepSeconds, d.other.stepSeconds);
 }
 
 QTEST_MAIN(TestGui)

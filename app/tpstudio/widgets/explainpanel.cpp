@@ -425,6 +425,43 @@ void ExplainPanel::hideEvent(QHideEvent* event)
 
 void ExplainPanel::showCompareTab() { tabs_->setCurrentWidget(compareBox_); }
 
+QString ExplainPanel::incompatibility(const PlanOutcome& plan, const LoadedPlan& saved)
+{
+    const CostModel& mine = *plan.workspace->costModel;
+    const CostModel& theirs = *saved.workspace->costModel;
+    if (mine.mesh().shapeText() != theirs.mesh().shapeText())
+        return tr("The saved plan is on mesh %1, this one on %2: plans compare op by op on one mesh.")
+            .arg(QString::fromStdString(theirs.mesh().shapeText()), QString::fromStdString(mine.mesh().shapeText()));
+    const auto& a = mine.graph().ops;
+    const auto& b = theirs.graph().ops;
+    if (a.size() != b.size())
+        return tr("The saved plan's model has %1 ops, this one %2: plans compare op by op on one model.").arg(b.size()).arg(a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].name != b[i].name || mine.strategies(a[i].id).size() != theirs.strategies(b[i].id).size())
+            return tr("The saved plan's op '%1' differs from this model's '%2' (another model, batch or sequence).")
+                .arg(QString::fromStdString(b[i].name), QString::fromStdString(a[i].name));
+    return {};
+}
+
+QString ExplainPanel::compareWithSaved(std::shared_ptr<const LoadedPlan> saved, const QString& name)
+{
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan) return tr("No plan to compare with yet.");
+    if (const QString why = incompatibility(*plan, *saved); !why.isEmpty()) return why;
+    saved_ = std::move(saved);
+    int index = compareWith_->findData(static_cast<int>(CompareWith::SavedPlan));
+    if (index < 0) {
+        compareWith_->addItem(QString(), static_cast<int>(CompareWith::SavedPlan));
+        index = compareWith_->count() - 1;
+    }
+    compareWith_->setItemText(index, tr("Saved plan: %1").arg(name));
+    if (compareWith_->currentIndex() == index)
+        requestComparison();
+    else
+        compareWith_->setCurrentIndex(index);
+    return {};
+}
+
 void ExplainPanel::requestComparison()
 {
     const auto plan = document_ ? document_->plan() : nullptr;
@@ -440,6 +477,19 @@ void ExplainPanel::requestComparison()
     const auto with = static_cast<CompareWith>(compareWith_->currentData().toInt());
     if (with == CompareWith::Unlocked && !plan->unlocked) {
         compareTotals_->setText(tr("The plan has no locks: it is the search's own plan."));
+        return;
+    }
+    if (with == CompareWith::SavedPlan) {
+        const QString why = saved_ ? incompatibility(*plan, *saved_) : tr("No saved plan (Plan > Compare With Saved Plan…).");
+        if (!why.isEmpty()) {
+            compareTotals_->setText(why);
+            return;
+        }
+        compareTotals_->setText(tr("Comparing…"));
+        compareJob_.start([plan, saved = saved_](const std::atomic<bool>&) {
+            const PlanWorkspace& ws = *plan->workspace;
+            return explain::comparePlans(*ws.costModel, ws.folded, plan->result, saved->result, saved->workspace->costModel.get());
+        });
         return;
     }
     compareTotals_->setText(tr("Comparing…"));

@@ -10,6 +10,7 @@
 #include <QWidget>
 
 #include "document.h"
+#include "plan/plan_file.h"
 #include "explain/explain.h"
 #include "latestjob.h"
 
@@ -39,7 +40,7 @@ private:
 };
 
 /// Which plan the selected plan is compared with.
-enum class CompareWith { Megatron, DataParallel, Unlocked };
+enum class CompareWith { Megatron, DataParallel, Unlocked, SavedPlan };
 
 class ExplainPanel : public QWidget {
     Q_OBJECT
@@ -54,6 +55,12 @@ public:
     void setCompareWith(CompareWith with);
     /// Brings the "Compare plans" tab forward (its differences are then marked on the graph).
     void showCompareTab();
+    /// Compares the plan with a saved plan (a plan file read back) from now on, named `name` in
+    /// the list. Returns why it cannot be compared ("" when it can): plans compare op by op,
+    /// so the saved one must be of the same graph (ops and their candidates) and mesh.
+    QString compareWithSaved(std::shared_ptr<const LoadedPlan> saved, const QString& name);
+    /// Why `saved` cannot be compared with `plan` ("" when it can).
+    static QString incompatibility(const PlanOutcome& plan, const LoadedPlan& saved);
 
     // The parts, for tests and screenshots.
     QLabel* summaryLabel() const { return summary_; }
@@ -110,6 +117,7 @@ private:
     QCheckBox* markOnGraph_;
     QTabWidget* tabs_;
     QWidget* compareBox_;
+    std::shared_ptr<const LoadedPlan> saved_; ///< CompareWith::SavedPlan's
 };
 
 } // namespace tp

@@ -294,6 +294,10 @@ void MainWindow::createActions()
 
     // Plan
     QMenu* plan = menuBar()->addMenu(tr("&Plan"));
+    plan->addAction(tr("Compare With &Saved Plan…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Compare with a saved plan"), QString(), tr("Plans (*.tpplan.json)"));
+        if (!path.isEmpty()) compareWithPlanFile(path, true);
+    });
     plan->addAction(tr("&Clear Locks"), this, [this] { document_->setLocks({}, tr("Clear locks")); });
     plan->addAction(tr("Memory Limit: &Capacity"), this, [this] { document_->setMemoryLimit({}); });
     plan->addAction(tr("Memory Limit: &None"), this, [this] { document_->setMemoryLimit(QStringLiteral("none")); });
@@ -370,7 +374,8 @@ void MainWindow::createHelpMenu()
                                     "Ctrl+Z undo · Ctrl+Shift+Z redo\n"
                                     "Ctrl+L lock selected op · Ctrl+Shift+L unlock\n"
                                     "Ctrl+Shift+M use the smallest mesh that fits (when nothing fits)\n"
-                                    "Ctrl+Shift+E explain the selected op\n"
+                                    "Ctrl+Shift+E explain the selected op · Ctrl+Shift+C compare with a saved plan\n"
+                                    "    (or drop a .tpplan.json of the same model on the window)\n"
                                     "Ctrl+Shift+T step timeline: wheel or +/- zoom, drag or arrows pan,\n"
                                     "    0 the whole step, click an op to select it, double-click for its layer\n"
                                     "Ctrl+Shift+D devices of the selected op: Space play/pause, arrows step,\n"
@@ -815,8 +820,37 @@ void MainWindow::dropEvent(QDropEvent* event)
 {
     const auto urls = event->mimeData()->urls();
     if (urls.isEmpty() || !urls.first().isLocalFile()) return;
-    openSource(urls.first().toLocalFile());
+    const QString path = urls.first().toLocalFile();
     event->acceptProposedAction();
+    // A saved plan of the model on screen is compared with it; anything else is opened.
+    if (path.endsWith(QLatin1String(".tpplan.json")) && document_->plan() && compareWithPlanFile(path, false)) return;
+    openSource(path);
+}
+
+bool MainWindow::compareWithPlanFile(const QString& path, bool reportErrors)
+{
+    const auto plan = document_->plan();
+    QFile file(path);
+    if (!plan || !file.open(QIODevice::ReadOnly)) {
+        if (reportErrors) showError(plan ? tr("%1: cannot read: %2").arg(path, file.errorString()) : tr("No plan to compare with yet."));
+        return false;
+    }
+    std::shared_ptr<const LoadedPlan> saved;
+    try {
+        saved = std::make_shared<LoadedPlan>(readPlanFile(file.readAll().toStdString(), QFileInfo(path).fileName().toStdString()));
+    } catch (const std::exception& e) {
+        if (reportErrors) showError(QString::fromUtf8(e.what()));
+        return false;
+    }
+    if (const QString why = explain_->compareWithSaved(saved, QFileInfo(path).fileName()); !why.isEmpty()) {
+        if (reportErrors) showError(why);
+        return false;
+    }
+    explainDock_->show();
+    explainDock_->raise();
+    explain_->showCompareTab();
+    statusBar()->showMessage(tr("Comparing with %1 (Explain > Compare plans; File > Open opens it)").arg(QFileInfo(path).fileName()), 8000);
+    return true;
 }
 
 } // namespace tp

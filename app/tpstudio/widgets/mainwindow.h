@@ -64,6 +64,10 @@ public:
     QDockWidget* devicesDock() const { return devicesDock_; }
     QWidget* breakdownDock() const;
     QString statusText() const;
+    /// Compares the plan on screen with the plan file at `path` (Explain > Compare plans, its
+    /// differences marked on the graph). False when it cannot be read or is of another model or
+    /// mesh (said in the status bar when `reportErrors`).
+    bool compareWithPlanFile(const QString& path, bool reportErrors = true);
     void showStartPage();
 
     /// Autosave to a recovery file (recovery.h); `directory` empty: Recovery::defaultDirectory().
