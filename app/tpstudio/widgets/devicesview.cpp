@@ -72,7 +72,7 @@ public:
     const DeviceStep* step = nullptr;
     double progress = 1; ///< of the shown collective's animation
 
-    explicit DevicesCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(320, 220); }
+    explicit DevicesCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(320, 150); }
 
 protected:
     void paintEvent(QPaintEvent*) override;

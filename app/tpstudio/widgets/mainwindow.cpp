@@ -164,7 +164,8 @@ void MainWindow::createDocks()
     addDockWidget(Qt::RightDockWidgetArea, inspectorDock);
 
     meshPanel_ = new MeshPanel(this);
-    auto* meshDock = new QDockWidget(tr("Mesh && Hardware"), this);
+    // No "&": the title bar shows it as written but the tab bar of tabified docks as a mnemonic.
+    auto* meshDock = new QDockWidget(tr("Mesh and Hardware"), this);
     meshDock->setObjectName(QStringLiteral("MeshDock"));
     // Scrolled: its form is taller than a 1280x800 screen leaves the right column, and unscrolled
     // it set the window's minimum height past the screen (the status bar fell off the bottom).
