@@ -57,6 +57,7 @@ private slots:
     void deviceStepsFollowThePlan_data();
     void deviceStepsFollowThePlan();
     void rowParallelOutputIsAllReduced();
+    void deviceStepsUnderFullRecompute();
 };
 
 void TestExplain::figuresAddUp_data()
@@ -430,6 +431,26 @@ void TestExplain::rowParallelOutputIsAllReduced()
     for (auto it = c1; it != fc1.end(); ++it)
         backwardAllReduce |= it->phase == "backward" && it->collective == "all-reduce" && it->before.partial && !it->after.partial;
     QVERIFY(backwardAllReduce);
+}
+
+// A plan that recomputes its layers fully (Megatron's full recompute, as searched plans of
+// large models choose): every op's steps are drawn (explainOp needs the fold for the blocks'
+// kept inputs; the devices view once failed on every such plan).
+void TestExplain::deviceStepsUnderFullRecompute()
+{
+    PlanRequest r;
+    r.model = "gpt2";
+    r.modelOptions.overrides.push_back("layers=2");
+    r.mesh = "2x2";
+    r.baseline = "megatron";
+    r.recompute = "full";
+    r.memoryLimit = "none";
+    Planner planner;
+    const PlannerResult p = planner.plan(r);
+    QVERIFY(std::count(p.result.recomputeOfOp.begin(), p.result.recomputeOfOp.end(), Recompute::Full) > 0);
+    for (const auto& op : p.workspace->model.graph.ops)
+        QVERIFY(!explain::deviceSteps(*p.workspace->costModel, p.result, op.id, &p.workspace->folded).empty());
+    QVERIFY_THROWS_EXCEPTION(InputError, explain::deviceSteps(*p.workspace->costModel, p.result, 1 << 20, &p.workspace->folded));
 }
 
 QTEST_APPLESS_MAIN(TestExplain)

@@ -1197,7 +1197,7 @@ void TestGui::devicesViewStepsThroughTheRowParallelMlp()
     doc.setSelectedOp(fc2);
     QVERIFY(shown.wait(kPlanTimeoutMs));
     const PlanOutcome& plan = *doc.plan();
-    const auto expected = explain::deviceSteps(*plan.workspace->costModel, plan.result, fc2);
+    const auto expected = explain::deviceSteps(*plan.workspace->costModel, plan.result, fc2, &plan.workspace->folded);
     QCOMPARE(view.steps().size(), expected.size());
     const auto& compute = view.steps()[static_cast<size_t>(view.currentStep())];
     QVERIFY(compute.kind == explain::DeviceStep::Kind::Compute);

@@ -550,6 +550,9 @@ Json runGuiCase(const Suite& s)
             j["edit"] = edit.at("edit");
             j["edit_to_update_ms"] = {
                 {"median", edit.at("median_ms")}, {"max", edit.at("max_ms")}, {"samples", edit.at("edit_to_update_ms")}};
+            // Switching the bottom docks and selecting ops with Explain or Devices in front.
+            for (const char* key : {"view_switch_ms", "select_op_explain_ms", "select_op_devices_ms"})
+                if (edit.contains(key)) j[key] = edit.at(key);
         } catch (const Json::exception& ex) {
             j["edit_to_update_ms"] = {{"error", std::string("unreadable output of --bench-edits: ") + ex.what()}};
         }

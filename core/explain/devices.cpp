@@ -218,11 +218,11 @@ std::vector<std::vector<CollectiveStep>> byEdge(const std::vector<CollectiveStep
 
 } // namespace
 
-std::vector<DeviceStep> deviceSteps(const CostModel& model, const SearchResult& plan, OpId op)
+std::vector<DeviceStep> deviceSteps(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded)
 {
     if (op < 0 || static_cast<size_t>(op) >= model.graph().ops.size())
         throw InputError("devices: no op " + std::to_string(op) + " in a graph of " + std::to_string(model.graph().ops.size()) + " ops");
-    const OpExplanation x = explainOp(model, plan, op);
+    const OpExplanation x = explainOp(model, plan, op, folded);
     const StepBuilder b(model);
     std::vector<DeviceStep> out;
     const auto incoming = byEdge(x.incoming), outgoing = byEdge(x.outgoing);

@@ -41,9 +41,10 @@ struct DeviceStep {
     std::vector<TensorPicture> operands;
 };
 
-/// The op's steps under the plan (its strategy and its neighbours'). Throws InputError for an
-/// op id out of range.
-std::vector<DeviceStep> deviceSteps(const CostModel& model, const SearchResult& plan, OpId op);
+/// The op's steps under the plan (its strategy and its neighbours'). `folded` is needed when
+/// the plan recomputes some block fully (explainOp's). Throws InputError for an op id out of
+/// range.
+std::vector<DeviceStep> deviceSteps(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded = nullptr);
 
 /// Every device's slice of a tensor laid out as `spec` (mesh order; per dim [lo, hi)).
 std::vector<DeviceSlice> deviceSlices(const TensorSpec& spec, const std::vector<std::int64_t>& shape, const Mesh& mesh);

@@ -342,6 +342,11 @@ DevicesView::DevicesView(QWidget* parent) :
     layout->addLayout(controls);
     layout->addWidget(why_);
     layout->addWidget(canvas_, 1);
+    // A failure is shown where the steps would be (and ends a wait for them, as a result does).
+    connect(&job_, &JobTracker::failed, this, [this](quint64, const QString& message) {
+        showSteps({});
+        title_->setText(tr("Cannot show this op's devices: %1").arg(message.toHtmlEscaped()));
+    });
     timer_->setInterval(30);
     connect(timer_, &QTimer::timeout, this, &DevicesView::tick);
     updateControls();
@@ -372,7 +377,7 @@ void DevicesView::request()
         return;
     }
     job_.start([plan, op](const std::atomic<bool>&) {
-        return Computed{explain::deviceSteps(*plan->workspace->costModel, plan->result, op), plan};
+        return Computed{explain::deviceSteps(*plan->workspace->costModel, plan->result, op, &plan->workspace->folded), plan};
     });
 }
 
