@@ -213,7 +213,7 @@ void screenshotAfterFirstPlan(QApplication& app, tp::MainWindow& window, const C
             if (cl.parser.value(cl.screenshotView) == QStringLiteral("compare")) {
                 // The whole window: the comparison's tables and its marks on the graph.
                 window.explainDock()->raise();
-                window.resizeDocks({window.explainDock()}, {window.height() * 2 / 5}, Qt::Vertical);
+                window.resizeDocks({window.explainDock()}, {window.height() * 3 / 5}, Qt::Vertical);
                 window.explainPanel()->showCompareTab();
                 QObject::connect(window.explainPanel(), &tp::ExplainPanel::comparisonShown, &app, waitForLayout,
                                  Qt::SingleShotConnection);

@@ -257,6 +257,7 @@ ExplainPanel::ExplainPanel(QWidget* parent) :
     split->setStretchFactor(1, 3);
     split->setStretchFactor(2, 3);
     split->setSizes({160, 260, 300}); // the words and the picture first: they teach; the tables detail
+    split_ = split;
     layout->addWidget(split);
 }
 
@@ -423,7 +424,13 @@ void ExplainPanel::hideEvent(QHideEvent* event)
     emit differencesToMark({});
 }
 
-void ExplainPanel::showCompareTab() { tabs_->setCurrentWidget(compareBox_); }
+void ExplainPanel::showCompareTab()
+{
+    tabs_->setCurrentWidget(compareBox_);
+    // The comparison's tables take the room: the op's words and picture are about one op.
+    const int total = split_->height() > 0 ? split_->height() : 720;
+    split_->setSizes({total / 6, total / 6, total - 2 * (total / 6)});
+}
 
 QString ExplainPanel::incompatibility(const PlanOutcome& plan, const LoadedPlan& saved)
 {

@@ -17,6 +17,7 @@
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QSplitter;
 class QTabWidget;
 class QTableWidget;
 
@@ -116,6 +117,7 @@ private:
     QTableWidget* compareOps_;
     QCheckBox* markOnGraph_;
     QTabWidget* tabs_;
+    QSplitter* split_;
     QWidget* compareBox_;
     std::shared_ptr<const LoadedPlan> saved_; ///< CompareWith::SavedPlan's
 };
