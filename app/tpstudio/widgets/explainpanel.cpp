@@ -247,7 +247,17 @@ ExplainPanel::ExplainPanel(QWidget* parent) :
     tabs_ = tabs;
     compareBox_ = compareBox;
     // The graph marks the differences while the comparison is in view.
-    connect(tabs, &QTabWidget::currentChanged, this, [this] { emit differencesToMark(markedOps()); });
+    connect(tabs, &QTabWidget::currentChanged, this, [this] {
+        emit differencesToMark(markedOps());
+        // Comparing two plans is not about the selected op: its slice picture folds away and
+        // the tables take the room (at 1280x800 they showed two rows); back again elsewhere.
+        if (!split_) return;
+        const int total = std::max(split_->height(), 400);
+        if (tabs_->currentWidget() == compareBox_)
+            split_->setSizes({total / 8, 0, total - total / 8});
+        else if (split_->sizes().value(1) == 0)
+            split_->setSizes({total * 2 / 9, total * 3 / 9, total * 4 / 9});
+    });
 
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(summaryScroll);
@@ -424,13 +434,7 @@ void ExplainPanel::hideEvent(QHideEvent* event)
     emit differencesToMark({});
 }
 
-void ExplainPanel::showCompareTab()
-{
-    tabs_->setCurrentWidget(compareBox_);
-    // The comparison's tables take the room: the op's words and picture are about one op.
-    const int total = split_->height() > 0 ? split_->height() : 720;
-    split_->setSizes({total / 6, total / 6, total - 2 * (total / 6)});
-}
+void ExplainPanel::showCompareTab() { tabs_->setCurrentWidget(compareBox_); }
 
 QString ExplainPanel::incompatibility(const PlanOutcome& plan, const LoadedPlan& saved)
 {

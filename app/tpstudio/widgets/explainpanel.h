@@ -116,9 +116,9 @@ private:
     QTableWidget* compare_;
     QTableWidget* compareOps_;
     QCheckBox* markOnGraph_;
-    QTabWidget* tabs_;
-    QSplitter* split_;
-    QWidget* compareBox_;
+    QTabWidget* tabs_ = nullptr;
+    QSplitter* split_ = nullptr;
+    QWidget* compareBox_ = nullptr;
     std::shared_ptr<const LoadedPlan> saved_; ///< CompareWith::SavedPlan's
 };
 
