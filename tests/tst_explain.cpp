@@ -309,6 +309,15 @@ void TestExplain::compareAddsUp()
     QVERIFY(close(blockStep, d.other.stepSeconds, d.other.stepSeconds));
     QCOMPARE(changed, differing);
     QVERIFY(d.other.stepSeconds >= d.base.stepSeconds); // the search is never worse than Megatron
+    // Each changed op carries its own components in both plans: opComponents' of that op.
+    const auto ca = explain::opComponents(m, &p.ws->folded, p.result), cb = explain::opComponents(m, &p.ws->folded, meg);
+    QVERIFY(!d.changes.empty());
+    for (const auto& c : d.changes) {
+        const auto id = static_cast<size_t>(explain::findOp(m.graph(), c.op));
+        QCOMPARE(c.base.stepSeconds, ca[id].stepSeconds);
+        QCOMPARE(c.other.stepSeconds, cb[id].stepSeconds);
+        QCOMPARE(c.other.memoryBytes, cb[id].memoryBytes);
+    }
 }
 
 void TestExplain::findOpErrors()

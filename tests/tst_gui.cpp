@@ -1254,6 +1254,10 @@ void TestGui::compareViewMarksTheDifferencesOnTheGraph()
         QCOMPARE(panel->comparisonTable()->item(static_cast<int>(b), 5)->text(),
                  QString::fromStdString(formatSecondsDelta(d.blocks[b].other.stepSeconds - d.blocks[b].base.stepSeconds)));
     QCOMPARE(static_cast<int>(panel->markedOps().size()), static_cast<int>(d.changes.size()));
+    // Per op, the deltas explain computes for it.
+    for (size_t i = 0; i < d.changes.size(); ++i)
+        QCOMPARE(panel->differingOpsTable()->item(static_cast<int>(i), 3)->text(),
+                 QString::fromStdString(formatSecondsDelta(d.changes[i].other.stepSeconds - d.changes[i].base.stepSeconds)));
     QVERIFY(window.graphView()->markedOpCount() > 0);
     // A row selects its op.
     panel->differingOpsTable()->cellClicked(0, 0);

@@ -552,7 +552,7 @@ PlanDiff comparePlans(const CostModel& model, const FoldedGraph& folded, const S
                 const Signature& sig = model.signature(op.id);
                 d.changes.push_back(
                     {op.name, strategyToString(model.strategies(op.id)[static_cast<size_t>(base.strategyOfOp[i])], sig, mesh),
-                     strategyToString(model.strategies(op.id)[static_cast<size_t>(other.strategyOfOp[i])], sig, mesh)});
+                     strategyToString(model.strategies(op.id)[static_cast<size_t>(other.strategyOfOp[i])], sig, mesh), a[i], b[i]});
             }
         }
     }

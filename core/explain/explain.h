@@ -124,6 +124,9 @@ struct BlockDiff {
 
 struct OpChange {
     std::string op, before, after;
+    /// The op's components in each plan (node cost and the edges into it, one instance): their
+    /// difference is what the change costs at this op.
+    Components base, other;
 };
 
 struct PlanDiff {

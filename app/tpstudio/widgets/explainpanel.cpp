@@ -218,8 +218,10 @@ ExplainPanel::ExplainPanel(QWidget* parent) :
     // a row selects its op, and the graph marks them all.
     compareOps_ = makeTable(compareBox);
     compareOps_->setObjectName(QStringLiteral("compareOps"));
-    compareOps_->setColumnCount(3);
-    compareOps_->setHorizontalHeaderLabels({tr("Op that differs"), tr("This plan"), tr("Other")});
+    compareOps_->setColumnCount(5);
+    compareOps_->setHorizontalHeaderLabels({tr("Op that differs"), tr("This plan"), tr("Other"), tr("Δ step"), tr("Δ memory")});
+    compareOps_->setToolTip(tr("The first instance of each block; Δ = the other plan minus this one at this op (its "
+                               "compute, its own collectives and the edges into it)."));
     connect(compareOps_, &QTableWidget::cellClicked, this, [this](int row, int) {
         if (!document_ || !document_->workspace() || row < 0 || !comparison_ || row >= static_cast<int>(comparison_->changes.size())) return;
         try {
@@ -556,6 +558,10 @@ void ExplainPanel::showComparison(const explain::PlanDiff& d)
         compareOps_->setItem(row, 0, cell(QString::fromStdString(d.changes[i].op)));
         compareOps_->setItem(row, 1, cell(QString::fromStdString(d.changes[i].before)));
         compareOps_->setItem(row, 2, cell(QString::fromStdString(d.changes[i].after)));
+        compareOps_->setItem(row, 3, cell(QString::fromStdString(
+                                         formatSecondsDelta(d.changes[i].other.stepSeconds - d.changes[i].base.stepSeconds))));
+        compareOps_->setItem(row, 4, cell(QString::fromStdString(
+                                         formatBytesDelta(d.changes[i].other.memoryBytes - d.changes[i].base.memoryBytes))));
     }
     compareOps_->resizeColumnsToContents();
     emit comparisonShown();
