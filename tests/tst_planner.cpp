@@ -34,6 +34,7 @@ struct Extremes {
     double seconds = kInfinity;
     double bytes = kInfinity;
     std::vector<std::pair<double, double>> plans; ///< every plan's (bytes, seconds)
+    std::vector<int> lastOpStrategy;              ///< every plan's strategy of the graph's last op
 };
 
 /// Every combination of strategies (one per op) and recompute modes (one per block instance)
@@ -54,6 +55,7 @@ Extremes exhaustive(const PlanWorkspace& ws)
             best.seconds = std::min(best.seconds, b.stepSeconds);
             best.bytes = std::min(best.bytes, b.perDeviceBytes);
             best.plans.emplace_back(b.perDeviceBytes, b.stepSeconds);
+            best.lastOpStrategy.push_back(strategies.back());
             return;
         }
         for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
@@ -211,6 +213,36 @@ private slots:
                                                                                  .arg(limit, 0, 'g', 12)
                                                                                  .arg(priced, 0, 'g', 12)
                                                                                  .arg(fitting, 0, 'g', 12)));
+                        // Under a lock the floor is below every plan that obeys it: the last op
+                        // forced to the strategy the fastest plan does not use (it bites).
+                        const OpId last = static_cast<OpId>(ws->costModel->graph().ops.size() - 1);
+                        const size_t fastest = static_cast<size_t>(
+                            std::min_element(every.plans.begin(), every.plans.end(),
+                                             [](const auto& a, const auto& b) { return a.second < b.second; }) -
+                            every.plans.begin());
+                        const int lock = every.lastOpStrategy[fastest] == 0 ? static_cast<int>(ws->costModel->strategies(last).size()) - 1 : 0;
+                        double lockedSeconds = kInfinity, lockedBytes = kInfinity, lockedFitting = kInfinity;
+                        for (size_t i = 0; i < every.plans.size(); ++i) {
+                            if (every.lastOpStrategy[i] != lock) continue;
+                            const auto& [bytes, seconds] = every.plans[i];
+                            lockedSeconds = std::min(lockedSeconds, seconds);
+                            lockedBytes = std::min(lockedBytes, bytes);
+                            if (bytes <= limit) lockedFitting = std::min(lockedFitting, seconds);
+                        }
+                        const CostModel::Floor locked = ws->costModel->floor(kInfinity, {{last, lock}});
+                        QVERIFY2(locked.seconds <= lockedSeconds * (1 + 1e-12) && locked.bytes <= lockedBytes * (1 + 1e-12),
+                                 qPrintable(QStringLiteral("locked floor %1 s, %2 B vs every locked plan %3 s, %4 B")
+                                                .arg(locked.seconds, 0, 'g', 12)
+                                                .arg(locked.bytes, 0, 'g', 12)
+                                                .arg(lockedSeconds, 0, 'g', 12)
+                                                .arg(lockedBytes, 0, 'g', 12)));
+                        QVERIFY(locked.seconds >= floor.seconds && locked.bytes >= floor.bytes); // a lock only lifts it
+                        const double lockedPriced = ws->costModel->floor(limit, {{last, lock}}).seconds;
+                        QVERIFY2(lockedPriced <= lockedFitting * (1 + 1e-12),
+                                 qPrintable(QStringLiteral("locked floor under %1 B: %2 s vs %3 s")
+                                                .arg(limit, 0, 'g', 12)
+                                                .arg(lockedPriced, 0, 'g', 12)
+                                                .arg(lockedFitting, 0, 'g', 12)));
                     }
             Planner planner;
             const PlannerResult planned = planner.plan(request);

@@ -945,23 +945,37 @@ std::vector<std::pair<double, double>> priceHull(std::vector<std::pair<double, d
 
 } // namespace
 
-CostModel::Floor CostModel::floor(double limitBytes) const
+CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& forced) const
 {
     const auto& im = *impl_;
-    std::vector<double> count(im.classes->size(), 0);
-    for (int k : im.classOf) count[static_cast<size_t>(k)] += 1;
-    std::vector<std::vector<std::pair<double, double>>> hulls(im.classes->size());
+    // Ops that choose alike share one hull: each op class's free ops, and its ops forced to one
+    // strategy (by strategy).
+    std::vector<double> free(im.classes->size(), 0);
+    for (int k : im.classOf) free[static_cast<size_t>(k)] += 1;
+    std::map<std::pair<int, int>, double> count; // (class, forced strategy or -1) -> ops
+    for (const auto& [op, s] : forced) {
+        const int k = im.classOf.at(static_cast<size_t>(op));
+        free[static_cast<size_t>(k)] -= 1;
+        count[{k, s}] += 1;
+    }
+    for (size_t k = 0; k < free.size(); ++k)
+        if (free[k] > 0) count[{static_cast<int>(k), -1}] = free[k];
+    std::vector<std::vector<std::pair<double, double>>> hulls;
+    std::vector<double> counts;
     Floor out;
     double seconds = 0, bytes = 0; // of the choices at the current price
-    for (size_t k = 0; k < im.classes->size(); ++k) {
-        if (count[k] == 0) continue;
+    for (const auto& [key, n] : count) {
+        const auto& [k, only] = key;
+        const auto& costs = im.costs[static_cast<size_t>(k)].cost;
         std::vector<std::pair<double, double>> points;
-        for (const auto& modes : im.costs[k].cost)
-            for (const auto& mode : modes) points.emplace_back(mode.memoryBytes(), mode.seconds());
-        hulls[k] = priceHull(std::move(points));
-        out.bytes += count[k] * hulls[k].back().first;
-        seconds += count[k] * hulls[k].front().second;
-        bytes += count[k] * hulls[k].front().first;
+        for (size_t s = 0; s < costs.size(); ++s)
+            if (only < 0 || static_cast<size_t>(only) == s)
+                for (const auto& mode : costs[s]) points.emplace_back(mode.memoryBytes(), mode.seconds());
+        hulls.push_back(priceHull(std::move(points)));
+        counts.push_back(n);
+        out.bytes += n * hulls.back().back().first;
+        seconds += n * hulls.back().front().second;
+        bytes += n * hulls.back().front().first;
     }
     // Weak duality over the node costs alone (edges cost time and no memory): at any price p,
     // the sum of each op's cheapest time + p * memory, less p * limit, is at most the step time
@@ -992,8 +1006,8 @@ CostModel::Floor CostModel::floor(double limitBytes) const
             out.price = m.price;
         }
         const auto &from = hulls[m.cls][m.to - 1], &to = hulls[m.cls][m.to];
-        seconds += count[m.cls] * (to.second - from.second);
-        bytes += count[m.cls] * (to.first - from.first);
+        seconds += counts[m.cls] * (to.second - from.second);
+        bytes += counts[m.cls] * (to.first - from.first);
         if (!(bytes > limitBytes)) break;
     }
     out.seconds = best;

@@ -227,12 +227,13 @@ public:
     /// contractions, and the contraction feeding them) keeps nothing and pays its forward again.
     /// Full: the op keeps nothing and pays its forward again; the caller adds the block input.
     const OpCost& opCost(OpId op, int s, Recompute recompute = Recompute::None) const;
-    /// What every plan of this model costs at least under any locks, from the node costs alone
-    /// (edges cost time and no memory, the fold only adds kept inputs), per op class over its
-    /// strategies and recompute modes, so the planner can rule out a combination of settings
-    /// unsearched: `bytes`, the least memory per device of any plan; `seconds`, the least step
-    /// time of any plan that fits `limitBytes` (a Lagrangian bound over the node costs; infinite
-    /// when even `bytes` does not fit).
+    /// What every plan of this model costs at least, from the node costs alone (edges cost time
+    /// and no memory, the fold only adds kept inputs), per op class over its strategies and
+    /// recompute modes, so the planner can rule out a combination of settings unsearched:
+    /// `bytes`, the least memory per device of any plan; `seconds`, the least step time of any
+    /// plan that fits `limitBytes` (a Lagrangian bound over the node costs; infinite when even
+    /// `bytes` does not fit). `forced` (op -> strategy index: the locks) restricts those ops to
+    /// that strategy, so the bound holds for every plan under those locks and rises with them.
     struct Floor {
         double seconds = 0;
         double bytes = 0;
@@ -241,7 +242,7 @@ public:
         /// where a search under the limit finds its plan (PlannerSession starts there).
         double price = 0;
     };
-    Floor floor(double limitBytes = std::numeric_limits<double>::infinity()) const;
+    Floor floor(double limitBytes = std::numeric_limits<double>::infinity(), const std::map<OpId, int>& forced = {}) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
     const TensorSpec& outputSpec(OpId op, int s, int output) const;
 

@@ -769,14 +769,17 @@ struct Pending {
 /// least memory is over the limit last (once anything fits they cannot win; while nothing
 /// does, the least memory is sought).
 /// The last winner (`last`), solved before the others, is left out.
+/// The floors obey the request's locks (`forced`: op -> strategy; the combinations' cost models
+/// share one list of strategies per op), which lifts them by what the locks cost at least.
 std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<CandidateGroup>& groups, const std::string& last,
-                               double capacity, const std::function<const CostModel&(const PlanRequest&)>& modelOf)
+                               double capacity, const std::map<OpId, int>& forced,
+                               const std::function<const CostModel&(const PlanRequest&)>& modelOf)
 {
     std::vector<Pending> pending;
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) != last)
-                pending.push_back({&g, m, modelOf(c).floor(capacity)});
+                pending.push_back({&g, m, modelOf(c).floor(capacity, forced)});
     std::stable_sort(pending.begin(), pending.end(), [&](const Pending& a, const Pending& b) {
         const bool aOver = a.floor.bytes > capacity, bOver = b.floor.bytes > capacity;
         if (aOver != bOver) return bOver;
@@ -891,9 +894,14 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) == last) consider(c);
     const double capacity = memoryLimitBytes(limit, first.hardware);
-    const std::vector<Pending> pending = bestFirst(request, groups, last, capacity, [&](const PlanRequest& c) -> const CostModel& {
-        return *slotFor(c).workspace->costModel;
-    });
+    std::map<OpId, int> forced;
+    if (isSearch(request))
+        for (const ResolvedLock& lock : resolveLocks(*first.costModel, locksOf(request), request.pipelineStage < 0))
+            forced[lock.op] = lock.strategy;
+    const std::vector<Pending> pending =
+        bestFirst(request, groups, last, capacity, forced, [&](const PlanRequest& c) -> const CostModel& {
+            return *slotFor(c).workspace->costModel;
+        });
     // The (ZeRO stage, micro-batch, layout) at which nothing fits. Memory grows with the
     // micro-batch for every plan; HSDP holds at least as much per device as sharding over every
     // axis (its shards are over fewer devices), and weights kept gathered at least as much as
