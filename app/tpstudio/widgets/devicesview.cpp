@@ -369,6 +369,14 @@ void DevicesView::setDocument(Document* document)
 
 void DevicesView::request()
 {
+    // Every selection would otherwise run explainOp and the step builder for a closed dock;
+    // as TimelineView does, a hidden view catches up when shown.
+    if (!isVisible()) {
+        job_.cancel();
+        stale_ = true;
+        return;
+    }
+    stale_ = false;
     const auto plan = document_ ? document_->plan() : nullptr;
     const OpId op = document_ ? document_->selectedOp() : -1;
     if (!plan || op < 0 || static_cast<size_t>(op) >= plan->workspace->costModel->graph().ops.size()) {
@@ -379,6 +387,12 @@ void DevicesView::request()
     job_.start([plan, op](const std::atomic<bool>&) {
         return Computed{explain::deviceSteps(*plan->workspace->costModel, plan->result, op, &plan->workspace->folded), plan};
     });
+}
+
+void DevicesView::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    if (stale_) request();
 }
 
 void DevicesView::showSteps(const Computed& c)

@@ -41,11 +41,15 @@ public:
     double progress() const;
     QWidget* canvas() const;
 
+    /// Whether the shown steps wait for the view to be shown (a hidden dock computes nothing).
+    bool isStale() const { return stale_; }
+
 signals:
     void stepsShown(); ///< the steps of a newly selected op (or plan) are on screen
 
 protected:
     void keyPressEvent(QKeyEvent* event) override;
+    void showEvent(QShowEvent* event) override;
 
 private:
     struct Computed {
@@ -61,6 +65,7 @@ private:
     std::shared_ptr<const PlanOutcome> plan_;
     std::vector<explain::DeviceStep> steps_;
     int current_ = 0;
+    bool stale_ = false; ///< the document changed while the view was hidden
     DevicesCanvas* canvas_;
     QLabel* title_;
     QLabel* why_;
