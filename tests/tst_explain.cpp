@@ -133,6 +133,14 @@ void TestExplain::figuresAddUp()
         for (const auto& s : x.incoming) seconds += s.seconds;
         for (const auto& s : x.own) seconds += s.seconds;
         QVERIFY2(close(seconds, ob.commSeconds, ob.commSeconds), qPrintable(QString::fromStdString(op.name)));
+        // Each of the op's own calls names the weight it moves (a norm's weight and bias are
+        // alike in size, so only the cost model's record can tell them apart).
+        for (const auto& s : x.own) {
+            const bool aWeight = std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) {
+                return m.graph().tensor(t).role == TensorRole::Weight && m.graph().tensor(t).name == s.tensor;
+            });
+            QVERIFY2(aWeight, qPrintable(QString::fromStdString(op.name + ": '" + s.tensor + "'")));
+        }
         if (op.id > 40) break; // the first blocks cover every op kind of the model; keep the test quick
     }
 }

@@ -19,6 +19,9 @@ struct CollectiveCall {
     double bytes = 0; ///< message size per device (the full tensor shard each device holds before/after)
     double seconds = 0;
     Phase phase = Phase::Forward;
+    /// The op input (a weight it owns) whose gradient or parameters this call moves; -1 for a
+    /// tensor resharded between ops.
+    int weightInput = -1;
 };
 
 /// Time of one collective over a mesh axis of size g, n bytes per device as defined per kind in

@@ -661,14 +661,16 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
                                             : collectiveSeconds(kind, bytes, axis);
     };
     double underBackward = 0, underForward = 0;
+    int weightInput = -1; // the input whose calls are being recorded
     auto record = [&](CollectiveKind kind, int a, double bytes, double times, Phase phase, double* overlapped) {
         const double seconds = times * bucketed(kind, bytes, mesh.axes[static_cast<size_t>(a)]);
-        cost.collectives.push_back({kind, a, bytes * times, seconds, phase});
+        cost.collectives.push_back({kind, a, bytes * times, seconds, phase, weightInput});
         cost.commSeconds += seconds;
         if (overlapped) *overlapped += seconds;
     };
     for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
         if (!c.facts.inputs[i].ownsWeight) continue;
+        weightInput = static_cast<int>(i);
         const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
         // The data-parallel axes ZeRO shards over (all, or under HSDP those inside a node) and
         // those the model states stay replicated across.
@@ -735,9 +737,9 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
         }
     }
     if (settings.overlapGradientReduction) {
-        cost.hiddenForwardCommSeconds = underForward - exposedAfterOverlap(underForward, t.forward);
-        cost.hiddenCommSeconds = underBackward - exposedAfterOverlap(underBackward, t.backward) + underForward -
-                                 exposedAfterOverlap(underForward, t.forward);
+        const double exposedForward = exposedAfterOverlap(underForward, t.forward);
+        cost.hiddenForwardCommSeconds = underForward - exposedForward;
+        cost.hiddenCommSeconds = underBackward - exposedAfterOverlap(underBackward, t.backward) + underForward - exposedForward;
     }
 }
 

@@ -435,8 +435,6 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         x.incoming.insert(x.incoming.end(), steps.begin(), steps.end());
     }
     const OpCost& node = model.opCost(id, s, recomputeOf(plan, id));
-    std::set<std::tuple<std::string, std::string, std::string>> named; // (weight, kind, axis) already given a call
-    std::string previous;
     for (const auto& call : node.collectives) {
         CollectiveStep cs;
         cs.kind = collectiveName(call.kind);
@@ -444,21 +442,9 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
         cs.phase = phaseName(call.phase);
         cs.bytes = call.bytes;
         cs.seconds = call.seconds;
-        // The weight whose gradient shard has this message size (the cost model sends each
-        // owned weight's gradient shard, gradBytesPerParam bytes per element) and that has no
-        // such call yet (a norm's weight and bias are the same size); else the weight of the
-        // call before (CostModel::weightTerms records each weight's calls together: a ZeRO
-        // reduce-scatter's shrinking shard, the gathers of the updated parameters).
-        for (size_t i = 0; i < op.inputs.size() && cs.tensor.empty(); ++i) {
-            const Tensor& w = g.tensor(op.inputs[i]);
-            if (w.role != TensorRole::Weight) continue;
-            const double bytes = static_cast<double>(model.inputSpec(id, s, static_cast<int>(i)).shardNumel(w.shape, mesh)) *
-                                 model.settings().gradBytesPerParam;
-            if (bytes == call.bytes && !named.count({w.name, cs.kind, cs.axis})) cs.tensor = w.name;
-        }
-        if (cs.tensor.empty()) cs.tensor = previous;
-        named.insert({cs.tensor, cs.kind, cs.axis});
-        previous = cs.tensor;
+        // CostModel::weightTerms records which weight each of the op's own calls moves.
+        if (call.weightInput >= 0 && static_cast<size_t>(call.weightInput) < op.inputs.size())
+            cs.tensor = g.tensor(op.inputs[static_cast<size_t>(call.weightInput)]).name;
         cs.why = "the weight '" + cs.tensor + "' is replicated over " + cs.axis +
                  " while the op splits a loop the weight lacks over " + cs.axis +
                  " (data parallelism): each device's gradient covers only its slice, summed once per step";
