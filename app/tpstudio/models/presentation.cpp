@@ -49,6 +49,31 @@ QColor collectiveColor(CollectiveKind kind)
     return Qt::black;
 }
 
+QColor stepPartColor(StepPart part)
+{
+    switch (part) {
+    case StepPart::Forward:
+        return QColor(0x59, 0xa1, 0x4f);
+    case StepPart::Backward:
+        return QColor(0x3b, 0x75, 0x34);
+    case StepPart::Optimizer:
+        return QColor(0x9c, 0x75, 0x5f);
+    case StepPart::Idle:
+        return QColor(0xb0, 0xb0, 0xb0);
+    }
+    return Qt::gray;
+}
+
+QColor operandRoleColor(const std::string& role)
+{
+    if (role == "weight") return QColor(0xd9, 0x7a, 0x1f);
+    if (role == "output") return QColor(0x2e, 0x9d, 0x4f);
+    if (role == "gradient") return QColor(0x8e, 0x44, 0xad);
+    return QColor(0x2e, 0x6f, 0xd0); // input
+}
+
+QColor limitColor() { return QColor(0xc0, 0x20, 0x20); }
+
 QString instancesViewKey(const QString& classLabel) { return QStringLiteral("instances:") + classLabel; }
 
 QString instanceLabel(const Graph& graph, const BlockInstance& instance)

@@ -5,6 +5,7 @@
 // and the exports make, so every view agrees with them.
 #include <QColor>
 #include <QString>
+#include <string>
 
 #include "cost/cost_model.h"
 #include "export/export_styles.h"
@@ -22,6 +23,16 @@ QColor shardingColor(ShardClass c);      ///< shardClassColor as a QColor
 
 QString collectiveAbbrev(CollectiveKind kind); ///< AR, AG, RS, A2A
 QColor collectiveColor(CollectiveKind kind);
+
+/// The parts of a training step as every view colours them (the timeline's segments and its
+/// legend, the breakdown's compute bar).
+enum class StepPart { Forward, Backward, Optimizer, Idle };
+QColor stepPartColor(StepPart part);
+/// The colour of an operand's slices by its role ("input", "weight", "output", "gradient"),
+/// shared by the explain panel's pictures and the devices view's tiles.
+QColor operandRoleColor(const std::string& role);
+/// The red of a limit: the memory capacity line and its label, a cut bar's value.
+QColor limitColor();
 
 /// "layers.3" for an instance: the scope its ops share, or the first op's name.
 QString instanceLabel(const Graph& graph, const BlockInstance& instance);

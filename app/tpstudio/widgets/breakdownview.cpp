@@ -161,7 +161,7 @@ void addBreakMarks(QChart* chart, QAbstractBarSeries* series, const std::vector<
         bold.setBold(true);
         bold.setPointSizeF(8);
         label->setFont(bold);
-        label->setBrush(QColor(0xc0, 0x20, 0x20));
+        label->setBrush(limitColor());
         label->setZValue(21);
         label->setData(0, i);
         zigzag->setData(0, i);
@@ -317,7 +317,7 @@ void BreakdownView::showMemory(const std::vector<const SearchResult*>& results)
         line->setName(tr("Limit %1").arg(QString::fromStdString(formatBytes(capacity))));
         line->append(-0.5, capacity / kGiB);
         line->append(double(results.size()) - 0.5, capacity / kGiB);
-        QPen pen(QColor(0xc0, 0x20, 0x20), 2, Qt::DashLine);
+        QPen pen(limitColor(), 2, Qt::DashLine);
         line->setPen(pen);
         chart->addSeries(line);
         auto* hidden = new QValueAxis;
@@ -331,7 +331,7 @@ void BreakdownView::showMemory(const std::vector<const SearchResult*>& results)
         QFont small = name->font();
         small.setPointSizeF(8);
         name->setFont(small);
-        name->setBrush(QColor(0xc0, 0x20, 0x20));
+        name->setBrush(limitColor());
         name->setZValue(22);
         capacityLabel_ = line->name();
         auto place = [chart, line, name, capacity] {
@@ -354,7 +354,7 @@ void BreakdownView::showStepTime(const std::vector<const SearchResult*>& results
 {
     QChart* chart = makeChart(tr("Step time (s): compute and communication"));
     auto* series = new QStackedBarSeries;
-    auto* compute = makeSet(tr("Compute"), QColor(0x59, 0xa1, 0x4f));
+    auto* compute = makeSet(tr("Compute"), stepPartColor(StepPart::Forward));
     series->append(compute);
     std::map<CollectiveKind, QBarSet*> byKind;
     for (CollectiveKind kind :

@@ -24,14 +24,6 @@ namespace {
 
 constexpr double kSecondsPerStep = 1.6; ///< a collective's animation at 1x
 
-QColor roleColour(const std::string& role)
-{
-    if (role == "weight") return QColor(0xd9, 0x7a, 0x1f);
-    if (role == "output") return QColor(0x2e, 0x9d, 0x4f);
-    if (role == "gradient") return QColor(0x8e, 0x44, 0xad);
-    return QColor(0x2e, 0x6f, 0xd0); // input
-}
-
 CollectiveKind kindOf(const std::string& name)
 {
     for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllToAll})
@@ -138,7 +130,7 @@ void DevicesCanvas::paintTensor(QPainter& p, const QRectF& area, const TensorPic
     const auto [y, h] = dims.size() >= 2 ? span(0, area.top(), area.height()) : std::pair{area.top(), area.height()};
     const auto [x, w] = span(dims.size() >= 2 ? 1 : 0, area.left(), area.width());
     const QRectF held(x, y, std::max(1.0, w), std::max(1.0, h));
-    const QColor colour = roleColour(t.role);
+    const QColor colour = operandRoleColor(t.role);
     if (t.partial) {
         p.fillRect(held, colour.lighter(150));
         p.fillRect(held, QBrush(colour.darker(120), Qt::BDiagPattern));
@@ -228,13 +220,13 @@ void DevicesCanvas::paintLegend(QPainter& p) const
     const double y = height() - kLegend + 5;
     for (const auto& [role, name] : {std::pair{"input", tr("input")}, std::pair{"weight", tr("weight")}, std::pair{"output", tr("output")},
                                      std::pair{"gradient", tr("gradient")}}) {
-        p.fillRect(QRectF(x, y, 12, 12), roleColour(role));
+        p.fillRect(QRectF(x, y, 12, 12), operandRoleColor(role));
         p.setPen(palette().color(QPalette::Text));
         p.drawText(QPointF(x + 16, y + 11), name);
         x += 28 + fontMetrics().horizontalAdvance(name);
     }
-    p.fillRect(QRectF(x, y, 12, 12), QColor(0x2e, 0x6f, 0xd0).lighter(150));
-    p.fillRect(QRectF(x, y, 12, 12), QBrush(QColor(0x2e, 0x6f, 0xd0).darker(120), Qt::BDiagPattern));
+    p.fillRect(QRectF(x, y, 12, 12), operandRoleColor("input").lighter(150));
+    p.fillRect(QRectF(x, y, 12, 12), QBrush(operandRoleColor("input").darker(120), Qt::BDiagPattern));
     p.drawText(QPointF(x + 16, y + 11), tr("Σ partial sums (to be reduced)   grey: held by other devices"));
 }
 

@@ -40,14 +40,6 @@ QTableWidgetItem* cell(const QString& text, const QString& tooltip = {})
     return item;
 }
 
-/// Colour of a slice cell: operands get distinct hues so inputs and outputs read apart.
-QColor roleColor(const std::string& role)
-{
-    if (role == "weight") return QColor(0xd9, 0x7a, 0x1f);
-    if (role == "output") return QColor(0x2f, 0x9e, 0x5a);
-    return QColor(0x2f, 0x6f, 0xc9);
-}
-
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -143,7 +135,7 @@ void MeshSliceWidget::paintEvent(QPaintEvent*)
             }
             const QRectF inner = box.adjusted(2, 2, -2, -2);
             p.setPen(Qt::NoPen);
-            p.setBrush(roleColor(od.role));
+            p.setBrush(operandRoleColor(od.role));
             p.drawRect(QRectF(inner.left() + x0 * inner.width(), inner.top() + y0 * inner.height(), (x1 - x0) * inner.width(),
                               (y1 - y0) * inner.height()));
         }

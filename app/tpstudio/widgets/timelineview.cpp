@@ -257,15 +257,15 @@ private:
     {
         switch (s.kind) {
         case Kind::Forward:
-            return QColor(0x59, 0xa1, 0x4f);
+            return stepPartColor(StepPart::Forward);
         case Kind::Backward:
-            return QColor(0x3b, 0x75, 0x34);
+            return stepPartColor(StepPart::Backward);
         case Kind::Optimizer:
-            return QColor(0x9c, 0x75, 0x5f);
+            return stepPartColor(StepPart::Optimizer);
         case Kind::Communication:
             return collectiveColor(s.collective);
         case Kind::Idle:
-            return QColor(0xd8, 0xd8, 0xd8);
+            return stepPartColor(StepPart::Idle);
         }
         return Qt::gray;
     }
@@ -303,8 +303,8 @@ void TimelineCanvas::paintAxis(QPainter& p) const
     // The phases as a band under the ticks: forward, backward, optimizer step.
     const double bounds[] = {0, timeline->forwardEndSeconds, timeline->backwardEndSeconds, timeline->stepSeconds};
     const QString names[] = {tr("forward"), tr("backward"), tr("optimizer step")};
-    const QColor shades[] = {QColor(0x59, 0xa1, 0x4f).lighter(170), QColor(0x3b, 0x75, 0x34).lighter(190),
-                             QColor(0x9c, 0x75, 0x5f).lighter(170)};
+    const QColor shades[] = {stepPartColor(StepPart::Forward).lighter(170), stepPartColor(StepPart::Backward).lighter(190),
+                             stepPartColor(StepPart::Optimizer).lighter(170)};
     for (int k = 0; k < 3; ++k) {
         const double a = std::max(bounds[k], from), b = std::min(bounds[k + 1], to);
         if (!(b > a)) continue;
@@ -377,20 +377,22 @@ void TimelineCanvas::paintLegend(QPainter& p) const
         QString name;
         QColor colour;
     };
-    std::vector<Item> items = {{tr("forward"), QColor(0x59, 0xa1, 0x4f)},
-                          {tr("backward"), QColor(0x3b, 0x75, 0x34)},
-                          {tr("optimizer"), QColor(0x9c, 0x75, 0x5f)},
+    std::vector<Item> items = {{tr("forward"), stepPartColor(StepPart::Forward)},
+                          {tr("backward"), stepPartColor(StepPart::Backward)},
+                          {tr("optimizer"), stepPartColor(StepPart::Optimizer)},
                           {collectiveAbbrev(CollectiveKind::AllReduce), collectiveColor(CollectiveKind::AllReduce)},
                           {collectiveAbbrev(CollectiveKind::AllGather), collectiveColor(CollectiveKind::AllGather)},
                           {collectiveAbbrev(CollectiveKind::ReduceScatter), collectiveColor(CollectiveKind::ReduceScatter)},
                           {collectiveAbbrev(CollectiveKind::AllToAll), collectiveColor(CollectiveKind::AllToAll)},
                           {tr("hidden under compute"), collectiveColor(CollectiveKind::AllReduce).lighter(165)}};
-    if (timeline->schedule) items = {items[0], items[1], {tr("idle (bubble)"), QColor(0xb0, 0xb0, 0xb0)}};
+    if (timeline->schedule) items = {items[0], items[1], {tr("idle (bubble)"), stepPartColor(StepPart::Idle)}};
     double x = kLabelWidth;
     const double y = height() - kLegendHeight + 6;
     const QFontMetrics metrics(font());
     for (const auto& item : items) {
-        p.fillRect(QRectF(x, y, 12, 12), item.colour);
+        // The bubble is hatched on the lanes, so in the legend too.
+        p.fillRect(QRectF(x, y, 12, 12), item.colour == stepPartColor(StepPart::Idle) ? QBrush(item.colour, Qt::BDiagPattern)
+                                                                                       : QBrush(item.colour));
         p.setPen(palette().color(QPalette::Text));
         p.drawText(QPointF(x + 16, y + 11), item.name);
         x += 16 + metrics.horizontalAdvance(item.name) + 14;
