@@ -1287,23 +1287,20 @@ void TestGui::savedPlanIsComparedOrRefused()
     r.locks = {"layers.*/mlp/fc1=f=y"};
     Planner planner;
     const PlannerResult locked = planner.plan(r);
-    const PlanWorkspace& lws = *locked.workspace;
-    const QString lockedPath = dir.filePath(QStringLiteral("locked.tpplan.json"));
-    {
-        QFile f(lockedPath);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(QByteArray::fromStdString(writePlanFile(planToJson(lws.context, *lws.costModel, lws.folded, locked.result))));
-    }
+    // Saved as `tpplan plan -o` writes it.
+    auto save = [&](const PlannerResult& planned, const QString& name) {
+        const PlanWorkspace& ws = *planned.workspace;
+        const QString path = dir.filePath(name);
+        QFile f(path);
+        if (f.open(QIODevice::WriteOnly))
+            f.write(QByteArray::fromStdString(writePlanFile(planToJson(ws.context, *ws.costModel, ws.folded, planned.result))));
+        return path;
+    };
+    const QString lockedPath = save(locked, QStringLiteral("locked.tpplan.json"));
     r.mesh = "8";
     r.locks.clear();
-    const PlannerResult other = planner.plan(r);
-    const QString otherPath = dir.filePath(QStringLiteral("mesh8.tpplan.json"));
-    {
-        QFile f(otherPath);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(QByteArray::fromStdString(
-            writePlanFile(planToJson(other.workspace->context, *other.workspace->costModel, other.workspace->folded, other.result))));
-    }
+    const QString otherPath = save(planner.plan(r), QStringLiteral("mesh8.tpplan.json"));
+    QVERIFY(QFile::exists(lockedPath) && QFile::exists(otherPath));
 
     MainWindow window(false);
     window.resize(1680, 1050);

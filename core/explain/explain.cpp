@@ -19,13 +19,6 @@ namespace {
 
 constexpr AxisMask bit(int a) { return AxisMask{1} << a; }
 
-std::string fmt(const char* f, double v)
-{
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
-
 std::string axesText(const std::vector<int>& axes, const Mesh& mesh)
 {
     std::string s;
