@@ -789,6 +789,15 @@ std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<Can
     return pending;
 }
 
+/// The search's locks as op -> strategy (none for a baseline); a stage holds some ops only.
+std::map<OpId, int> lockedStrategies(const CostModel& model, const PlanRequest& request)
+{
+    std::map<OpId, int> forced;
+    if (isSearch(request))
+        for (const ResolvedLock& lock : resolveLocks(model, locksOf(request), request.pipelineStage < 0)) forced[lock.op] = lock.strategy;
+    return forced;
+}
+
 /// One concrete combination of a request (its first slot, which every other derives from).
 PlanRequest probeOf(const PlanRequest& request)
 {
@@ -894,14 +903,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) == last) consider(c);
     const double capacity = memoryLimitBytes(limit, first.hardware);
-    std::map<OpId, int> forced;
-    if (isSearch(request))
-        for (const ResolvedLock& lock : resolveLocks(*first.costModel, locksOf(request), request.pipelineStage < 0))
-            forced[lock.op] = lock.strategy;
-    const std::vector<Pending> pending =
-        bestFirst(request, groups, last, capacity, forced, [&](const PlanRequest& c) -> const CostModel& {
-            return *slotFor(c).workspace->costModel;
-        });
+    const std::vector<Pending> pending = bestFirst(request, groups, last, capacity, lockedStrategies(*first.costModel, request),
+                                                   [&](const PlanRequest& c) -> const CostModel& { return *slotFor(c).workspace->costModel; });
     // The (ZeRO stage, micro-batch, layout) at which nothing fits. Memory grows with the
     // micro-batch for every plan; HSDP holds at least as much per device as sharding over every
     // axis (its shards are over fewer devices), and weights kept gathered at least as much as
