@@ -1,5 +1,8 @@
 // tpplan end to end: exit codes, JSON keys of docs/formats.md, one-line errors.
 #include <QtTest>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 
 #include "processrun.h"
 
@@ -81,6 +84,40 @@ private slots:
                                                    << "field 'fused_cross_entropy' must be true or false";
         QTest::newRow("flash flag not a boolean")
             << QStringList{"plan", "gpt2", "--set", "flash_attention=2"} << "field 'flash_attention' must be true or false";
+        QTest::newRow("sweep model") << QStringList{"bench", "sweep", "--models", "gpt2,nope"}
+                                     << "--models: 'nope' is not a built-in model";
+        QTest::newRow("sweep mesh") << QStringList{"bench", "sweep", "--meshes", "8,0x3"} << "--meshes: mesh '0x3'";
+        QTest::newRow("sweep mode") << QStringList{"bench", "sweep", "--modes", "train,serve"}
+                                    << "--modes: 'serve' is not train or infer";
+        QTest::newRow("sweep time limit") << QStringList{"bench", "sweep", "--case-timeout", "100000"}
+                                          << "--case-timeout '100000': at most 86400 s";
+    }
+
+    // bench sweep: each case planned in a child, its plan as `tpplan plan` gives it, the
+    // slowest first; a case past its time limit is stopped and reported, not fatal.
+    void sweepPlansEachCaseInAChild()
+    {
+        const Run r = tpplan({"bench", "sweep", "--models", "gpt2", "--meshes", "1,2x2", "--modes", "infer", "--json"});
+        QCOMPARE(r.code, 0);
+        const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
+        const QJsonArray cases = doc["cases"].toArray();
+        QCOMPARE(cases.size(), 2);
+        for (int i = 0; i < cases.size(); ++i) {
+            const QJsonObject c = cases[i].toObject();
+            const Run plan = tpplan({"plan", "gpt2", "--mesh", c["mesh"].toString(), "--mode", "infer", "--json"});
+            QCOMPARE(plan.code, 0);
+            const QJsonObject p = QJsonDocument::fromJson(plan.out).object();
+            QCOMPARE(c["step_time_s"].toDouble(), p["cost"].toObject()["step_time_s"].toDouble());
+            QVERIFY(c["peak_rss_bytes"].toDouble() > 0);
+            if (i > 0) QVERIFY(cases[i - 1].toObject()["process_wall_ms"].toDouble() >= c["process_wall_ms"].toDouble());
+        }
+        // T5-base on 2x2x2 plans for minutes (docs/PERFORMANCE.md, "Known slow cases").
+        const Run slow = tpplan({"bench", "sweep", "--models", "t5-base", "--meshes", "2x2x2", "--modes", "train", "--case-timeout",
+                                 "1", "--json"});
+        QCOMPARE(slow.code, 0);
+        const QJsonObject late = QJsonDocument::fromJson(slow.out).object()["cases"].toArray()[0].toObject();
+        QCOMPARE(late["error"].toString(), QStringLiteral("ran past 1 s"));
+        QCOMPARE(QJsonDocument::fromJson(slow.out).object()["summary"].toObject()["timed_out"].toInt(), 1);
     }
 
     void badInputExitsTwoWithOneLine()

@@ -1,6 +1,8 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +46,45 @@ bool parseSwitch(const std::string& flag, const std::string& value)
     throw UsageError(flag + " '" + value + "': use on or off");
 }
 
+/// Flags that take any text (checked where they are used).
+const std::map<std::string, std::string Options::*>& textFlags()
+{
+    static const std::map<std::string, std::string Options::*> flags = {
+        {"--versus", &Options::versus},        {"--mesh", &Options::mesh},           {"--hardware", &Options::hardware},
+        {"--memory-limit", &Options::memoryLimit}, {"--baseline", &Options::baseline}, {"--schedule", &Options::schedule},
+        {"--import", &Options::importPath},    {"--base", &Options::base},           {"--format", &Options::format},
+        {"--plot", &Options::plot},            {"--models", &Options::sweepModels}, {"--meshes", &Options::sweepMeshes},
+        {"--modes", &Options::sweepModes},     {"-o", &Options::output},             {"--output", &Options::output}};
+    return flags;
+}
+
+/// Flags that take one of a few words: the member, the words and the line that lists them.
+struct WordFlag {
+    std::string Options::*member;
+    std::vector<std::string> words;
+    const char* hint;
+};
+const std::map<std::string, WordFlag>& wordFlags()
+{
+    static const std::map<std::string, WordFlag> flags = {
+        {"--mode", {&Options::mode, {"train", "infer"}, "use train or infer"}},
+        {"--recompute", {&Options::recompute, {"auto", "none", "selective", "full", "op"}, "use auto, none, selective, full or op"}},
+        {"--zero-shard", {&Options::zeroShard, {"auto", "all", "node"}, "use auto, all or node"}},
+        {"--reshard-after-forward", {&Options::reshardAfterForward, {"auto", "on", "off"}, "use auto, on or off"}},
+        {"--grad-dtype", {&Options::gradDtype, {"bf16", "fp32"}, "use bf16 or fp32"}},
+        {"--dtype", {&Options::matmulDtype, {"bf16", "fp8"}, "use bf16 or fp8 (the Linear layers' matmuls)"}},
+        {"--optimizer-dtype", {&Options::optimizerDtype, {"fp32", "bf16"}, "use fp32 or bf16"}}};
+    return flags;
+}
+
+/// A positive integer flag with an upper bound ("--threads '2000': at most 1024").
+int boundedPositive(const std::string& flag, const std::string& text, std::int64_t most, const char* unit = "")
+{
+    const std::int64_t v = parsePositive(flag, text);
+    if (v > most) throw UsageError(flag + " '" + std::to_string(v) + "': at most " + std::to_string(most) + unit);
+    return static_cast<int>(v);
+}
+
 } // namespace
 
 Options parseArguments(const std::vector<std::string>& args)
@@ -57,18 +98,23 @@ Options parseArguments(const std::vector<std::string>& args)
             if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
             return args[++i];
         };
+        if (const auto text = textFlags().find(a); text != textFlags().end()) {
+            o.*(text->second) = value();
+            continue;
+        }
+        if (const auto word = wordFlags().find(a); word != wordFlags().end()) {
+            const std::string v = value();
+            const auto& words = word->second.words;
+            if (std::find(words.begin(), words.end(), v) == words.end()) throw UsageError(a + " '" + v + "': " + word->second.hint);
+            o.*(word->second.member) = v;
+            continue;
+        }
         if (a == "--json")
             o.json = true;
         else if (a == "--quick")
             o.quick = true;
-        else if (a == "--versus")
-            o.versus = value();
         else if (a == "--devices-as-threads")
             o.devicesAsThreads = true;
-        else if (a == "--mesh")
-            o.mesh = value();
-        else if (a == "--hardware")
-            o.hardware = value();
         else if (a == "--batch")
             o.batch = parsePositive(a, value());
         else if (a == "--micro-batch") {
@@ -80,35 +126,21 @@ Options parseArguments(const std::vector<std::string>& args)
             }
         } else if (a == "--seq")
             o.seq = parsePositive(a, value());
-        else if (a == "--overlap") {
-            const std::int64_t chunks = parsePositive(a, value());
-            if (chunks > 1024) throw UsageError("--overlap '" + std::to_string(chunks) + "': at most 1024 chunks");
-            o.overlapChunks = static_cast<int>(chunks);
-        } else if (a == "--intra-node-bw")
+        else if (a == "--overlap")
+            o.overlapChunks = boundedPositive(a, value(), 1024, " chunks");
+        else if (a == "--intra-node-bw")
             o.intraNodeGBps = parseBandwidth(a, value());
         else if (a == "--inter-node-bw")
             o.interNodeGBps = parseBandwidth(a, value());
-        else if (a == "--threads") {
-            const std::int64_t threads = parsePositive(a, value());
-            if (threads > 1024) throw UsageError("--threads '" + std::to_string(threads) + "': at most 1024");
-            o.threads = static_cast<int>(threads);
-        } else if (a == "--mode") {
-            o.mode = value();
-            if (o.mode != "train" && o.mode != "infer") throw UsageError("--mode '" + o.mode + "': use train or infer");
-        } else if (a == "--memory-limit")
-            o.memoryLimit = value();
+        else if (a == "--threads")
+            o.threads = boundedPositive(a, value(), 1024);
+        else if (a == "--case-timeout")
+            o.caseTimeoutS = boundedPositive(a, value(), 86400, " s");
         else if (a == "--set")
             o.sets.push_back(value());
         else if (a == "--lock")
             o.locks.push_back(value());
-        else if (a == "--baseline")
-            o.baseline = value();
-        else if (a == "--recompute") {
-            o.recompute = value();
-            if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "selective" && o.recompute != "full" &&
-                o.recompute != "op")
-                throw UsageError("--recompute '" + o.recompute + "': use auto, none, selective, full or op");
-        } else if (a == "--zero") {
+        else if (a == "--zero") {
             const std::string v = value();
             if (v == "auto")
                 o.zero = kAuto;
@@ -116,14 +148,6 @@ Options parseArguments(const std::vector<std::string>& args)
                 throw UsageError("--zero '" + v + "': use auto, 0, 1, 2 or 3");
             else
                 o.zero = v[0] - '0';
-        } else if (a == "--zero-shard") {
-            o.zeroShard = value();
-            if (o.zeroShard != "auto" && o.zeroShard != "all" && o.zeroShard != "node")
-                throw UsageError("--zero-shard '" + o.zeroShard + "': use auto, all or node");
-        } else if (a == "--reshard-after-forward") {
-            o.reshardAfterForward = value();
-            if (o.reshardAfterForward != "auto" && o.reshardAfterForward != "on" && o.reshardAfterForward != "off")
-                throw UsageError("--reshard-after-forward '" + o.reshardAfterForward + "': use auto, on or off");
         } else if (a == "--pipeline") {
             const std::string v = value();
             std::int64_t stages = kAuto;
@@ -134,28 +158,13 @@ Options parseArguments(const std::vector<std::string>& args)
             }
             if (stages > 4096) throw UsageError("--pipeline '" + v + "': at most 4096 stages");
             o.pipeline = static_cast<int>(stages);
-        } else if (a == "--schedule")
-            o.schedule = value();
-        else if (a == "--stage-layers") {
+        } else if (a == "--stage-layers") {
             o.stageLayers = value();
             try {
                 parseStageLayers(o.stageLayers);
             } catch (const tp::InputError& e) {
                 throw UsageError(e.what());
             }
-        }
-        else if (a == "--grad-dtype") {
-            o.gradDtype = value();
-            if (o.gradDtype != "bf16" && o.gradDtype != "fp32")
-                throw UsageError("--grad-dtype '" + o.gradDtype + "': use bf16 or fp32");
-        } else if (a == "--dtype") {
-            o.matmulDtype = value();
-            if (o.matmulDtype != "bf16" && o.matmulDtype != "fp8")
-                throw UsageError("--dtype '" + o.matmulDtype + "': use bf16 or fp8 (the Linear layers' matmuls)");
-        } else if (a == "--optimizer-dtype") {
-            o.optimizerDtype = value();
-            if (o.optimizerDtype != "fp32" && o.optimizerDtype != "bf16")
-                throw UsageError("--optimizer-dtype '" + o.optimizerDtype + "': use fp32 or bf16");
         } else if (a == "--grad-overlap")
             o.overlapGradients = parseSwitch(a, value());
         else if (a == "--tp-overlap")
@@ -171,17 +180,7 @@ Options parseArguments(const std::vector<std::string>& args)
             } catch (const std::exception&) {
                 throw UsageError("--grad-bucket '" + v + "': expected a size in MiB from 0 to 1000000, e.g. 25");
             }
-        } else if (a == "--import")
-            o.importPath = value();
-        else if (a == "--base")
-            o.base = value();
-        else if (a == "--format")
-            o.format = value();
-        else if (a == "--plot")
-            o.plot = value();
-        else if (a == "-o" || a == "--output")
-            o.output = value();
-        else if (a.size() > 1 && a[0] == '-')
+        } else if (a.size() > 1 && a[0] == '-')
             throw UsageError("unknown option '" + a + "'");
         else
             o.positional.push_back(a);
@@ -239,7 +238,9 @@ const std::vector<Command>& commands()
          &runCalibrate},
         {"bench",
          "tpplan bench [--quick] [--json] [-o F]   the benchmark suite (docs/PERFORMANCE.md)\n"
-         "  tpplan bench fidelity [RUNS.json] [--json] [--plot F.svg]  published runs: measured vs predicted (docs/FIDELITY.md)",
+         "  tpplan bench fidelity [RUNS.json] [--json] [--plot F.svg]  published runs: measured vs predicted (docs/FIDELITY.md)\n"
+         "  tpplan bench sweep [--models A,B] [--meshes M,N] [--modes train,infer] [--case-timeout S] [--json] [-o F]\n"
+         "                     every built-in on a spread of meshes, slowest first (docs/PERFORMANCE.md)",
          &runBench},
     };
     return table;

@@ -58,6 +58,10 @@ struct Options {
     bool devicesAsThreads = false; ///< verify: one thread per simulated device
     std::string importPath;        ///< calibrate --import: a results file of calibrate.py
     std::string base;              ///< calibrate --base: the preset or file the results refine
+    std::string sweepModels;       ///< bench sweep --models A,B (all built-ins when empty)
+    std::string sweepMeshes;       ///< bench sweep --meshes M,N
+    std::string sweepModes;        ///< bench sweep --modes train,infer
+    int caseTimeoutS = 0;          ///< bench sweep --case-timeout S (0: the default)
 };
 
 Options parseArguments(const std::vector<std::string>& args);
@@ -95,5 +99,6 @@ std::string readTextFile(const std::string& path);
 int runBench(const Options& options, std::ostream& out);
 /// tpplan bench fidelity [RUNS.json]: published runs, measured against predicted.
 int runFidelity(const Options& options, std::ostream& out);
+int runSweep(const Options& options, std::ostream& out);
 
 } // namespace tp::cli

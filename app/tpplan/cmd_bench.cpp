@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_child.h"
 #include "cli.h"
 #include "fold/fold.h"
 #include "ilp/ilp.h"
@@ -461,49 +462,6 @@ Json runLockCase(const Suite& s)
     return j;
 }
 
-std::filesystem::path selfExecutable() { return std::filesystem::read_symlink("/proc/self/exe"); }
-
-/// Runs a program, returning its stdout, exit status and peak RSS (from wait4).
-struct ChildResult {
-    std::string output;
-    int exitCode = -1;
-    long peakRssKiB = 0;
-    double wallMs = 0;
-};
-
-ChildResult runChild(const std::vector<std::string>& argv, const std::vector<std::string>& extraEnv = {})
-{
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("bench: pipe failed");
-    const auto start = std::chrono::steady_clock::now();
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error("bench: fork failed");
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        for (const auto& kv : extraEnv) putenv(const_cast<char*>(kv.c_str()));
-        std::vector<char*> args;
-        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
-        execv(args[0], args.data());
-        _exit(127);
-    }
-    close(fds[1]);
-    ChildResult result;
-    char buffer[65536];
-    ssize_t got = 0;
-    while ((got = read(fds[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, static_cast<size_t>(got));
-    close(fds[0]);
-    int status = 0;
-    rusage usage{};
-    wait4(pid, &status, 0, &usage);
-    result.wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.peakRssKiB = usage.ru_maxrss; // KiB on Linux
-    return result;
-}
-
 /// The GUI's open-to-first-paint, as `tpstudio MODEL --screenshot FILE` offscreen (process start
 /// to exit, so an upper bound). A placeholder when the GUI has no --screenshot yet.
 Json runGuiCase(const Suite& s)
@@ -578,49 +536,6 @@ Json runCase(const Suite& s, const std::string& spec)
 
 // ---------------------------------------------------------------------------------------------
 // Machine information
-
-std::string firstMatch(const char* file, const std::string& key)
-{
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (key.empty()) return line; // a one-line file such as /proc/sys/kernel/osrelease
-        if (line.rfind(key, 0) == 0) {
-            const auto colon = line.find(':');
-            std::string value = colon == std::string::npos ? "" : line.substr(colon + 1);
-            value.erase(0, value.find_first_not_of(" \t"));
-            return value;
-        }
-    }
-    return "";
-}
-
-std::vector<double> loadAverage()
-{
-    std::ifstream in("/proc/loadavg");
-    double a = 0, b = 0, c = 0;
-    in >> a >> b >> c;
-    return {a, b, c};
-}
-
-Json machineJson()
-{
-    const std::string memKiB = firstMatch("/proc/meminfo", "MemTotal");
-#if defined(__clang__)
-    const std::string compiler = std::string("clang ") + __clang_version__;
-#elif defined(__GNUC__)
-    const std::string compiler = std::string("gcc ") + __VERSION__;
-#else
-    const std::string compiler = "unknown";
-#endif
-    return {{"cpu", firstMatch("/proc/cpuinfo", "model name")},
-            {"cores", std::thread::hardware_concurrency()},
-            {"ram_bytes", std::atof(memKiB.c_str()) * 1024.0},
-            {"kernel", firstMatch("/proc/sys/kernel/osrelease", "")},
-            {"compiler", compiler},
-            {"build_type", TP_BUILD_TYPE},
-            {"load_average_start", loadAverage()}};
-}
 
 // ---------------------------------------------------------------------------------------------
 // Assembling the document and the table
@@ -855,6 +770,7 @@ void printTable(const Json& doc, std::ostream& out)
 int runBench(const Options& o, std::ostream& out)
 {
     if (!o.positional.empty() && o.positional[0] == "fidelity") return runFidelity(o, out);
+    if (!o.positional.empty() && o.positional[0] == "sweep") return runSweep(o, out);
     const Suite suite = suiteFor(o.quick);
     if (o.positional.size() == 1) { // a child: one case, one JSON object on stdout
         out << runCase(suite, o.positional[0]).dump() << "\n";
