@@ -836,7 +836,7 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
         // Op: a FlashAttention kernel keeps what it keeps in any mode and recomputes inside its
         // own backward; a kept matmul its output only; every other op nothing, its forward again.
         OpCost& op = k.cost[s][static_cast<size_t>(Recompute::Op)];
-        op = base;
+        op = std::move(base); // its last use: the other modes copied it
         if (c.facts.flash) {
             op.activationBytes = keptSelective;
         } else if (c.facts.keptUnderOp && settings.training && !c.facts.outputs.empty()) {
