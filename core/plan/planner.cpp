@@ -1340,12 +1340,21 @@ double mostMemory(const PipelinePlan& p)
 
 class Planner::BestPipeline {
 public:
-    /// Whatever is at or over this is strictly slower than a pipeline that fits.
+    /// Whatever is at or over this is strictly slower than a pipeline that fits, or no faster
+    /// than the plan without a pipeline that fits (which wins ties: Planner::planPipeline).
     double pruneAt() const
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        return best_ && fitsAll(*best_) ? std::nextafter(best_->stepSeconds, std::numeric_limits<double>::infinity())
-                                        : std::numeric_limits<double>::infinity();
+        const double pipeline = best_ && fitsAll(*best_) ? std::nextafter(best_->stepSeconds, std::numeric_limits<double>::infinity())
+                                                         : std::numeric_limits<double>::infinity();
+        return std::min(pipeline, flat_);
+    }
+    /// The plan without a pipeline, once solved: a pipeline must be strictly faster to win.
+    void considerFlat(const SearchResult& r)
+    {
+        if (r.bounded || !r.fits) return;
+        std::lock_guard<std::mutex> lock(mutex_);
+        flat_ = std::min(flat_, r.breakdown.stepSeconds);
     }
     void consider(PipelinePlan p)
     {
@@ -1367,6 +1376,7 @@ private:
     }
     mutable std::mutex mutex_;
     std::optional<PipelinePlan> best_;
+    double flat_ = std::numeric_limits<double>::infinity();
 };
 
 namespace {
@@ -1551,20 +1561,27 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     addStagedRequests(staged, whole, mesh, counts);
 
     // The most stages first, alone: their stage meshes are the smallest (the fastest searches)
-    // and they set the bar that stops the others' searches early (stopAbove); then the rest in
-    // parallel, each stage count on its own stage planners, and the plan without a pipeline
-    // last, stopped at the best pipeline so far (it wins ties: pruneAt is just past it).
+    // and they set the bar that stops the others' searches early (stopAbove); then the plan
+    // without a pipeline, stopped at the best pipeline so far (it wins ties: pruneAt is just
+    // past it), whose step in turn bars the pipelines of the other stage counts (a stage mesh
+    // of as many axes as the whole mesh searches as slowly as it: bert-base on 4x4x8, 2 stages
+    // of 2x4x8, took 30 s where the plan without a pipeline takes 4 s and wins); then the rest,
+    // in parallel, each stage count on its own stage planners.
     BestPipeline found;
     std::optional<PlannerResult> flat;
     std::vector<std::function<void()>> tasks;
-    for (auto c = candidates.rbegin(); c != candidates.rend(); ++c)
-        tasks.push_back([&, c] { searchPipelines(staged.at(c->first), c->first, c->second, micro, choosing, found, cancel, progress); });
+    auto searchCount = [&](auto c) {
+        return [&, c] { searchPipelines(staged.at(c->first), c->first, c->second, micro, choosing, found, cancel, progress); };
+    };
+    tasks.push_back(searchCount(candidates.rbegin()));
     if (automatic)
         tasks.push_back([&] {
             PlanRequest w = whole;
             w.stopAbove = found.pruneAt();
             flat = plan(w, cancel, progress);
+            found.considerFlat(flat->result);
         });
+    for (auto c = std::next(candidates.rbegin()); c != candidates.rend(); ++c) tasks.push_back(searchCount(c));
     runTasks(tasks, workersOf(request));
     std::optional<PipelinePlan>& best = found.best();
     // Only the chosen pipeline's stage planners are kept (their sessions hold the most memory).
