@@ -109,6 +109,29 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
     return a;
 }
 
+/// Adds a factor's contiguous slice over the eliminated variable to `sum`.
+void addSlice(std::vector<double>& sum, const double* slice)
+{
+    for (size_t x = 0; x < sum.size(); ++x) sum[x] += slice[x];
+}
+
+/// The least of a[x] + b[x] (b null: a[x]) and its first x (0 when every one is infinite, as a
+/// strict scan gives). Four running minima keep the scan free of a loop-carried dependency;
+/// the second pass recomputes the same sums, so it finds the minimum exactly.
+std::pair<double, int> leastOf(const double* a, const double* b, size_t n)
+{
+    auto at = [&](size_t x) { return b ? a[x] + b[x] : a[x]; };
+    double m[4] = {kInfinity, kInfinity, kInfinity, kInfinity};
+    size_t x = 0;
+    for (; x + 4 <= n; x += 4)
+        for (size_t j = 0; j < 4; ++j) m[j] = std::min(m[j], at(x + j));
+    for (; x < n; ++x) m[0] = std::min(m[0], at(x));
+    const double best = std::min(std::min(m[0], m[1]), std::min(m[2], m[3]));
+    for (x = 0; x < n; ++x)
+        if (at(x) == best) return {best, static_cast<int>(x)};
+    return {best, 0};
+}
+
 // Combines `factors` (all mentioning `var`) and minimises `var` out.
 Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const std::vector<int>& domainSizes,
                     EliminationStep& step, int threads)
@@ -145,9 +168,23 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
             sliced.push_back(k);
         }
     }
+    // The sliced factors by the deepest neighbour they read (the fastest odometer position they
+    // depend on). Those of the positions before the last are summed into one partial sum per
+    // position, redone only when that position's digit moves; the last position's are added in
+    // the minimum itself. Most steps eliminate an op between two others (two edge factors):
+    // one of them is added once per row instead of once per entry.
+    const size_t last = n == 0 ? 0 : n - 1;
+    std::vector<std::vector<size_t>> atLevel(last + 1);
+    for (size_t k : sliced) {
+        size_t depth = 0;
+        for (size_t p = 0; p < n; ++p)
+            if (access[k].strideOfNeighbour[p] != 0) depth = p;
+        atLevel[depth].push_back(k);
+    }
     // Every neighbour assignment is independent: the range is cut into contiguous slices, one
     // per thread, each writing only its own entries (so the result does not depend on threads).
     auto run = [&](std::size_t begin, std::size_t end) {
+        std::vector<std::vector<double>> partial(last, std::vector<double>(domain)); // unary + levels 0..p
         std::vector<double> sum(domain);
         std::vector<int> digit(n, 0);
         std::vector<std::size_t> base(access.size(), 0);
@@ -159,23 +196,26 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
             for (size_t k = 0; k < access.size(); ++k)
                 base[k] += access[k].strideOfNeighbour[p] * static_cast<std::size_t>(digit[p]);
         }
-        for (std::size_t idx = begin; idx < end; ++idx) {
-            std::copy(unary.begin(), unary.end(), sum.begin());
-            for (size_t k : sliced) {
-                const double* v = access[k].values + base[k];
-                const std::size_t stride = access[k].varStride;
-                if (stride == 1)
-                    for (size_t x = 0; x < domain; ++x) sum[x] += v[x];
-                else
-                    for (size_t x = 0; x < domain; ++x) sum[x] += v[x * stride];
+        auto refresh = [&](size_t from) {
+            for (size_t p = from; p < last; ++p) {
+                const std::vector<double>& below = p == 0 ? unary : partial[p - 1];
+                std::copy(below.begin(), below.end(), partial[p].begin());
+                for (size_t k : atLevel[p]) addSlice(partial[p], access[k].values + base[k]);
             }
-            double best = kInfinity;
-            int bestValue = 0;
-            for (size_t x = 0; x < domain; ++x)
-                if (sum[x] < best) {
-                    best = sum[x];
-                    bestValue = static_cast<int>(x);
-                }
+        };
+        refresh(0);
+        const std::vector<double>& upper = last == 0 ? unary : partial[last - 1];
+        const std::vector<size_t>& lastFactors = atLevel[last];
+        for (std::size_t idx = begin; idx < end; ++idx) {
+            const double* summed = upper.data();
+            if (lastFactors.size() > 1) {
+                std::copy(upper.begin(), upper.end(), sum.begin());
+                for (size_t i = 0; i + 1 < lastFactors.size(); ++i) addSlice(sum, access[lastFactors[i]].values + base[lastFactors[i]]);
+                summed = sum.data();
+            }
+            const auto [best, bestValue] =
+                lastFactors.empty() ? leastOf(summed, nullptr, domain)
+                                    : leastOf(summed, access[lastFactors.back()].values + base[lastFactors.back()], domain);
             out.values[idx] = best;
             step.argmin[idx] = bestValue;
             // Advance the odometer (last neighbour fastest) and the factor indices with it.
@@ -183,6 +223,7 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
                 const int dom = domainSizes[static_cast<size_t>(neighbours[p])];
                 if (++digit[p] < dom) {
                     for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p];
+                    if (p < last) refresh(p);
                     break;
                 }
                 for (size_t k = 0; k < access.size(); ++k)
