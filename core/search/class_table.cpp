@@ -436,14 +436,6 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
     std::vector<double>().swap(solve.elimination.remaining.values);
 }
 
-namespace {
-double edgeSeconds(const CostModel& model, const TensorSpec* produced, OpId consumer, int input, int s, EdgePart part)
-{
-    const EdgeCost e = model.edgeCost(produced, consumer, input, s);
-    return part == EdgePart::Exposed ? e.exposedSeconds : e.exposedForwardSeconds;
-}
-} // namespace
-
 Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
                                         const std::vector<int>& domains, EdgePart part)
 {
@@ -507,13 +499,25 @@ Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<Tensor
     Factor f;
     f.vars = {std::min(specVar, consumerVar), std::max(specVar, consumerVar)};
     f.values.resize(static_cast<size_t>(nv * nc));
-    for (int v = 0; v < nv; ++v)
+    for (int v = 0; v < nv; ++v) {
+        const TensorSpec& spec = domain[static_cast<size_t>(v)];
+        // The collectives are planned once for all micro-batches and sessions (flat shares
+        // nothing); keyed by the consumer itself, not its class's first instance: whether it pays
+        // its input's gradient reduction can differ between instances (CostModel::edgePlan).
+        std::vector<std::vector<CollectiveCall>> unshared;
+        auto& plans = isFree(spec) || flat ? unshared : caches->specEdgePlans[std::make_tuple(consumer, input, spec)];
+        if (plans.empty() && !isFree(spec))
+            for (int c = 0; c < nc; ++c) plans.push_back(model.edgePlan(spec, consumer, input, c));
         for (int c = 0; c < nc; ++c) {
-            const TensorSpec& spec = domain[static_cast<size_t>(v)];
-            const double cost = isFree(spec) ? 0.0 : edgeSeconds(model, &spec, consumer, input, c, part);
+            double cost = 0.0;
+            if (!isFree(spec)) {
+                const EdgeCost e = model.edgeCost(plans[static_cast<size_t>(c)], spec, consumer, input, c);
+                cost = part == EdgePart::Exposed ? e.exposedSeconds : e.exposedForwardSeconds;
+            }
             const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
             f.values[idx] = cost;
         }
+    }
     return f;
 }
 

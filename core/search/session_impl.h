@@ -47,6 +47,9 @@ struct SharedSearchCaches {
     /// of each (distinct produced spec, consumer strategy) at whole size (CostModel::edgePlan):
     /// the same for every micro-batch, so each is planned once.
     std::map<std::tuple<OpId, int, OpId, int>, std::vector<std::vector<CollectiveCall>>> edgePlans;
+    /// The same for edges from a class's boundary specs (edgeFromSpecs): per (consumer, input,
+    /// produced spec), the collectives into each consumer strategy.
+    std::map<std::tuple<OpId, int, TensorSpec>, std::vector<std::vector<CollectiveCall>>> specEdgePlans;
 };
 
 struct PlannerSession::Impl {
