@@ -1573,7 +1573,6 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     auto searchCount = [&](auto c) {
         return [&, c] { searchPipelines(staged.at(c->first), c->first, c->second, micro, choosing, found, cancel, progress); };
     };
-    tasks.push_back(searchCount(candidates.rbegin()));
     if (automatic)
         tasks.push_back([&] {
             PlanRequest w = whole;
@@ -1581,6 +1580,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
             flat = plan(w, cancel, progress);
             found.considerFlat(flat->result);
         });
+    tasks.push_back(searchCount(candidates.rbegin()));
     for (auto c = std::next(candidates.rbegin()); c != candidates.rend(); ++c) tasks.push_back(searchCount(c));
     runTasks(tasks, workersOf(request));
     std::optional<PipelinePlan>& best = found.best();
