@@ -1560,13 +1560,12 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     for (const auto& c : candidates) counts.push_back(c.first);
     addStagedRequests(staged, whole, mesh, counts);
 
-    // The most stages first, alone: their stage meshes are the smallest (the fastest searches)
-    // and they set the bar that stops the others' searches early (stopAbove); then the plan
-    // without a pipeline, stopped at the best pipeline so far (it wins ties: pruneAt is just
-    // past it), whose step in turn bars the pipelines of the other stage counts (a stage mesh
-    // of as many axes as the whole mesh searches as slowly as it: bert-base on 4x4x8, 2 stages
-    // of 2x4x8, took 30 s where the plan without a pipeline takes 4 s and wins); then the rest,
-    // in parallel, each stage count on its own stage planners.
+    // The plan without a pipeline first, alone: its step bars every stage count's pipelines
+    // (a pipeline must be strictly faster to win), and measured it prunes them at least as well
+    // as the most stages first pruned it (LLaMA-3 8B on 2x8: 0.17 s of CPU against 0.28 s;
+    // llama3-8b on 4x4x8: 8.9 s against 12.8 s). Then the stage counts, most stages first (the
+    // smallest stage meshes, the fastest searches, whose best bars the others), in parallel,
+    // each on its own stage planners.
     BestPipeline found;
     std::optional<PlannerResult> flat;
     std::vector<std::function<void()>> tasks;
