@@ -90,6 +90,8 @@ struct PassTimes {
     bool perMicroBatch = false; ///< runs once per micro-batch (its output leads with the batch)
 };
 
+enum class GemmDim : std::uint8_t { K, Batch, N, M };
+
 struct OpClass {
     OpKind kind = OpKind::Opaque;
     Signature sig;
@@ -99,6 +101,14 @@ struct OpClass {
     bool gemm = false; ///< a product of two floating operands (cuBLAS): its rate follows its shape
     std::vector<OpStrategy> strategies;
     std::vector<std::vector<TensorSpec>> in, out;        // [strategy][operand]
+    /// Elements per device of each operand under each strategy (shardNumel of in / out): the
+    /// same under every cost setting, so counted once per structure.
+    std::vector<std::vector<double>> inNumel, outNumel; // [strategy][operand]
+    /// The axes each input's gradient is partial over (inputGradientPartial), [strategy][input].
+    std::vector<std::vector<AxisMask>> inGradPartial;
+    std::vector<GemmDim> gemmDims; ///< per loop, for a gemm (gemmDimsOf)
+    bool view = false;          ///< moves no data (isView)
+    double forwardFlops = 0;    ///< of the whole op, on one device
 };
 
 /// An op class's costs under one cost model's settings (its OpClass is shared by the models
@@ -495,24 +505,33 @@ namespace {
 // The forward matmul of a contraction as cuBLAS runs it, per device and micro-batch: loops in
 // the output and both inputs are the batch, in the output and input 0 (1) only the rows m
 // (columns n), and loops missing from the output the contraction k.
-GemmShape gemmShapeOf(const Signature& sig, const OpStrategy& st, const Mesh& mesh, int batchLoop, double microBatches)
+/// Which dimension of a matmul each loop of its signature is: contracted (k), in both operands
+/// and the output (batch), in the second operand only (n), else m.
+std::vector<GemmDim> gemmDimsOf(const Signature& sig)
 {
-    GemmShape g;
+    std::vector<GemmDim> dims;
     for (size_t l = 0; l < sig.loops.size(); ++l) {
-        double size = static_cast<double>(sig.loops[l].size);
-        for (int a : st.loopAxes[l]) size /= mesh.axes[static_cast<size_t>(a)].size;
-        if (static_cast<int>(l) == batchLoop) size = std::max(1.0, size / microBatches);
         const int loop = static_cast<int>(l);
         const bool out = inOperand(sig.outputs[0], loop), a = inOperand(sig.inputs[0], loop);
         const bool b = sig.inputs.size() > 1 && inOperand(sig.inputs[1], loop);
-        if (!out)
-            g.k *= size;
-        else if (a && b)
-            g.batch *= size;
-        else if (b)
-            g.n *= size;
-        else
-            g.m *= size;
+        dims.push_back(!out ? GemmDim::K : a && b ? GemmDim::Batch : b ? GemmDim::N : GemmDim::M);
+    }
+    return dims;
+}
+
+GemmShape gemmShapeOf(const OpClass& c, const OpStrategy& st, const Mesh& mesh, int batchLoop, double microBatches)
+{
+    GemmShape g;
+    for (size_t l = 0; l < c.sig.loops.size(); ++l) {
+        double size = static_cast<double>(c.sig.loops[l].size);
+        for (int a : st.loopAxes[l]) size /= mesh.axes[static_cast<size_t>(a)].size;
+        if (static_cast<int>(l) == batchLoop) size = std::max(1.0, size / microBatches);
+        switch (c.gemmDims[l]) {
+        case GemmDim::K: g.k *= size; break;
+        case GemmDim::Batch: g.batch *= size; break;
+        case GemmDim::N: g.n *= size; break;
+        case GemmDim::M: g.m *= size; break;
+        }
     }
     return g;
 }
@@ -550,13 +569,13 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
     }
     double outBytes = 0, inBytes = 0, savedBytes = 0;
     for (size_t o = 0; o < c.outShapes.size(); ++o) {
-        const double b = static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh)) * dtypeBytes(c.facts.outputs[o].dtype);
+        const double b = c.outNumel[s][o] * dtypeBytes(c.facts.outputs[o].dtype);
         if (!c.facts.outputs[o].fused) outBytes += b;
         if (o == 0 && info.savesOutput) savedBytes += b;
     }
     for (size_t i = 0; i < c.inShapes.size(); ++i) {
         const auto& in = c.facts.inputs[i];
-        double b = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(in.dtype);
+        double b = c.inNumel[s][i] * dtypeBytes(in.dtype);
         // A looked-up table (gather loop) is read only where indexed: at most one row per
         // output element.
         if (in.gathered) b = std::min(b, outBytes);
@@ -566,12 +585,12 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
     PassTimes t;
     t.microBatches = micro;
     t.perMicroBatch = batchLoop >= 0 || (!c.facts.outputs.empty() && c.facts.outputs[0].batch0);
-    const bool view = isView(c.sig, info);
+    const bool view = c.view;
     const bool training = settings.training && !view && info.backwardFactor > 0;
-    const double flops = forwardFlops(c.sig, info) / shards;
+    const double flops = c.forwardFlops / shards;
     const double launch = micro * hw.minKernelSeconds;
     if (c.gemm) {
-        const GemmShape f = gemmShapeOf(c.sig, st, mesh, batchLoop, micro);
+        const GemmShape f = gemmShapeOf(c, st, mesh, batchLoop, micro);
         const double bytes = inBytes + outBytes;
         t.forward = std::max(gemmSeconds(hw, flopRate, flops, bytes, f), launch);
         if (training) {
@@ -589,7 +608,7 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
     }
     if (view || c.facts.flash) return t; // a view moves nothing; FlashAttention runs it in-kernel
     if (const UnfusedPasses* u = unfusedPasses(c.kind, settings.fusedKernels, settings.fusedCrossEntropy)) {
-        const double elems = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh));
+        const double elems = c.inNumel[s][0];
         t.forward = std::max(streamSeconds(hw, elems * u->forwardBytes), launch);
         if (training) t.backward = std::max(streamSeconds(hw, elems * u->backwardBytes), launch);
         return t;
@@ -605,7 +624,7 @@ PassTimes CostModel::Impl::passTimes(const OpClass& c, size_t s, double flopRate
         for (size_t i = 0; i < c.inShapes.size(); ++i)
             if (!c.facts.inputs[i].weight && isFloating(c.facts.inputs[i].dtype))
                 gradBytes +=
-                    static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)) * dtypeBytes(c.facts.inputs[i].dtype);
+                    c.inNumel[s][i] * dtypeBytes(c.facts.inputs[i].dtype);
         const double bwdStream =
             std::max(flops * info.backwardFactor / flopRate, streamSeconds(hw, outBytes + savedBytes + gradBytes));
         t.backward = std::max(bwdStream, floor);
@@ -671,12 +690,12 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
     for (size_t i = 0; i < c.facts.inputs.size(); ++i) {
         if (!c.facts.inputs[i].ownsWeight) continue;
         weightInput = static_cast<int>(i);
-        const double elems = static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh));
+        const double elems = c.inNumel[s][i];
         // The data-parallel axes ZeRO shards over (all, or under HSDP those inside a node) and
         // those the model states stay replicated across.
         std::vector<int> dpAxes, replicaAxes;
         double dp = 1;
-        const AxisMask partial = settings.training ? inputGradientPartial(c.sig, st, i) : AxisMask{0};
+        const AxisMask partial = settings.training ? c.inGradPartial[s][i] : AxisMask{0};
         for (int a = 0; a < mesh.rank(); ++a) {
             const MeshAxis& axis = mesh.axes[static_cast<size_t>(a)];
             if (!(partial & bit(a)) || axis.size <= 1) continue;
@@ -747,13 +766,26 @@ void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t
 void CostModel::Impl::layOutClass(OpClass& c) const
 {
     c.strategies = enumerateStrategies(c.sig, mesh);
+    c.view = isView(c.sig, opKindInfo(c.kind));
+    if (c.gemm) c.gemmDims = gemmDimsOf(c.sig);
+    c.forwardFlops = forwardFlops(c.sig, opKindInfo(c.kind));
     const size_t n = c.strategies.size();
     c.in.assign(n, {});
     c.out.assign(n, {});
+    c.inNumel.assign(n, {});
+    c.outNumel.assign(n, {});
+    c.inGradPartial.assign(n, {});
     for (size_t s = 0; s < n; ++s) {
         const auto& st = c.strategies[s];
-        for (size_t i = 0; i < c.sig.inputs.size(); ++i) c.in[s].push_back(tp::inputSpec(c.sig, st, i));
-        for (size_t o = 0; o < c.sig.outputs.size(); ++o) c.out[s].push_back(tp::outputSpec(c.sig, st, o));
+        for (size_t i = 0; i < c.sig.inputs.size(); ++i) {
+            c.in[s].push_back(tp::inputSpec(c.sig, st, i));
+            c.inNumel[s].push_back(static_cast<double>(c.in[s][i].shardNumel(c.inShapes[i], mesh)));
+            c.inGradPartial[s].push_back(inputGradientPartial(c.sig, st, i));
+        }
+        for (size_t o = 0; o < c.sig.outputs.size(); ++o) {
+            c.out[s].push_back(tp::outputSpec(c.sig, st, o));
+            c.outNumel[s].push_back(static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh)));
+        }
     }
 }
 
@@ -803,7 +835,7 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
         if (settings.training) {
             for (size_t o = 0; o < c.facts.outputs.size(); ++o) {
                 const auto& out = c.facts.outputs[o];
-                const double elems = static_cast<double>(c.out[s][o].shardNumel(c.outShapes[o], mesh));
+                const double elems = c.outNumel[s][o];
                 double b = 0;
                 if (out.kept) b += elems * dtypeBytes(out.dtype);
                 if (o == 0) b += elems * info.maskBytesPerElement;
@@ -812,7 +844,7 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
                 if (!out.droppedSelective) keptSelective += b;
             }
             if (const UnfusedPasses* u = unfusedPasses(c.kind, settings.fusedKernels, settings.fusedCrossEntropy)) {
-                double b = static_cast<double>(c.in[s][0].shardNumel(c.inShapes[0], mesh)) * u->keptBytes;
+                double b = c.inNumel[s][0] * u->keptBytes;
                 if (c.facts.inputs[0].batch0)
                     b *= heldActivationShare(settings, graphBatch, batchSplits(c.facts.inputs[0].routed, c.in[s][0]));
                 keptAll += b;
@@ -840,7 +872,7 @@ void CostModel::Impl::costClass(const OpClass& c, ClassCosts& k) const
         if (c.facts.flash) {
             op.activationBytes = keptSelective;
         } else if (c.facts.keptUnderOp && settings.training && !c.facts.outputs.empty()) {
-            const double elems = static_cast<double>(c.out[s][0].shardNumel(c.outShapes[0], mesh));
+            const double elems = c.outNumel[s][0];
             op.activationBytes = scaled(c.out[s][0], 0, elems * dtypeBytes(c.facts.outputs[0].dtype));
         } else {
             op.activationBytes = 0;
@@ -1049,7 +1081,7 @@ std::vector<CollectiveCall> CostModel::edgePlan(const TensorSpec& produced, OpId
         // their partial sums for it (exact when the consumers share their partial axes, as
         // q/k/v of one attention do).
         TensorSpec grad = to;
-        grad.partial = inputGradientPartial(c.sig, c.strategies[static_cast<size_t>(s)], static_cast<size_t>(input));
+        grad.partial = c.inGradPartial.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
         TensorSpec target = produced;
         target.partial = 0;
         if (!im.paysGradientReduction(tid, consumer, input)) target.partial = grad.partial & ~target.splitAxes();
