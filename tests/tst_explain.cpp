@@ -129,6 +129,9 @@ void TestExplain::figuresAddUp()
         QCOMPARE(x.computeSeconds, ob.computeSeconds);
         QCOMPARE(x.commSeconds, ob.commSeconds);
         QCOMPARE(x.memoryBytes, ob.memoryBytes);
+        // What the step pays of its communication: the OpBreakdown's step less its compute.
+        QVERIFY(close(x.exposedCommSeconds, ob.stepSeconds - ob.computeSeconds, ob.stepSeconds));
+        QVERIFY(x.exposedCommSeconds <= x.commSeconds + 1e-12);
         double seconds = 0;
         for (const auto& s : x.incoming) seconds += s.seconds;
         for (const auto& s : x.own) seconds += s.seconds;

@@ -208,7 +208,7 @@ void printExplanation(const explain::OpExplanation& x, const Mesh& mesh, std::os
     steps("the op's own collectives", x.own);
     steps("collectives after this op (charged to its consumers)", x.outgoing);
     out << "\n  cost per device per step: compute " << formatSeconds(x.computeSeconds) << ", communication "
-        << formatSeconds(x.commSeconds) << ", memory " << formatBytes(x.memoryBytes) << "\n\n";
+        << formatSeconds(x.commSeconds) << exposedInWords(x) << ", memory " << formatBytes(x.memoryBytes) << "\n\n";
     out << "  why not (other candidates, neighbours fixed; candidate minus chosen):\n";
     out << "    " << std::left << std::setw(22) << "strategy" << std::setw(14) << "step" << std::setw(14) << "compute"
         << std::setw(14) << "comm" << std::setw(14) << "memory" << std::setw(14) << "objective"

@@ -393,6 +393,12 @@ std::vector<CandidateCost> costCandidates(const CostModel& model, const SearchRe
     return out;
 }
 
+std::string exposedInWords(const OpExplanation& x)
+{
+    if (x.commSeconds - x.exposedCommSeconds <= 5e-7) return "";
+    return " (" + formatSeconds(x.exposedCommSeconds) + " of it not hidden by overlap)";
+}
+
 OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId id, const FoldedGraph* folded)
 {
     const Graph& g = model.graph();
@@ -459,6 +465,7 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
     const Components chosen = chargedTo(model, plan, id, s, kept[static_cast<size_t>(id)]);
     x.computeSeconds = chosen.computeSeconds;
     x.commSeconds = chosen.commSeconds;
+    x.exposedCommSeconds = std::max(0.0, chosen.stepSeconds - chosen.computeSeconds);
     x.memoryBytes = chosen.memoryBytes;
 
     // Why not: each candidate against the chosen one, neighbours fixed.
@@ -487,7 +494,7 @@ OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId i
             sum += " Loop '" + std::string(1, l.label) + "' (" + l.role + ", " + std::to_string(l.size) + ") is split over " +
                    l.axes + ".";
     sum += " Compute " + formatSeconds(x.computeSeconds) + ", communication charged to it " + formatSeconds(x.commSeconds) +
-           ", memory " + formatBytes(x.memoryBytes) + " per device.";
+           exposedInWords(x) + ", memory " + formatBytes(x.memoryBytes) + " per device.";
     if (x.whyNot.size() > 1) {
         sum += " " + alternativeInWords("The best alternative", x.whyNot[1], plan);
         // A faster one that was not chosen: what it would cost (memory, under a limit).

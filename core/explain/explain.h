@@ -94,6 +94,8 @@ struct OpExplanation {
     std::vector<CollectiveStep> outgoing; ///< edges to its consumers (charged to them)
     /// Equal to the Breakdown's OpBreakdown of this op.
     double computeSeconds = 0, commSeconds = 0, memoryBytes = 0;
+    /// Of commSeconds, what overlap leaves on the step (tpstudio's candidate table's Comm).
+    double exposedCommSeconds = 0;
     double lambda = 0;          ///< the plan's memory price (seconds per byte)
     std::vector<WhyNot> whyNot; ///< every candidate: the chosen one, then by objective delta
     std::string summary;        ///< a few sentences
@@ -104,6 +106,10 @@ struct OpExplanation {
 OpId findOp(const Graph& graph, const std::string& name);
 
 OpExplanation explainOp(const CostModel& model, const SearchResult& plan, OpId op, const FoldedGraph* folded = nullptr);
+
+/// " (X of it not hidden by overlap)" where overlap hides part of the op's communication,
+/// else "": its charged and exposed figures side by side (summary, tpplan explain).
+std::string exposedInWords(const OpExplanation& x);
 
 /// Components of every op of a plan (node cost + edges into it), from the same model terms
 /// that evaluatePlan sums (core/search/evaluate.h): compute, comm and memory add up to its
