@@ -5,6 +5,7 @@
 #include <QtTest>
 
 #include "search/class_table.h"
+#include "search/factor.h"
 #include "search/domains.h"
 #include "search/locks.h"
 #include "search/minplus.h"
@@ -309,6 +310,50 @@ private slots:
         QVERIFY(cache.find("b") && cache.find("c"));
         QCOMPARE(cache.bytes(), 1600.0);
         QCOMPARE(cache.size(), size_t(2));
+    }
+
+    // Eliminating a variable takes, for each neighbour value, the least sum and the FIRST value
+    // reaching it (core/search/factor.cpp keeps minima in lanes of two and four: a tie across
+    // lanes, inside one, in the tail after the lanes, and a row of infinities must all give the
+    // first index, as a strict left-to-right scan does). Variable 0 (domain 2) is the neighbour;
+    // variable 1 (the domain below) is eliminated; the unary factor over 1 is zero.
+    void eliminationTakesTheFirstLeast_data()
+    {
+        QTest::addColumn<std::vector<double>>("row0");
+        QTest::addColumn<std::vector<double>>("row1");
+        QTest::addColumn<double>("least0");
+        QTest::addColumn<int>("first0");
+        QTest::addColumn<int>("first1");
+        QTest::newRow("tie across lanes") << std::vector<double>{5, 3, 9, 3, 3, 1, 7, 1, 2} // 1 at 5 and 7
+                                          << std::vector<double>{2, 2, 2, 2, 2, 2, 2, 2, 2} << 1.0 << 5 << 0;
+        QTest::newRow("tie inside a lane") << std::vector<double>{4, 4, 0, 4, 4, 4, 0, 4} // 0 at 2 and 6
+                                           << std::vector<double>{9, 9, 9, 9, 9, 9, 9, 3} << 0.0 << 2 << 7;
+        QTest::newRow("least in the tail") << std::vector<double>{6, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5}
+                                           << std::vector<double>{1, 6, 6, 6, 6, 6, 6, 6, 6, 6, 1} << 5.0 << 8 << 0;
+        QTest::newRow("tail ties the lanes") << std::vector<double>{3, 6, 6, 6, 3}
+                                             << std::vector<double>{6, 6, 6, 6, 3} << 3.0 << 0 << 4;
+        QTest::newRow("infinite row") << std::vector<double>{inf, inf, inf, inf, inf, inf}
+                                      << std::vector<double>{inf, inf, inf, inf, inf, 8} << inf << 0 << 5;
+        QTest::newRow("shorter than a lane") << std::vector<double>{2, 1, 1} << std::vector<double>{0, 0, 0} << 1.0 << 1 << 0;
+    }
+    void eliminationTakesTheFirstLeast()
+    {
+        QFETCH(std::vector<double>, row0);
+        QFETCH(std::vector<double>, row1);
+        QFETCH(double, least0);
+        QFETCH(int, first0);
+        QFETCH(int, first1);
+        const int n = static_cast<int>(row0.size());
+        Factor pair{{0, 1}, row0};
+        pair.values.insert(pair.values.end(), row1.begin(), row1.end());
+        const Factor unary{{1}, std::vector<double>(row0.size(), 0.0)};
+        const EliminationResult r = eliminate({pair, unary}, {2, n}, {0});
+        QCOMPARE(r.steps.size(), size_t(1));
+        QCOMPARE(r.steps[0].argmin, (std::vector<int>{first0, first1}));
+        QCOMPARE(r.remaining.values[0], least0);
+        std::vector<int> assignment{1, -1};
+        decode(r, {2, n}, assignment);
+        QCOMPARE(assignment[1], first1);
     }
 };
 

@@ -1,6 +1,8 @@
 #include "factor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
@@ -115,21 +117,58 @@ void addSlice(std::vector<double>& sum, const double* slice)
     for (size_t x = 0; x < sum.size(); ++x) sum[x] += slice[x];
 }
 
-/// The least of a[x] + b[x] (b null: a[x]) and its first x (0 when every one is infinite, as a
-/// strict scan gives). Four running minima keep the scan free of a loop-carried dependency;
-/// the second pass recomputes the same sums, so it finds the minimum exactly.
+/// Two doubles and their two indices side by side (GCC vector extensions; one SSE2 register
+/// each on plain x86-64), so the minimum and its index are kept lane by lane without a branch.
+using Lanes = double __attribute__((vector_size(16)));
+using LaneIndices = std::int64_t __attribute__((vector_size(16)));
+
+/// The least of a[x] + b[x] (kWithB false: a[x]) and its first x (0 when every one is infinite,
+/// as a strict scan gives). Two pairs of lanes (even and odd pairs of x) each keep their first
+/// minimum; among lanes holding the least value the lowest index wins, which is the first x.
+template <bool kWithB>
+std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
+{
+    double best = kInfinity;
+    std::int64_t bestIndex = 0;
+    size_t x = 0;
+    if (n >= 4) {
+        Lanes least[2] = {{kInfinity, kInfinity}, {kInfinity, kInfinity}};
+        LaneIndices at[2] = {{0, 1}, {2, 3}}, leastAt[2] = {{0, 0}, {0, 0}};
+        const LaneIndices step = {4, 4};
+        for (; x + 4 <= n; x += 4)
+            for (int h = 0; h < 2; ++h) {
+                Lanes v;
+                std::memcpy(&v, a + x + 2 * h, sizeof v);
+                if constexpr (kWithB) {
+                    Lanes w;
+                    std::memcpy(&w, b + x + 2 * h, sizeof w);
+                    v += w;
+                }
+                const LaneIndices less = v < least[h];
+                least[h] = less ? v : least[h];
+                leastAt[h] = less ? at[h] : leastAt[h];
+                at[h] += step;
+            }
+        for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 2; ++j)
+                if (least[h][j] < best || (least[h][j] == best && leastAt[h][j] < bestIndex)) {
+                    best = least[h][j];
+                    bestIndex = leastAt[h][j];
+                }
+    }
+    for (; x < n; ++x) { // after every lane's indices: a strict comparison keeps the first
+        const double v = kWithB ? a[x] + b[x] : a[x];
+        if (v < best) {
+            best = v;
+            bestIndex = static_cast<std::int64_t>(x);
+        }
+    }
+    return {best, static_cast<int>(bestIndex)};
+}
+
 std::pair<double, int> leastOf(const double* a, const double* b, size_t n)
 {
-    auto at = [&](size_t x) { return b ? a[x] + b[x] : a[x]; };
-    double m[4] = {kInfinity, kInfinity, kInfinity, kInfinity};
-    size_t x = 0;
-    for (; x + 4 <= n; x += 4)
-        for (size_t j = 0; j < 4; ++j) m[j] = std::min(m[j], at(x + j));
-    for (; x < n; ++x) m[0] = std::min(m[0], at(x));
-    const double best = std::min(std::min(m[0], m[1]), std::min(m[2], m[3]));
-    for (x = 0; x < n; ++x)
-        if (at(x) == best) return {best, static_cast<int>(x)};
-    return {best, 0};
+    return b ? leastOfLanes<true>(a, b, n) : leastOfLanes<false>(a, b, n);
 }
 
 // Combines `factors` (all mentioning `var`) and minimises `var` out.
