@@ -670,7 +670,6 @@ double optimizerStepBytesPerParam(const CostSettings& s)
 // step stays exposed.
 void CostModel::Impl::weightTerms(const OpClass& c, size_t s, const PassTimes& t, OpCost& cost) const
 {
-    const auto& st = c.strategies[s];
     const int zero = settings.training ? settings.zeroStage : 0;
     auto bucketed = [&](CollectiveKind kind, double bytes, const MeshAxis& axis) {
         // A message smaller than a bucket shares one bucket's collective with its neighbours
@@ -1011,6 +1010,8 @@ CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& 
         seconds += n * hulls.back().front().second;
         bytes += n * hulls.back().front().first;
     }
+    out.fastestSeconds = seconds;
+    out.fastestBytes = bytes;
     // Weak duality over the node costs alone (edges cost time and no memory): at any price p,
     // the sum of each op's cheapest time + p * memory, less p * limit, is at most the step time
     // of every plan that fits. Concave in p; its maximum is where the chosen memory crosses the

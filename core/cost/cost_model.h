@@ -241,6 +241,7 @@ public:
         /// The memory price (seconds per byte) at which `seconds` is reached when priced: near
         /// where a search under the limit finds its plan (PlannerSession starts there).
         double price = 0;
+        double fastestSeconds = 0, fastestBytes = 0; ///< of every op's fastest choice
     };
     Floor floor(double limitBytes = std::numeric_limits<double>::infinity(), const std::map<OpId, int>& forced = {}) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
