@@ -71,6 +71,29 @@ PlanLine lineOf(const Attempt& a)
 
 } // namespace
 
+// With a bar to beat and the node costs alone over the limit (so the fastest plan cannot fit
+// and a priced search must follow the unpriced one), a cold session first asks the dual at the
+// price it would start from, estimated from the node costs (the fastest choices' excess memory
+// priced at kColdPriceShare of their time, or the node floor's price): at or over the bar, it
+// proves the bar by itself, one solve instead of two (weak duality holds at any price; LLaMA-3
+// 8B on 2x8: 30 of the 34 combinations asked). The unpriced plan is then not known.
+template <class AttemptAt>
+std::optional<PlannerSession::Impl::Attempt> PlannerSession::Impl::boundAtStartPrice(double limit, AttemptAt&& attemptAt)
+{
+    if (!std::isfinite(stopAbove) || lastLambda > 0) return std::nullopt;
+    const CostModel::Floor floor = model.floor(limit);
+    if (!floor.priced || !(floor.price > 0) || !std::isfinite(floor.seconds)) return std::nullopt;
+    const double price = std::max(kColdPriceShare * floor.fastestSeconds / (floor.fastestBytes - limit), floor.price);
+    Attempt first = attemptAt(price);
+    const double proved = first.result.objective - first.result.lambda * limit;
+    if (!(first.result.lambda > 0 && proved >= stopAbove)) return std::nullopt;
+    first.result.bounded = true;
+    first.result.fits = false;
+    first.result.lowerBound = proved;
+    first.result.unpricedSeconds = -std::numeric_limits<double>::infinity();
+    return first;
+}
+
 PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, bool limited, int& pricesTried)
 {
     // Each attempt needs only the plan's step time and memory; the full breakdown (every
@@ -80,28 +103,8 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
         if (progress) progress->pricesTried.fetch_add(1, std::memory_order_relaxed);
         return solveAt(lambda, allowRecompute, split);
     };
-    // With a bar to beat and the node costs alone over the limit (so the fastest plan cannot
-    // fit and a priced search must follow the unpriced one), a cold session first asks the dual
-    // at the price it would start from, estimated from the node costs (the fastest choices'
-    // excess memory priced at kColdPriceShare of their time, or the node floor's price): at or
-    // over the bar, it proves the bar by itself, one solve instead of two (weak duality holds
-    // at any price; LLaMA-3 8B on 2x8: 30 of the 34 combinations asked). The unpriced plan is
-    // then not known.
-    if (std::isfinite(stopAbove) && limited && lastLambda <= 0) {
-        const CostModel::Floor floor = model.floor(limit);
-        if (floor.priced && floor.price > 0 && std::isfinite(floor.seconds)) {
-            const double price = std::max(kColdPriceShare * floor.fastestSeconds / (floor.fastestBytes - limit), floor.price);
-            Attempt first = attemptAt(price);
-            const double proved = first.result.objective - first.result.lambda * limit;
-            if (first.result.lambda > 0 && proved >= stopAbove) {
-                first.result.bounded = true;
-                first.result.fits = false;
-                first.result.lowerBound = proved;
-                first.result.unpricedSeconds = -std::numeric_limits<double>::infinity();
-                return first;
-            }
-        }
-    }
+    if (limited)
+        if (std::optional<Attempt> bounded = boundAtStartPrice(limit, attemptAt)) return std::move(*bounded);
     Attempt best = attemptAt(0);
     const double unpriced = best.result.breakdown.stepSeconds;
     best.result.unpricedSeconds = unpriced;

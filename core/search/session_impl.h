@@ -240,6 +240,11 @@ struct PlannerSession::Impl {
     /// The fastest plan that fits `limit` on the envelope of the searches at a memory price,
     /// then mixed layer by layer across the duality gap; counts each search in pricesTried.
     Attempt searchPrices(double limit, bool limited, int& pricesTried);
+    /// searchPrices' first step for a cold session with a bar to beat whose node costs alone
+    /// exceed the limit: the dual at the estimated start price, as a bounded attempt when it
+    /// reaches the bar (else nothing). `attemptAt` solves at a price.
+    template <class AttemptAt>
+    std::optional<Attempt> boundAtStartPrice(double limit, AttemptAt&& attemptAt);
 };
 
 } // namespace tp
