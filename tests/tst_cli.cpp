@@ -501,7 +501,17 @@ private slots:
         QVERIFY2(text.contains(QRegularExpression("\\d+ of 32 instances use another layout \\(layers\\.\\d+")),
                  qPrintable(text.left(3000)));
         // The mixed plan fills the budget to the last 0.1%.
-        QVERIFY2(text.contains(QRegularExpression("memory/device   79\\.9\\d GiB of 80\\.00 GiB")), qPrintable(text.left(600)));
+        QVERIFY2(text.contains(QRegularExpression("memory/device   79\\.9\\d GiB of 80\\.00 GiB\n")), qPrintable(text.left(600)));
+    }
+
+    // A --memory-limit under the capacity is said beside it: GPT-2 on 2 A100 80GB held to 40 GiB.
+    void summarySaysTheMemoryLimit()
+    {
+        const Run r = tpplan({"plan", "gpt2", "--mesh", "2", "--memory-limit", "40GiB", "--pipeline", "1"});
+        QCOMPARE(r.code, 0);
+        const QString text = QString::fromUtf8(r.out);
+        QVERIFY2(text.contains(QRegularExpression("memory/device   [0-9.]+ GiB of 80\\.00 GiB \\(limit 40\\.00 GiB\\)\n")),
+                 qPrintable(text.left(900)));
     }
 
     // A mesh axis no dimension divides by is named, not silently wasted: BERT-base's sizes

@@ -92,8 +92,11 @@ void printSummary(const PlanWorkspace& ws, const SearchResult& r, std::ostream& 
         << ", micro-batch " << (cs.microBatch > 0 ? std::to_string(cs.microBatch) : std::string("whole local batch")) << "\n";
     for (const auto& [kind, seconds] : b.commByKind)
         out << "    " << std::left << std::setw(16) << collectiveName(kind) << formatSeconds(seconds) << "\n";
+    // A limit under the capacity (--memory-limit) is what the plan was held to: said beside it.
+    const bool ownLimit = r.memoryLimitBytes > 0 && r.memoryLimitBytes < b.capacityBytes;
     out << "  memory/device   " << formatBytes(b.perDeviceBytes) << " of " << formatBytes(b.capacityBytes)
-        << (r.fits ? "" : "  DOES NOT FIT") << "\n"
+        << (ownLimit ? " (limit " + formatBytes(r.memoryLimitBytes) + ")" : std::string()) << (r.fits ? "" : "  DOES NOT FIT")
+        << "\n"
         << "    parameters    " << formatBytes(b.paramBytes) << "\n"
         << "    gradients     " << formatBytes(b.gradBytes) << "\n"
         << "    optimizer     " << formatBytes(b.optimizerBytes) << "\n"
