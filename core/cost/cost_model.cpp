@@ -502,11 +502,9 @@ void CostModel::Impl::build()
 
 namespace {
 
-// The forward matmul of a contraction as cuBLAS runs it, per device and micro-batch: loops in
-// the output and both inputs are the batch, in the output and input 0 (1) only the rows m
-// (columns n), and loops missing from the output the contraction k.
-/// Which dimension of a matmul each loop of its signature is: contracted (k), in both operands
-/// and the output (batch), in the second operand only (n), else m.
+/// Which dimension of a matmul each loop of its signature is: loops in the output and both
+/// inputs are the batch, in the output and input 0 (1) only the rows m (columns n), and loops
+/// missing from the output the contraction k.
 std::vector<GemmDim> gemmDimsOf(const Signature& sig)
 {
     std::vector<GemmDim> dims;
@@ -519,6 +517,7 @@ std::vector<GemmDim> gemmDimsOf(const Signature& sig)
     return dims;
 }
 
+// The forward matmul of a contraction as cuBLAS runs it, per device and micro-batch.
 GemmShape gemmShapeOf(const OpClass& c, const OpStrategy& st, const Mesh& mesh, int batchLoop, double microBatches)
 {
     GemmShape g;

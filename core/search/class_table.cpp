@@ -501,21 +501,18 @@ Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<Tensor
     f.values.resize(static_cast<size_t>(nv * nc));
     for (int v = 0; v < nv; ++v) {
         const TensorSpec& spec = domain[static_cast<size_t>(v)];
+        if (isFree(spec)) continue; // values stay 0
         // The collectives are planned once for all micro-batches and sessions (flat shares
         // nothing); keyed by the consumer itself, not its class's first instance: whether it pays
         // its input's gradient reduction can differ between instances (CostModel::edgePlan).
         std::vector<std::vector<CollectiveCall>> unshared;
-        auto& plans = isFree(spec) || flat ? unshared : caches->specEdgePlans[std::make_tuple(consumer, input, spec)];
-        if (plans.empty() && !isFree(spec))
+        auto& plans = flat ? unshared : caches->specEdgePlans[std::make_tuple(consumer, input, spec)];
+        if (plans.empty())
             for (int c = 0; c < nc; ++c) plans.push_back(model.edgePlan(spec, consumer, input, c));
         for (int c = 0; c < nc; ++c) {
-            double cost = 0.0;
-            if (!isFree(spec)) {
-                const EdgeCost e = model.edgeCost(plans[static_cast<size_t>(c)], spec, consumer, input, c);
-                cost = part == EdgePart::Exposed ? e.exposedSeconds : e.exposedForwardSeconds;
-            }
+            const EdgeCost e = model.edgeCost(plans[static_cast<size_t>(c)], spec, consumer, input, c);
             const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
-            f.values[idx] = cost;
+            f.values[idx] = part == EdgePart::Exposed ? e.exposedSeconds : e.exposedForwardSeconds;
         }
     }
     return f;

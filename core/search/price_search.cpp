@@ -69,6 +69,26 @@ PlanLine lineOf(const Attempt& a)
     return PlanLine{a.result.breakdown.stepSeconds, a.result.breakdown.perDeviceBytes, a.result.lambda};
 }
 
+/// Weak duality: the cheapest priced plan less the price of the limit bounds every plan that fits.
+double dualOf(const Attempt& a, double limit) { return a.result.objective - a.result.lambda * limit; }
+
+/// `a` as the answer of a search stopped at its bar: no plan, the bound it proved.
+Attempt stoppedAt(Attempt a, double bound, double unpriced)
+{
+    a.result.bounded = true;
+    a.result.fits = false;
+    a.result.lowerBound = bound;
+    a.result.unpricedSeconds = unpriced;
+    return a;
+}
+
+/// Where a cold price search starts: the fastest plan's excess memory costs kColdPriceShare of
+/// its time, or the node floor's price, whichever is higher.
+double coldStartPrice(double fastestSeconds, double excessBytes, double floorPrice)
+{
+    return std::max(kColdPriceShare * fastestSeconds / excessBytes, floorPrice);
+}
+
 } // namespace
 
 // With a bar to beat and the node costs alone over the limit (so the fastest plan cannot fit
@@ -83,15 +103,10 @@ std::optional<PlannerSession::Impl::Attempt> PlannerSession::Impl::boundAtStartP
     if (!std::isfinite(stopAbove) || lastLambda > 0) return std::nullopt;
     const CostModel::Floor floor = model.floor(limit);
     if (!floor.priced || !(floor.price > 0) || !std::isfinite(floor.seconds)) return std::nullopt;
-    const double price = std::max(kColdPriceShare * floor.fastestSeconds / (floor.fastestBytes - limit), floor.price);
-    Attempt first = attemptAt(price);
-    const double proved = first.result.objective - first.result.lambda * limit;
+    Attempt first = attemptAt(coldStartPrice(floor.fastestSeconds, floor.fastestBytes - limit, floor.price));
+    const double proved = dualOf(first, limit);
     if (!(first.result.lambda > 0 && proved >= stopAbove)) return std::nullopt;
-    first.result.bounded = true;
-    first.result.fits = false;
-    first.result.lowerBound = proved;
-    first.result.unpricedSeconds = -std::numeric_limits<double>::infinity();
-    return first;
+    return stoppedAt(std::move(first), proved, -std::numeric_limits<double>::infinity());
 }
 
 PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, bool limited, int& pricesTried)
@@ -113,16 +128,10 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     // least as fast, and the search stops.
     double dualBound = unpriced;
     auto boundedOut = [&](const Attempt& a) {
-        if (a.result.lambda > 0) dualBound = std::max(dualBound, a.result.objective - a.result.lambda * limit);
+        if (a.result.lambda > 0) dualBound = std::max(dualBound, dualOf(a, limit));
         return dualBound >= stopAbove;
     };
-    auto stopped = [&](Attempt a) {
-        a.result.bounded = true;
-        a.result.fits = false;
-        a.result.lowerBound = dualBound;
-        a.result.unpricedSeconds = unpriced;
-        return a;
-    };
+    auto stopped = [&](Attempt a) { return stoppedAt(std::move(a), dualBound, unpriced); };
     if (boundedOut(best)) return stopped(std::move(best));
     if (!limited || best.result.breakdown.perDeviceBytes <= limit) return best;
     // Lagrangian relaxation: price memory at lambda seconds per byte. Each plan is a line
@@ -151,7 +160,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     // of a step), or where the node costs alone cross the limit (CostModel::floor), whichever
     // is higher: from there the 8x strides and chords below take a few searches, not ten.
     const double excess = best.result.breakdown.perDeviceBytes - limit;
-    const double guess = std::max(kColdPriceShare * unpriced / excess, model.floor(limit).price);
+    const double guess = coldStartPrice(unpriced, excess, model.floor(limit).price);
     const double start = lastLambda > 0 ? lastLambda : std::max(1e-12, guess);
     if (lastOverLambda > 0 && lastOverLambda < start) {
         Attempt r = attemptAt(lastOverLambda);
