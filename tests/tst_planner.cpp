@@ -14,6 +14,7 @@
 #include "plan/planner.h"
 #include "search/evaluate.h"
 #include "search/factor.h"
+#include "search/search.h"
 #include "util/error.h"
 
 #include "randomgraph.h"
@@ -331,6 +332,91 @@ private slots:
                                     .arg(expected.zero)
                                     .arg(expected.microBatch)));
         }
+    }
+
+    // A solve of one ZeRO combination at a memory price, plus the least difference of the node
+    // costs of another (CostModel::nodeDifferenceFloor), bounds the other's best plan under the
+    // limit (weak duality, Planner::State::choose prunes with it): never above it. The bound
+    // must also say something (finite) between ZeRO stages, and nothing between micro-batches,
+    // whose edges differ.
+    void carriedBoundsHold_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<double>("fraction"); ///< of the ZeRO 0 plan's memory
+        for (double f : {0.9, 0.5, 0.25}) {
+            const QString tag = QString::number(f);
+            QTest::newRow(qPrintable("gpt2-2L 2x2 " + tag)) << "gpt2"
+                                                            << "2x2" << f;
+            QTest::newRow(qPrintable("random 2x2 " + tag)) << "random"
+                                                           << "2x2" << f;
+            if (!kSanitized)
+                QTest::newRow(qPrintable("llama2-7b-2L 4 " + tag)) << "llama2-7b"
+                                                                   << "4" << f;
+        }
+    }
+
+    void carriedBoundsHold()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(double, fraction);
+        QTemporaryDir dir;
+        PlanRequest request = requestFor(model.toStdString(), mesh.toStdString(), "none");
+        if (model == "random") {
+            std::mt19937 rng(11);
+            const std::string path = dir.filePath("random.tpgraph.json").toStdString();
+            std::ofstream(path) << writeGraphJson(randomGraph(rng, 12));
+            request.model = path;
+        } else {
+            request.modelOptions.overrides = {"layers=2"};
+            request.modelOptions.batch = 8;
+        }
+        request.zero = 0;
+        request.microBatch = 2;
+        const auto ws = preparePlan(request);
+        const CostModel& base = *ws->costModel;
+        const double limit = fraction * runPlan(*ws, request).breakdown.perDeviceBytes;
+        struct Zero {
+            int stage;
+            bool reshard;
+        };
+        std::vector<std::unique_ptr<CostModel>> models;
+        std::vector<SearchResult> solved;
+        for (const Zero z : {Zero{0, true}, Zero{1, true}, Zero{2, true}, Zero{3, true}, Zero{3, false}}) {
+            CostSettings settings = base.settings();
+            settings.zeroStage = z.stage;
+            settings.reshardAfterForward = z.reshard;
+            models.push_back(std::make_unique<CostModel>(base, base.graph(), settings));
+            PlannerSession session(*models.back(), ws->folded);
+            session.setMemoryLimit(limit);
+            solved.push_back(session.solve());
+        }
+        int finite = 0;
+        for (size_t a = 0; a < models.size(); ++a)
+            for (size_t b = 0; b < models.size(); ++b) {
+                if (a == b) continue;
+                for (const auto& [price, objective] : solved[a].pricedObjectives) {
+                    const double difference = models[b]->nodeDifferenceFloor(*models[a], price);
+                    if (std::isfinite(difference)) ++finite;
+                    if (!solved[b].fits) continue; // nothing fits: any bound holds
+                    const double bound = objective + difference - price * limit;
+                    const double best = solved[b].breakdown.stepSeconds;
+                    QVERIFY2(bound <= best * (1 + 1e-12),
+                             qPrintable(QStringLiteral("ZeRO combination %1 carried to %2 at price %3: bound %4 over the optimum %5")
+                                            .arg(a)
+                                            .arg(b)
+                                            .arg(price, 0, 'g', 6)
+                                            .arg(bound, 0, 'g', 12)
+                                            .arg(best, 0, 'g', 12)));
+                }
+            }
+        QVERIFY(finite > 0);
+        CostSettings other = base.settings();
+        other.microBatch = 4;
+        const CostModel wholerBatches(base, base.graph(), other);
+        QCOMPARE(wholerBatches.nodeDifferenceFloor(*models[0], 0), -std::numeric_limits<double>::infinity());
+        QCOMPARE(models[1]->nodeDifferenceFloor(*models[1], 1e-9), 0.0);
     }
 
     // What a request leaves open is reported: one candidate chosen, the workspace's settings

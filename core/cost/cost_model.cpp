@@ -111,10 +111,18 @@ struct OpClass {
     double forwardFlops = 0;    ///< of the whole op, on one device
 };
 
+/// One op class's (memory, time) choices that some memory price makes cheapest (defined with
+/// CostModel::floor).
+std::vector<std::pair<double, double>> priceHull(std::vector<std::pair<double, double>> points);
+
 /// An op class's costs under one cost model's settings (its OpClass is shared by the models
 /// derived from one structure).
+
 struct ClassCosts {
     std::vector<std::array<OpCost, kRecomputeModes>> cost; // [strategy][recompute]
+    /// priceHull of every strategy and mode: the floor of an op free to choose (a re-plan
+    /// after a lock asks the floors of every combination again).
+    std::vector<std::pair<double, double>> hull;
     std::vector<double> forwardSeconds, backwardSeconds; // per device, one pass each
     std::vector<double> weightGradientSeconds;           // of backwardSeconds
 };
@@ -196,7 +204,13 @@ struct CostModel::Impl {
     void costAllClasses()
     {
         costs.assign(classes->size(), {});
-        for (size_t k = 0; k < classes->size(); ++k) costClass((*classes)[k], costs[k]);
+        for (size_t k = 0; k < classes->size(); ++k) {
+            costClass((*classes)[k], costs[k]);
+            std::vector<std::pair<double, double>> points;
+            for (const auto& modes : costs[k].cost)
+                for (const auto& mode : modes) points.emplace_back(mode.memoryBytes(), mode.seconds());
+            costs[k].hull = priceHull(std::move(points));
+        }
     }
 
     void validateSettings() const;
@@ -977,33 +991,83 @@ std::vector<std::pair<double, double>> priceHull(std::vector<std::pair<double, d
 
 } // namespace
 
-CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& forced) const
+namespace {
+
+/// Ops that choose alike: per (op class, forced strategy or -1 for free), how many ops.
+std::map<std::pair<int, int>, double> opsByChoice(const std::vector<int>& classOf, size_t classes,
+                                                  const std::map<OpId, int>& forced)
 {
-    const auto& im = *impl_;
-    // Ops that choose alike share one hull: each op class's free ops, and its ops forced to one
-    // strategy (by strategy).
-    std::vector<double> free(im.classes->size(), 0);
-    for (int k : im.classOf) free[static_cast<size_t>(k)] += 1;
-    std::map<std::pair<int, int>, double> count; // (class, forced strategy or -1) -> ops
+    std::vector<double> free(classes, 0);
+    for (int k : classOf) free[static_cast<size_t>(k)] += 1;
+    std::map<std::pair<int, int>, double> count;
     for (const auto& [op, s] : forced) {
-        const int k = im.classOf.at(static_cast<size_t>(op));
+        const int k = classOf.at(static_cast<size_t>(op));
         free[static_cast<size_t>(k)] -= 1;
         count[{k, s}] += 1;
     }
     for (size_t k = 0; k < free.size(); ++k)
         if (free[k] > 0) count[{static_cast<int>(k), -1}] = free[k];
+    return count;
+}
+
+/// Whether two models' settings differ at most in what ZeRO changes: the weights' model states
+/// and their collectives, which are node costs (CostModel::Impl::weightTerms).
+bool differOnlyInZero(CostSettings a, const CostSettings& b)
+{
+    a.zeroStage = b.zeroStage;
+    a.zeroAcrossNodes = b.zeroAcrossNodes;
+    a.reshardAfterForward = b.reshardAfterForward;
+    return a == b;
+}
+
+} // namespace
+
+double CostModel::nodeDifferenceFloor(const CostModel& from, double price, const std::map<OpId, int>& forced) const
+{
+    const auto& im = *impl_;
+    const auto& other = *from.impl_;
+    constexpr double kNone = -std::numeric_limits<double>::infinity();
+    if (im.classes != other.classes || !differOnlyInZero(im.settings, other.settings)) return kNone;
+    auto priced = [price](const OpCost& c) { return c.seconds() + (price > 0 ? price * c.memoryBytes() : 0.0); };
+    double total = 0;
+    for (const auto& [key, n] : opsByChoice(im.classOf, im.classes->size(), forced)) {
+        const auto& [k, only] = key;
+        const auto &mine = im.costs[static_cast<size_t>(k)].cost, &theirs = other.costs[static_cast<size_t>(k)].cost;
+        double least = std::numeric_limits<double>::infinity();
+        for (size_t s = 0; s < mine.size(); ++s) {
+            if (only >= 0 && static_cast<size_t>(only) != s) continue;
+            for (size_t r = 0; r < mine[s].size(); ++r) {
+                const double here = priced(mine[s][r]), there = priced(theirs[s][r]);
+                if (!(here < std::numeric_limits<double>::infinity())) continue; // never chosen here
+                if (!(there < std::numeric_limits<double>::infinity())) return kNone; // `from` says nothing of it
+                least = std::min(least, here - there);
+            }
+        }
+        if (least < std::numeric_limits<double>::infinity()) total += n * least;
+    }
+    return total;
+}
+
+CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& forced) const
+{
+    const auto& im = *impl_;
+    // Ops that choose alike share one hull: each op class's free ops, and its ops forced to one
+    // strategy (by strategy).
+    const std::map<std::pair<int, int>, double> count = opsByChoice(im.classOf, im.classes->size(), forced);
     std::vector<std::vector<std::pair<double, double>>> hulls;
     std::vector<double> counts;
     Floor out;
     double seconds = 0, bytes = 0; // of the choices at the current price
     for (const auto& [key, n] : count) {
         const auto& [k, only] = key;
-        const auto& costs = im.costs[static_cast<size_t>(k)].cost;
-        std::vector<std::pair<double, double>> points;
-        for (size_t s = 0; s < costs.size(); ++s)
-            if (only < 0 || static_cast<size_t>(only) == s)
-                for (const auto& mode : costs[s]) points.emplace_back(mode.memoryBytes(), mode.seconds());
-        hulls.push_back(priceHull(std::move(points)));
+        const auto& costs = im.costs[static_cast<size_t>(k)];
+        if (only < 0) {
+            hulls.push_back(costs.hull);
+        } else {
+            std::vector<std::pair<double, double>> points;
+            for (const auto& mode : costs.cost[static_cast<size_t>(only)]) points.emplace_back(mode.memoryBytes(), mode.seconds());
+            hulls.push_back(priceHull(std::move(points)));
+        }
         counts.push_back(n);
         out.bytes += n * hulls.back().back().first;
         seconds += n * hulls.back().front().second;

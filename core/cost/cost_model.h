@@ -100,6 +100,8 @@ struct CostSettings {
     /// micro-batches per step are a multiple of p (Narayanan et al. 2021, §2.2; Megatron-LM
     /// refuses the others); otherwise a step pays 1F1B's p - 1 (pipelinedFactor).
     int pipelineStages = 1;
+
+    bool operator==(const CostSettings&) const = default;
 };
 
 /// The graph's batch: dim 0 of its first input of rank >= 2 (tokens, images); 0 when there is
@@ -244,6 +246,15 @@ public:
         double fastestSeconds = 0, fastestBytes = 0; ///< of every op's fastest choice
     };
     Floor floor(double limitBytes = std::numeric_limits<double>::infinity(), const std::map<OpId, int>& forced = {}) const;
+    /// How much more every plan costs under this model than under `from` at memory price
+    /// `price`, at least: the sum over ops of the least difference of their node costs
+    /// (time + price x memory) over the strategies (`forced`: the locks) and recompute modes.
+    /// Meaningful only between models whose plans differ in node costs alone (derived from one
+    /// structure, settings equal but for the ZeRO stage, its sharding and resharding: their
+    /// edges and kept inputs are the same), so that a Lagrangian bound of `from` at that price
+    /// plus this bounds this model's (PlannerSession's duals). -infinity where that does not
+    /// hold, or where this model may choose what `from` forbids.
+    double nodeDifferenceFloor(const CostModel& from, double price, const std::map<OpId, int>& forced = {}) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
     const TensorSpec& outputSpec(OpId op, int s, int output) const;
 

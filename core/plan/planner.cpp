@@ -582,6 +582,14 @@ struct Planner::State {
         return it == slot.limitBound.end() ? -std::numeric_limits<double>::infinity() : it->second;
     }
 
+    /// Records a bound proved without locks for the request's plans under `limit` (its best
+    /// such bound stays: limitBoundOf).
+    static void proveUnderLimit(Slot& slot, const PlanRequest& request, double limit, double bound)
+    {
+        auto [it, inserted] = slot.limitBound.emplace(boundKey(request, limit), bound);
+        if (!inserted) it->second = std::max(it->second, bound);
+    }
+
     /// Solves on the slot's session with the request's limit, locks and modes; the session's
     /// flags are cleared again however the solve ends.
     SearchResult solve(Slot& slot, const PlanRequest& request, double limit, const std::vector<LockRequest>& locks,
@@ -818,6 +826,59 @@ double leastBound(const std::vector<SettingsCandidate>& candidates)
     return least;
 }
 
+/// The (ZeRO stage, micro-batch, layout) at which nothing fits. Memory grows with the
+/// micro-batch for every plan; HSDP holds at least as much per device as sharding over every
+/// axis (its shards are over fewer devices), and weights kept gathered at least as much as
+/// resharded ones: a combination no leaner than one that fits nothing fits nothing either.
+/// (Recompute words are not compared: a baseline's auto tries each, and they hold unlike.)
+class FitsNothing {
+public:
+    explicit FitsNothing(std::int64_t batch) : batch_(batch) {}
+    void add(const CandidateGroup& g, std::int64_t m) { seen_.insert({g.zero, m, g.hybrid, g.reshardAfterForward, g.recompute}); }
+    bool coversLeaner(const CandidateGroup& g, std::int64_t m) const
+    {
+        for (const auto& [zero, micro, hybrid, reshard, recompute] : seen_)
+            if (zero == g.zero && recompute == g.recompute && wholeOf(micro) <= wholeOf(m) && (!hybrid || g.hybrid) &&
+                (reshard || !g.reshardAfterForward))
+                return true;
+        return false;
+    }
+
+private:
+    std::int64_t wholeOf(std::int64_t m) const { return m > 0 ? m : batch_; }
+    std::int64_t batch_;
+    std::set<std::tuple<int, std::int64_t, bool, bool, std::string>> seen_;
+};
+
+/// Every solve at one price in one choice, with its model. The ZeRO stage changes node costs
+/// alone, so at such a price every plan of another stage costs that solve's cheapest plan plus
+/// at least the least difference of the two models' node costs (nodeDifferenceFloor): a
+/// Lagrangian bound carried to a combination that was never searched.
+class CarriedBounds {
+public:
+    void remember(const CostModel& model, const SearchResult& r)
+    {
+        for (const auto& [price, objective] : r.pricedObjectives) solves_.push_back({&model, price, objective});
+    }
+    /// The best such bound on `model`'s plans under the locks (`forced`) and the limit.
+    double of(const CostModel& model, const std::map<OpId, int>& forced, double capacity) const
+    {
+        double bound = -std::numeric_limits<double>::infinity();
+        for (const Solve& p : solves_)
+            if (p.model != &model)
+                bound = std::max(bound, p.objective + model.nodeDifferenceFloor(*p.model, p.price, forced) -
+                                            (p.price > 0 ? p.price * capacity : 0.0));
+        return bound;
+    }
+
+private:
+    struct Solve {
+        const CostModel* model;
+        double price, objective;
+    };
+    std::vector<Solve> solves_;
+};
+
 } // namespace
 
 Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
@@ -849,6 +910,11 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     // By (micro-batch, HSDP, recompute word).
     std::map<std::tuple<std::int64_t, bool, std::string>, double> keptGatheredBound;
     auto keptKey = [](const PlanRequest& c) { return std::make_tuple(c.microBatch, c.zeroShard == "node", c.recompute); };
+    const double capacity = memoryLimitBytes(limit, first.hardware);
+    const std::map<OpId, int> forced = lockedStrategies(*first.costModel, request);
+    CarriedBounds carried;
+    auto remember = [&](const Slot& slot, const SearchResult& r) { carried.remember(*slot.workspace->costModel, r); };
+    auto carriedBound = [&](const PlanRequest& c) { return carried.of(*slotFor(c).workspace->costModel, forced, capacity); };
     auto consider = [&](const PlanRequest& c) {
         check();
         Slot& slot = slotFor(c);
@@ -879,9 +945,15 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
                 best.candidates.push_back(cand);
                 return false;
             }
+            if (const double carried = incumbent ? carriedBound(c) : -1; carried >= stopAbove) {
+                // Without locks it holds under any lock, as a search's own bound does.
+                if (locksOf(c).empty()) proveUnderLimit(slot, c, limit, carried);
+                return bounded(carried);
+            }
         }
         cand.searched = true;
         SearchResult r = planOne(slot, c, limit, stopAbove);
+        if (isSearch(c)) remember(slot, r);
         // A search's unpriced plan obeys the locks; a baseline is one plan, faster kept gathered.
         if (kept) keptGatheredBound[keptKey(c)] = isSearch(c) ? r.unpricedSeconds : r.breakdown.stepSeconds;
         if (r.bounded) return bounded(r.lowerBound);
@@ -902,23 +974,9 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
             if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) == last) consider(c);
-    const double capacity = memoryLimitBytes(limit, first.hardware);
-    const std::vector<Pending> pending = bestFirst(request, groups, last, capacity, lockedStrategies(*first.costModel, request),
+    const std::vector<Pending> pending = bestFirst(request, groups, last, capacity, forced,
                                                    [&](const PlanRequest& c) -> const CostModel& { return *slotFor(c).workspace->costModel; });
-    // The (ZeRO stage, micro-batch, layout) at which nothing fits. Memory grows with the
-    // micro-batch for every plan; HSDP holds at least as much per device as sharding over every
-    // axis (its shards are over fewer devices), and weights kept gathered at least as much as
-    // resharded ones: a combination no leaner than one that fits nothing fits nothing either.
-    // (Recompute words are not compared: a baseline's auto tries each, and they hold unlike.)
-    std::set<std::tuple<int, std::int64_t, bool, bool, std::string>> fitsNothing;
-    auto wholeOf = [&](std::int64_t m) { return m > 0 ? m : batch; };
-    auto leanerFitsNothing = [&](const CandidateGroup& g, std::int64_t m) {
-        for (const auto& [zero, micro, hybrid, reshard, recompute] : fitsNothing)
-            if (zero == g.zero && recompute == g.recompute && wholeOf(micro) <= wholeOf(m) && (!hybrid || g.hybrid) &&
-                (reshard || !g.reshardAfterForward))
-                return true;
-        return false;
-    };
+    FitsNothing fitsNothing{batch};
     // Whether the combination's fastest plan, limit aside (one search at price 0, which its
     // search under the limit starts with and finds cached), fits: then it is that search's
     // answer. Searches that need a memory price cost several times more, so those wait until
@@ -929,8 +987,11 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         const double stopAbove = bar();
         const bool incumbent = std::isfinite(stopAbove);
         // What earlier solves proved settles it in consider() without a search.
-        if (unpricedBoundOf(slot, c) >= stopAbove || (incumbent && limitBoundOf(slot, c, limit) >= stopAbove)) return true;
+        if (unpricedBoundOf(slot, c) >= stopAbove ||
+            (incumbent && (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove)))
+            return true;
         const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
+        remember(slot, r);
         return r.bounded || r.breakdown.perDeviceBytes <= capacity;
     };
     std::vector<const Pending*> priced;
@@ -939,8 +1000,8 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         const PlanRequest c = combinationOf(request, g, p.microBatch);
         SettingsCandidate cand{c.zero, p.microBatch, c.recompute, g.hybrid, g.reshardAfterForward};
         const bool incumbent = best.slot && best.result.fits;
-        if (leanerFitsNothing(g, p.microBatch) || (incumbent && p.floor.bytes > capacity)) {
-            fitsNothing.insert({g.zero, p.microBatch, g.hybrid, g.reshardAfterForward, g.recompute});
+        if (fitsNothing.coversLeaner(g, p.microBatch) || (incumbent && p.floor.bytes > capacity)) {
+            fitsNothing.add(g, p.microBatch);
             cand.outcome = SettingsCandidate::Outcome::TooLarge;
             best.candidates.push_back(cand);
         } else if (std::isfinite(bar()) && p.floor.seconds >= bar()) {
@@ -950,7 +1011,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         } else if (probe && (p.floor.priced || !fastestFits(c))) {
             priced.push_back(&p);
         } else if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
-            fitsNothing.insert({g.zero, p.microBatch, g.hybrid, g.reshardAfterForward, g.recompute});
+            fitsNothing.add(g, p.microBatch);
         }
     };
     for (const auto& p : pending) settle(p, true);

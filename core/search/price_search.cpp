@@ -116,7 +116,9 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     auto attemptAt = [&](double lambda, const std::optional<PriceSplit>& split = std::nullopt) {
         ++pricesTried;
         if (progress) progress->pricesTried.fetch_add(1, std::memory_order_relaxed);
-        return solveAt(lambda, allowRecompute, split);
+        Attempt a = solveAt(lambda, allowRecompute, split);
+        if (!split) pricedObjectives.emplace_back(lambda, a.result.objective);
+        return a;
     };
     if (limited)
         if (std::optional<Attempt> bounded = boundAtStartPrice(limit, attemptAt)) return std::move(*bounded);

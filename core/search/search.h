@@ -93,6 +93,10 @@ struct SearchResult {
     /// than `lowerBound`, which is at least the stop value. No plan is returned (fits false).
     bool bounded = false;
     double lowerBound = 0; ///< the best dual bound the search proved (seconds), when bounded
+    /// Every solve at one memory price this search made, as (price, the cheapest plan's time +
+    /// price x memory): with CostModel::nodeDifferenceFloor, Lagrangian bounds for models whose
+    /// plans differ from this one's in node costs alone (Planner's ZeRO combinations).
+    std::vector<std::pair<double, double>> pricedObjectives;
 };
 
 struct SharedSearchCaches;

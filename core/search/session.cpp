@@ -154,6 +154,7 @@ SearchResult PlannerSession::solve()
         }
     } restoreFold{d, saved};
     d.tablesSolved = 0;
+    d.pricedObjectives.clear();
     const double capacity = d.model.hardware().hbmBytes;
     const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
     const bool limited = limit > 0;
@@ -161,6 +162,7 @@ SearchResult PlannerSession::solve()
     int pricesTried = 0;
     Impl::Attempt best = d.searchPrices(limit, limited, pricesTried);
     SearchResult& out = best.result;
+    out.pricedObjectives = d.pricedObjectives;
     if (out.bounded) {
         // No plan to write out: the caller has a faster one.
         out.searchMs = msSince(start);

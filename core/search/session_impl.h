@@ -103,6 +103,7 @@ struct PlannerSession::Impl {
     int lastLowInstances = -1; ///< the previous solve's layers at the low price (bisectLowPricedLayers)
     std::vector<int> forced;   ///< per op: locked strategy or -1
     int tablesSolved = 0;
+    std::vector<std::pair<double, double>> pricedObjectives; ///< of the current solve (SearchResult::pricedObjectives)
 
     Impl(const CostModel& m, FoldedGraph f);
 
