@@ -850,6 +850,13 @@ private:
     std::set<std::tuple<int, std::int64_t, bool, bool, std::string>> seen_;
 };
 
+/// How far over the bar a carried bound must reach to settle a combination unsearched. A
+/// combination settled by a thin margin is searched after most edits (a lock moves the best
+/// step by a fraction of a percent: LLaMA-3 8B on 2x8, an instance lock 0.6%), and then from
+/// cold tables; searched now, its tables stay warm and its own bound, usually stronger, is kept
+/// for the next edit. Any margin gives the same plans (docs/PERFORMANCE.md: 0 to 1% tried).
+constexpr double kCarriedMargin = 0.01;
+
 /// Every solve at one price in one choice, with its model. The ZeRO stage changes node costs
 /// alone, so at such a price every plan of another stage costs that solve's cheapest plan plus
 /// at least the least difference of the two models' node costs (nodeDifferenceFloor): a
@@ -945,7 +952,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
                 best.candidates.push_back(cand);
                 return false;
             }
-            if (const double carried = incumbent ? carriedBound(c) : -1; carried >= stopAbove) {
+            if (const double carried = incumbent ? carriedBound(c) : -1; carried >= stopAbove * (1 + kCarriedMargin)) {
                 // Without locks it holds under any lock, as a search's own bound does.
                 if (locksOf(c).empty()) proveUnderLimit(slot, c, limit, carried);
                 return bounded(carried);
@@ -988,7 +995,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         const bool incumbent = std::isfinite(stopAbove);
         // What earlier solves proved settles it in consider() without a search.
         if (unpricedBoundOf(slot, c) >= stopAbove ||
-            (incumbent && (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove)))
+            (incumbent && (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove * (1 + kCarriedMargin))))
             return true;
         const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
         remember(slot, r);
