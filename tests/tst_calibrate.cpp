@@ -206,6 +206,9 @@ private slots:
         QTest::newRow("A100 by memory") << "NVIDIA A100" << 39.4 << "a100-40g-dgx";
         QTest::newRow("A100 PCIe") << "NVIDIA A100-PCIE-40GB" << 40.0 << "a100-pcie";
         QTest::newRow("H100") << "NVIDIA H100 80GB HBM3" << 79.6 << "h100-dgx";
+        QTest::newRow("H100 96GB HBM2e") << "NVIDIA H100" << 95.0 << "h100-96g-hbm2e";
+        QTest::newRow("H100 NVL") << "NVIDIA H100 NVL" << 93.6 << "h100-dgx";
+        QTest::newRow("H100 PCIe") << "NVIDIA H100 PCIe" << 79.6 << "h100-pcie";
         QTest::newRow("H200") << "NVIDIA H200" << 140.0 << "h200-dgx";
         QTest::newRow("V100") << "Tesla V100-SXM3-32GB" << 32.0 << "v100-dgx2";
         QTest::newRow("CPU") << "cpu x86_64" << 0.0 << "";

@@ -90,21 +90,25 @@ private slots:
     }
 
     // torchtitan's LLaMA-3 8B on 8 H100 with FSDP (ZeRO 3), local batch 2, op-level selective
-    // activation checkpointing, eager: 2.84 s per step measured. The issue asks for 20%; the
-    // model is 21.8% fast (docs/FIDELITY.md: -36.6% before the op-level recompute mode and the
-    // eager RMSNorm, -25.0% before rotary embeddings and FSDP2's buffer copies; what is left is
-    // the GPUs' 500 W power cap). Guarded so that it does not get worse.
+    // activation checkpointing, eager: 2.84 s per step measured, within the 20% the
+    // memory-techniques issue asks. Its GPUs are the 96 GB HBM2e part (2.4 TB/s, the run's own
+    // page), costed on that preset: -6.5%. On h100-dgx (HBM3 at 3.35 TB/s, another part) the
+    // memory-bound passes (eager norms, rotary, FSDP2's copies, the optimizer) run 1.4x faster
+    // and the step is 21.8% fast (docs/FIDELITY.md). What is left is the 500 W power cap.
     void fsdpRun()
     {
         const PublishedRun* run = runNamed(runs_, "LLaMA-3 8B, FSDP 8, H100");
         QVERIFY(run && run->stepSeconds);
         QCOMPARE(run->request.zero, 3);
         QCOMPARE(run->request.recompute, std::string("op"));
+        QCOMPARE(run->request.hardware, std::string("h100-96g-hbm2e"));
         const double e = predictRun(*run).stepSeconds / *run->stepSeconds - 1;
         qInfo("LLaMA-3 8B FSDP: error %+.1f%%", 100 * e);
-        QVERIFY2(std::abs(e) <= 0.22, qPrintable(QString::number(e)));
-        QEXPECT_FAIL("", "the GPUs' 500 W power cap is in no preset", Continue);
         QVERIFY2(std::abs(e) <= 0.20, qPrintable(QString::number(e)));
+        PublishedRun onHbm3 = *run;
+        onHbm3.request.hardware = "h100-dgx";
+        const double fasterPart = predictRun(onHbm3).stepSeconds;
+        QVERIFY2(fasterPart < 0.9 * predictRun(*run).stepSeconds, qPrintable(QString::number(fasterPart)));
     }
 
     void readerErrors_data()

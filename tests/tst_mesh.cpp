@@ -115,6 +115,8 @@ private slots:
         QTest::newRow("a100-40g-dgx") << "a100-40g-dgx" << 312.0 << 40.0 << 1555.0 << 235.0 << 20.0 << 8;
         QTest::newRow("a100-80g-dgx") << "a100-80g-dgx" << 312.0 << 80.0 << 2039.0 << 235.0 << 20.0 << 8;
         QTest::newRow("h100-dgx") << "h100-dgx" << 989.0 << 80.0 << 3350.0 << 367.0 << 40.0 << 8;
+        // torchtitan's benchmark page (reference.md): H100 96 GB HBM2e at 2.4 TB/s, NVLink, 400 Gb/s per GPU.
+        QTest::newRow("h100-96g-hbm2e") << "h100-96g-hbm2e" << 989.0 << 96.0 << 2400.0 << 367.0 << 40.0 << 8;
         QTest::newRow("h200-dgx") << "h200-dgx" << 989.0 << 141.0 << 4800.0 << 367.0 << 40.0 << 8;
         QTest::newRow("a100-pcie") << "a100-pcie" << 312.0 << 80.0 << 1935.0 << 25.0 << 1.25 << 8;
         // reference.md "Newer hardware" and the vendors' sheets: B200 2250 TF, 180 GB, ~8 TB/s,
@@ -186,7 +188,7 @@ private slots:
     void presetNames()
     {
         const auto names = hardwarePresetNames();
-        for (const char* n : {"v100-dgx2", "a100-40g-dgx", "a100-80g-dgx", "h100-dgx", "h200-dgx", "a100-pcie", "b200-dgx",
+        for (const char* n : {"v100-dgx2", "a100-40g-dgx", "a100-80g-dgx", "h100-dgx", "h100-96g-hbm2e", "h200-dgx", "a100-pcie", "b200-dgx",
                               "gb200-nvl72", "mi300x", "tpu-v5p", "h100-pcie", "l40s"})
             QVERIFY2(std::find(names.begin(), names.end(), n) != names.end(), n);
         // MAMF (stas00): A100 271.2 of 312 TF/s = 86.9%; H100 794.5 of 989 = 80.3%.

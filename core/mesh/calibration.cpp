@@ -265,6 +265,10 @@ std::optional<std::string> presetForDevice(const std::string& device, double mem
     auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
     const double gib = memoryBytes / (1024.0 * 1024.0 * 1024.0);
     if (has("H200")) return "h200-dgx";
+    if (has("H100") && has("PCIE")) return "h100-pcie";
+    // The 96 GB HBM2e part (Meta's Grand Teton) streams at 2.4 TB/s, not the 80 GB part's 3.35;
+    // the 94 GB H100 NVL is another part again.
+    if (has("H100") && !has("NVL") && gib > 88) return "h100-96g-hbm2e";
     if (has("H100")) return "h100-dgx";
     if (has("V100")) return "v100-dgx2";
     if (!has("A100")) return std::nullopt;
