@@ -15,6 +15,7 @@
 #include "search/evaluate.h"
 #include "search/factor.h"
 #include "search/search.h"
+#include "sharding/strategy.h"
 #include "util/error.h"
 
 #include "randomgraph.h"
@@ -339,6 +340,47 @@ private slots:
     // limit (weak duality, Planner::State::choose prunes with it): never above it. The bound
     // must also say something (finite) between ZeRO stages, and nothing between micro-batches,
     // whose edges differ.
+    // A sequence of edits on one Planner, as the GUI makes them, against a fresh Planner for
+    // each: its sessions share the refolds of per-instance locks and the resolved locks
+    // (SharedSearchCaches), keyed by the split ops and the lock texts, so an edit must never
+    // reuse another's. Same plan, op by op, after each edit.
+    void editsOnOnePlannerMatchFreshPlans()
+    {
+        PlanRequest request = requestFor("llama3-8b", "2x4", "");
+        request.modelOptions.overrides = {"layers=4"};
+        request.modelOptions.batch = 8;
+        Planner planner;
+        const PlannerResult free = planner.plan(request);
+        const CostModel& model = *free.workspace->costModel;
+        auto lockText = [&](const std::string& pattern, const std::string& instance, int offset) {
+            OpId op = -1;
+            for (const Op& o : model.graph().ops)
+                if (o.name == instance) op = o.id;
+            if (op < 0) return std::string();
+            const int n = static_cast<int>(model.strategies(op).size());
+            const int chosen = free.result.strategyOfOp[static_cast<size_t>(op)];
+            const int other = (chosen + offset) % n;
+            return pattern + "=" + strategyToString(model.strategies(op)[static_cast<size_t>(other)], model.signature(op), model.mesh());
+        };
+        const std::vector<std::vector<std::string>> edits = {
+            {lockText("layers.1/mlp/down", "layers.1/mlp/down", 1)},
+            {lockText("layers.2/mlp/down", "layers.2/mlp/down", 1)},
+            {lockText("layers.2/mlp/down", "layers.2/mlp/down", 2)},
+            {lockText("layers.1/mlp/down", "layers.1/mlp/down", 1), lockText("layers.2/attn/q", "layers.2/attn/q", 1)},
+            {lockText("layers.*/mlp/down", "layers.1/mlp/down", 1)},
+            {}};
+        for (const auto& locks : edits) {
+            for (const auto& l : locks) QVERIFY(!l.empty());
+            PlanRequest edited = request;
+            edited.locks = locks;
+            const PlannerResult again = planner.plan(edited);
+            const PlannerResult fresh = Planner().plan(edited);
+            QCOMPARE(again.result.strategyOfOp, fresh.result.strategyOfOp);
+            QCOMPARE(again.result.recomputeOfOp, fresh.result.recomputeOfOp);
+            QCOMPARE(again.result.breakdown.stepSeconds, fresh.result.breakdown.stepSeconds);
+        }
+    }
+
     void carriedBoundsHold_data()
     {
         QTest::addColumn<QString>("model");

@@ -786,6 +786,53 @@ private slots:
                 1e-9 * tabulated.breakdown.perDeviceBytes);
     }
 
+    // Where memory has a low price, recomputing a block costs more than it saves on every op:
+    // such a mode is not solved (PlannerSession::Impl::dominatedByNone). Against every mode
+    // solved, at limits from just under the unconstrained plan's memory (a low price, most
+    // modes skipped) to tight ones (recomputation pays): the same plan, op by op.
+    void dominatedModesLeaveThePlan_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<double>("fraction");
+        for (double fraction : {0.97, 0.9, 0.8, 0.6, 0.4}) {
+            QTest::addRow("gpt2 2x2 %.2f", fraction) << "gpt2" << "2x2" << 2 << fraction;
+            QTest::addRow("t5-base 2 %.2f", fraction) << "t5-base" << "2" << 1 << fraction;
+            QTest::addRow("llama3-8b 4 %.2f", fraction) << "llama3-8b" << "4" << 2 << fraction;
+        }
+    }
+
+    void dominatedModesLeaveThePlan()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(int, layers);
+        QFETCH(double, fraction);
+        ModelOptions options;
+        options.batch = 8;
+        options.overrides = {"layers=" + std::to_string(layers)};
+        const auto m = loadModel(model.toStdString(), options);
+        const Hardware hw = testHardware();
+        CostModel cost(m.graph, parseMesh(mesh.toStdString(), hw), hw);
+        const FoldedGraph folded = foldGraph(m.graph);
+        auto solve = [&](double limit, bool skip) {
+            PlannerSession session(cost, folded);
+            session.setMemoryLimit(limit);
+            session.setSkipDominatedModes(skip);
+            return session.solve();
+        };
+        const double limit = fraction * solve(-1, true).breakdown.perDeviceBytes;
+        const SearchResult skipping = solve(limit, true), every = solve(limit, false);
+        qInfo("mode tables solved: %d of %d", skipping.tablesSolved, every.tablesSolved);
+        QVERIFY(skipping.tablesSolved <= every.tablesSolved);
+        QCOMPARE(skipping.fits, every.fits);
+        QCOMPARE(skipping.strategyOfOp, every.strategyOfOp);
+        QCOMPARE(skipping.recomputeOfOp, every.recomputeOfOp);
+        QCOMPARE(skipping.breakdown.stepSeconds, every.breakdown.stepSeconds);
+        QCOMPARE(skipping.breakdown.perDeviceBytes, every.breakdown.perDeviceBytes);
+    }
+
     // The one evaluation (evaluatePlan, core/search/evaluate.h) must give the figures the search
     // summed for its own answer (tables, stitching, kept inputs of fully recomputed blocks), in
     // time AND memory, on every kind of answer: recomputation (selective and full, forced by a

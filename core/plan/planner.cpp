@@ -18,6 +18,7 @@
 #include "../search/evaluate.h"
 #include "../util/error.h"
 #include "../util/format.h"
+#include "../util/key_builder.h"
 #include "../util/units.h"
 
 namespace tp {
@@ -87,7 +88,7 @@ bool isSearch(const PlanRequest& request) { return request.baseline.empty() || r
 
 std::string modelKeyOf(const PlanRequest& r)
 {
-    std::ostringstream key;
+    KeyBuilder key;
     key << r.model << '|' << r.modelOptions.batch << '|' << r.modelOptions.seq << '|' << r.modelOptions.onnxOpaqueUnsupported;
     for (const auto& item : r.modelOptions.overrides) key << '|' << item;
     // A stage's graph depends on the number of stages only; its schedule is a cost setting
@@ -99,18 +100,17 @@ std::string modelKeyOf(const PlanRequest& r)
         for (int s = 0; s < r.pipelineStage; ++s) first += r.stageSplit[static_cast<size_t>(s)];
         key << " layers " << first << '+' << r.stageSplit[static_cast<size_t>(r.pipelineStage)];
     }
-    return key.str();
+    return std::move(key.text);
 }
 
 std::string workspaceKeyOf(const PlanRequest& r)
 {
-    std::ostringstream key;
-    key.precision(17);
+    KeyBuilder key;
     key << modelKeyOf(r) << "||" << r.mesh << '|' << r.hardware << '|' << r.microBatch << '|' << r.mode << '|' << r.intraNodeGBps
         << '|' << r.interNodeGBps << '|' << r.overlapChunks << '|' << r.overlapGradients << '|' << r.gradientBucketMiB << '|'
         << r.overlapTensorParallel << '|' << r.zero << '|' << r.zeroShard << '|' << r.reshardAfterForward << '|' << r.gradDtype << '|' << r.optimizerDtype << '|' << r.matmulDtype;
     if (r.pipeline != 1) key << '|' << r.schedule << (r.pipelineBound ? " bound" : "");
-    return key.str();
+    return std::move(key.text);
 }
 
 double memoryLimitOf(const PlanRequest& request)

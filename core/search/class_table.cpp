@@ -1,9 +1,9 @@
 #include "class_table.h"
 
-#include <sstream>
 #include <stdexcept>
 
 #include "session_impl.h"
+#include "../util/key_builder.h"
 
 namespace tp {
 namespace search {
@@ -78,9 +78,13 @@ std::shared_ptr<ClassTable> PlannerSession::Impl::classTable(ClassId cls, double
         ct->siblingIndex.push_back(sinst);
     }
 
-    const std::vector<Recompute> modes = recomputeModes(lambda, recomputeAllowed, !repeatedLayer(cls));
-    ct->modeKinds = modes;
-    for (Recompute mode : modes) ct->modes.push_back(solveMode(*ct, bc, siblingTables, lambda, mode));
+    for (Recompute mode : recomputeModes(lambda, recomputeAllowed, !repeatedLayer(cls))) {
+        // None comes first where the search chooses; a forced mode has no alternative.
+        const bool afterNone = !ct->modeKinds.empty() && ct->modeKinds.front() == Recompute::None;
+        if (afterNone && skipDominatedModes && dominatedByNone(bc.instances[0], lambda, mode)) continue;
+        ct->modeKinds.push_back(mode);
+        ct->modes.push_back(solveMode(*ct, bc, siblingTables, lambda, mode));
+    }
     takeMinOverModes(*ct);
     tables[tableKey(cls, slot)] = ct;
     return ct;
@@ -111,8 +115,7 @@ std::string PlannerSession::Impl::modeKey(const ClassTable& ct, const BlockClass
                                           const std::vector<std::shared_ptr<ClassTable>>& sibs, double lambda,
                                           Recompute mode) const
 {
-    std::ostringstream key;
-    key.precision(17);
+    KeyBuilder key;
     key << lambda << '|' << static_cast<int>(mode) << '|';
     for (OpId op : bc.instances[0].ops) key << keyOp(op) << ',';
     key << '|';
@@ -136,7 +139,7 @@ std::string PlannerSession::Impl::modeKey(const ClassTable& ct, const BlockClass
     for (const auto& sib : sibs) // a sibling's table follows its own locks
         for (OpId op : classAt(sib->classId).instances[0].ops)
             if (forced[static_cast<size_t>(op)] >= 0) key << " s" << op << ':' << forced[static_cast<size_t>(op)];
-    return key.str();
+    return std::move(key.text);
 }
 
 /// The class factor graph's variables (identical for every mode): op strategies, then the input
@@ -395,6 +398,27 @@ void PlannerSession::Impl::nodeFactors(const ClassTable& ct, const BlockInstance
         for (const auto& spec : ct.inputDomains[k]) f.values.push_back(lambda * keptBytes(model, rep.inputs[k], spec));
         out.push_back(std::move(f));
     }
+}
+
+/// Whether no entry of `mode`'s table can be below None's, so that it is not solved: under
+/// `mode` every op costs at least what it costs under None for each strategy (the values
+/// nodeFactors gives), and what the mode adds (recomputed forward edges, the kept block input)
+/// costs at least zero; the two share every other factor. Such a mode never wins an entry
+/// (takeMinOverModes keeps the earlier mode on ties). At a low memory price recomputing saves
+/// less than it costs on every op, and a lock's re-plan solves most tables there.
+bool PlannerSession::Impl::dominatedByNone(const BlockInstance& rep, double lambda, Recompute mode) const
+{
+    for (OpId op : rep.ops) {
+        const int lockedTo = forced[static_cast<size_t>(op)];
+        const int n = static_cast<int>(model.strategies(op).size());
+        for (int s = 0; s < n; ++s) {
+            if (lockedTo >= 0 && lockedTo != s) continue;
+            const OpCost& under = model.opCost(op, s, mode);
+            const OpCost& none = model.opCost(op, s, Recompute::None);
+            if (under.seconds() + lambda * under.memoryBytes() < none.seconds() + lambda * none.memoryBytes()) return false;
+        }
+    }
+    return true;
 }
 
 /// Converts the remaining factor over (input specs, producer strategies) into the table over

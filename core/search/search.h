@@ -123,6 +123,10 @@ public:
     void setFlat(bool flat);
     /// See SearchOptions::mixLayers (on by default; off gives the plain Lagrangian plan).
     void setMixLayers(bool mix);
+    /// Whether a block's recompute mode that costs at least None on every op at the current
+    /// price goes unsolved (on by default; it never wins an entry). Off solves every mode, as
+    /// the tests' reference.
+    void setSkipDominatedModes(bool skip);
     /// A class whose boundary table would exceed this many entries (default 4M) is not
     /// tabulated: its ops join the top level, each instance with its own recompute mode. The
     /// plan is the same either way (both are exact); only time and memory differ.

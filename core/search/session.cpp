@@ -80,7 +80,16 @@ const FoldedGraph& PlannerSession::folded() const { return impl_->folded; }
 
 void PlannerSession::setLocks(const std::vector<LockRequest>& locks, bool requireMatch)
 {
-    setResolvedLocks(resolveLocks(impl_->model, locks, requireMatch));
+    std::string key(1, requireMatch ? '1' : '0');
+    for (const auto& l : locks) // length-prefixed: any text keys apart
+        key += std::to_string(l.pattern.size()) + ':' + l.pattern + std::to_string(l.strategy.size()) + ':' + l.strategy;
+    auto& cache = impl_->caches->resolvedLocks;
+    auto found = cache.find(key);
+    if (found == cache.end()) {
+        if (cache.size() >= 64) cache.clear(); // a GUI session's many edits
+        found = cache.emplace(key, resolveLocks(impl_->model, locks, requireMatch)).first;
+    }
+    setResolvedLocks(found->second);
 }
 
 void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
@@ -92,7 +101,16 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
     // A lock that differs between instances of a class splits the differing instances out.
     FoldOptions options;
     options.distinctOps = search::opsSplitByLocks(d.baseFold, d.forced, locks);
-    d.folded = options.distinctOps.empty() ? d.baseFold : foldGraph(d.model.graph(), options);
+    if (options.distinctOps.empty()) {
+        d.folded = d.baseFold;
+    } else {
+        auto cached = d.caches->splitFolds.find(options.distinctOps);
+        if (cached == d.caches->splitFolds.end()) {
+            if (d.caches->splitFolds.size() >= 16) d.caches->splitFolds.clear(); // a GUI session's many edits
+            cached = d.caches->splitFolds.emplace(options.distinctOps, foldGraph(d.model.graph(), options)).first;
+        }
+        d.folded = cached->second;
+    }
     d.indexRuns();
 }
 
@@ -101,6 +119,7 @@ void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = all
 void PlannerSession::setForcedRecompute(std::optional<Recompute> mode) { impl_->forcedRecompute = mode; }
 void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
 void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
+void PlannerSession::setSkipDominatedModes(bool skip) { impl_->skipDominatedModes = skip; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
 std::shared_ptr<SharedSearchCaches> PlannerSession::sharedCaches() const { return impl_->caches; }

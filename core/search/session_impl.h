@@ -50,6 +50,13 @@ struct SharedSearchCaches {
     /// The same for edges from a class's boundary specs (edgeFromSpecs): per (consumer, input,
     /// produced spec), the collectives into each consumer strategy.
     std::map<std::tuple<OpId, int, TensorSpec>, std::vector<std::vector<CollectiveCall>>> specEdgePlans;
+    /// The graph folded with instances split out by per-instance locks, per set of split ops: the
+    /// same for every session sharing the graph, so a lock's re-plan folds once, not once per
+    /// combination.
+    std::map<std::set<OpId>, FoldedGraph> splitFolds;
+    /// Lock requests resolved to (op, strategy), by their text and whether each must match: a
+    /// glob over every op name, the same for every session sharing the graph and strategies.
+    std::map<std::string, std::vector<ResolvedLock>> resolvedLocks;
 };
 
 struct PlannerSession::Impl {
@@ -80,6 +87,7 @@ struct PlannerSession::Impl {
     std::optional<Recompute> forcedRecompute;
     bool flat = false;
     bool mixLayers = true;
+    bool skipDominatedModes = true; ///< PlannerSession::setSkipDominatedModes
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
     int threads = 0;                                            // 0: every hardware thread
@@ -173,6 +181,7 @@ struct PlannerSession::Impl {
                       const std::vector<int>& domains, std::vector<Factor>& out);
     void nodeFactors(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& domains, double lambda,
                      Recompute mode, std::vector<Factor>& out) const;
+    bool dominatedByNone(const BlockInstance& rep, double lambda, Recompute mode) const;
     void fillBoundaryTable(const ClassTable& ct, const BlockInstance& rep, const std::vector<int>& producerVarOfOutput,
                            ModeSolve& solve);
     Factor edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
