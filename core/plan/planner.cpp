@@ -857,6 +857,11 @@ private:
 /// for the next edit. Any margin gives the same plans (docs/PERFORMANCE.md: 0 to 1% tried).
 constexpr double kCarriedMargin = 0.01;
 
+/// Under locks no bound is kept for a later edit (solve and proveUnderLimit store lock-free
+/// bounds only), so the margin buys nothing there and costs searches (LLaMA-3
+/// 8B on 2x8, a class lock: 22 combinations searched with it, 16 without).
+double carriedMarginOf(const PlanRequest& c) { return locksOf(c).empty() ? kCarriedMargin : 0.0; }
+
 /// Every solve at one price in one choice, with its model. The ZeRO stage changes node costs
 /// alone, so at such a price every plan of another stage costs that solve's cheapest plan plus
 /// at least the least difference of the two models' node costs (nodeDifferenceFloor): a
@@ -952,7 +957,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
                 best.candidates.push_back(cand);
                 return false;
             }
-            if (const double carried = incumbent ? carriedBound(c) : -1; carried >= stopAbove * (1 + kCarriedMargin)) {
+            if (const double carried = incumbent ? carriedBound(c) : -1; carried >= stopAbove * (1 + carriedMarginOf(c))) {
                 // Without locks it holds under any lock, as a search's own bound does.
                 if (locksOf(c).empty()) proveUnderLimit(slot, c, limit, carried);
                 return bounded(carried);
@@ -995,7 +1000,7 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
         const bool incumbent = std::isfinite(stopAbove);
         // What earlier solves proved settles it in consider() without a search.
         if (unpricedBoundOf(slot, c) >= stopAbove ||
-            (incumbent && (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove * (1 + kCarriedMargin))))
+            (incumbent && (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove * (1 + carriedMarginOf(c)))))
             return true;
         const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
         remember(slot, r);
