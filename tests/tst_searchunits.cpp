@@ -1,7 +1,8 @@
 // The units of the search (docs/ARCHITECTURE.md, "core/search") on their own, with numbers
 // worked out by hand: min-plus products and powers, the product tree's decoding of a run, the
 // chord step and the layer-mix bisection of the memory-price search, runs split at a price,
-// domains, recompute modes, the table cache and the refold for per-instance locks.
+// domains, recompute modes, the table cache, the refold for per-instance locks and a locked
+// variable fixed in the elimination.
 #include <QtTest>
 
 #include "search/class_table.h"
@@ -354,6 +355,27 @@ private slots:
         std::vector<int> assignment{1, -1};
         decode(r, {2, n}, assignment);
         QCOMPARE(assignment[1], first1);
+    }
+    // A locked variable (one finite value in its unary factors) is fixed, not eliminated.
+    // Variable 0 is kept (domain 2); 1 is locked to value 1 (domain 3); 2 is eliminated.
+    //   f01 = [[1 5 0] [2 0 7]], f12 = [[0 9] [3 1] [2 2]], u1 = [inf 4 inf], u2 = [1 0]
+    //   with 1 = 1: min over 2 of f12(1, .) + u2 = min(3+1, 1+0) = 1 (at 2 = 1), so
+    //   remaining(0) = 5 + 4 + 1 = 10, remaining(1) = 0 + 4 + 1 = 5.
+    // Fixed, 1 joins nothing: every step has no neighbours (eliminated, 2 would neighbour 1).
+    void aLockedVariableIsFixed()
+    {
+        const Factor f01{{0, 1}, {1, 5, 0, 2, 0, 7}};
+        const Factor f12{{1, 2}, {0, 9, 3, 1, 2, 2}};
+        const Factor u1{{1}, {inf, 4, inf}};
+        const Factor u2{{2}, {1, 0}};
+        const std::vector<int> domains{2, 3, 2};
+        const EliminationResult r = eliminate({f01, f12, u1, u2}, domains, {0});
+        QCOMPARE(r.remaining.values, (std::vector<double>{10, 5}));
+        QCOMPARE(r.steps.size(), size_t(2));
+        for (const EliminationStep& step : r.steps) QVERIFY(step.neighbours.empty());
+        std::vector<int> assignment{1, -1, -1};
+        decode(r, domains, assignment);
+        QCOMPARE(assignment, (std::vector<int>{1, 1, 1}));
     }
 };
 

@@ -1,6 +1,7 @@
 #include "factor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -312,6 +313,50 @@ Factor combineKept(const std::vector<Factor>& factors, const std::vector<int>& k
     return out;
 }
 
+/// The value of `var` at which the factor is cut: the factor over the other variables.
+Factor sliceAt(const Factor& f, int var, int value, const std::vector<int>& domainSizes)
+{
+    Factor out;
+    std::size_t inner = 1;
+    const auto at = std::find(f.vars.begin(), f.vars.end(), var);
+    for (auto it = at + 1; it != f.vars.end(); ++it) inner *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(*it)]);
+    const auto n = static_cast<std::size_t>(domainSizes[static_cast<size_t>(var)]);
+    const std::size_t outer = f.values.size() / (n * inner);
+    for (int v : f.vars)
+        if (v != var) out.vars.push_back(v);
+    out.values.reserve(outer * inner);
+    for (std::size_t o = 0; o < outer; ++o) {
+        const double* row = f.values.data() + (o * n + static_cast<std::size_t>(value)) * inner;
+        out.values.insert(out.values.end(), row, row + inner);
+    }
+    return out;
+}
+
+/// Variables whose unary factors leave one finite value (a locked op: +inf at every other
+/// strategy, core/search/class_table.cpp nodeFactors) are fixed, not eliminated: each factor on
+/// one is cut at its value, so its neighbours stay apart instead of being joined over its
+/// domain. The same minimum (any other value costs +inf); decoding sets the value.
+void fixLockedVariables(std::vector<Factor>& factors, const std::vector<int>& domainSizes, const std::vector<bool>& kept,
+                        std::vector<EliminationStep>& steps)
+{
+    std::vector<std::vector<double>> unary(domainSizes.size());
+    for (const Factor& f : factors) {
+        if (f.vars.size() != 1 || kept[static_cast<size_t>(f.vars[0])]) continue;
+        std::vector<double>& u = unary[static_cast<size_t>(f.vars[0])];
+        if (u.empty()) u.assign(f.values.size(), 0.0);
+        for (size_t x = 0; x < u.size(); ++x) u[x] += f.values[x];
+    }
+    for (size_t v = 0; v < unary.size(); ++v) {
+        const std::vector<double>& u = unary[v];
+        if (u.size() < 2 || std::count_if(u.begin(), u.end(), [](double c) { return std::isfinite(c); }) != 1) continue;
+        const int value = static_cast<int>(std::find_if(u.begin(), u.end(), [](double c) { return std::isfinite(c); }) - u.begin());
+        for (Factor& f : factors)
+            if (std::binary_search(f.vars.begin(), f.vars.end(), static_cast<int>(v)))
+                f = sliceAt(f, static_cast<int>(v), value, domainSizes);
+        steps.push_back(EliminationStep{static_cast<int>(v), {}, {value}});
+    }
+}
+
 } // namespace
 
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
@@ -320,6 +365,7 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
     EliminationResult result;
     std::vector<bool> kept(domainSizes.size(), false);
     for (int v : keep) kept[static_cast<size_t>(v)] = true;
+    fixLockedVariables(factors, domainSizes, kept, result.steps);
     std::vector<bool> present(domainSizes.size(), false);
     for (const auto& f : factors)
         for (int v : f.vars) present[static_cast<size_t>(v)] = true;
