@@ -346,10 +346,12 @@ void fixLockedVariables(std::vector<Factor>& factors, const std::vector<int>& do
         if (u.empty()) u.assign(f.values.size(), 0.0);
         for (size_t x = 0; x < u.size(); ++x) u[x] += f.values[x];
     }
+    auto finite = [](double c) { return std::isfinite(c); };
     for (size_t v = 0; v < unary.size(); ++v) {
         const std::vector<double>& u = unary[v];
-        if (u.size() < 2 || std::count_if(u.begin(), u.end(), [](double c) { return std::isfinite(c); }) != 1) continue;
-        const int value = static_cast<int>(std::find_if(u.begin(), u.end(), [](double c) { return std::isfinite(c); }) - u.begin());
+        const auto first = std::find_if(u.begin(), u.end(), finite);
+        if (u.size() < 2 || first == u.end() || std::find_if(first + 1, u.end(), finite) != u.end()) continue;
+        const int value = static_cast<int>(first - u.begin());
         for (Factor& f : factors)
             if (std::binary_search(f.vars.begin(), f.vars.end(), static_cast<int>(v)))
                 f = sliceAt(f, static_cast<int>(v), value, domainSizes);
