@@ -905,24 +905,43 @@ private slots:
     }
 
     // The search's contract: evaluate() is the sum of the node and edge costs it exposes.
+    // With the fold's canonical ops, each edge is costed once per (canonical consumer, input,
+    // strategy, canonical producer, slot, strategy): the same sums, also when instances of one
+    // block run different strategies.
     void evaluateIsTheSumOfItsParts_data()
     {
         QTest::addColumn<int>("overlap");
-        QTest::newRow("no overlap") << 1;
-        QTest::newRow("overlap 4") << 4;
+        QTest::addColumn<bool>("canonical");
+        QTest::newRow("no overlap") << 1 << false;
+        QTest::newRow("overlap 4") << 4 << false;
+        QTest::newRow("no overlap, edges by canonical op") << 1 << true;
+        QTest::newRow("overlap 4, edges by canonical op") << 4 << true;
     }
     void evaluateIsTheSumOfItsParts()
     {
         QFETCH(int, overlap);
+        QFETCH(bool, canonical);
         const auto lm = gpt3(2, 16);
         const Hardware hw = loadHardware("a100-80g-dgx");
         CostSettings s;
         s.overlapChunks = overlap;
         const CostModel m(lm.graph, parseMesh("2x8", hw), hw, s);
-        const auto plan = megatronAssignment(m, {true});
+        const FoldedGraph folded = foldGraph(lm.graph);
+        auto plan = megatronAssignment(m, {true});
+        if (canonical) // in odd instances, every other op on its last strategy; the rest as Megatron
+            for (const auto& bc : folded.classes)
+                for (size_t i = 1; i < bc.instances.size(); i += 2)
+                    for (size_t k = 0; k < bc.instances[i].ops.size(); k += 2) {
+                        const OpId op = bc.instances[i].ops[k];
+                        plan[static_cast<size_t>(op)] = static_cast<int>(m.strategies(op).size()) - 1;
+                    }
         std::vector<Recompute> rec(lm.graph.ops.size(), Recompute::None);
         for (size_t i = 0; i < rec.size(); i += 3) rec[i] = Recompute::Selective;
-        const Breakdown b = m.evaluate(plan, rec);
+        const std::vector<OpId> canonicalOp = canonical ? canonicalOps(folded) : std::vector<OpId>{};
+        int shared = 0; // ops of a later instance, costed by their first instance's counterpart
+        for (size_t op = 0; op < canonicalOp.size(); ++op) shared += canonicalOp[op] != OpId(op);
+        QCOMPARE(shared > 0, canonical);
+        const Breakdown b = m.evaluate(plan, rec, {}, canonicalOp);
         const auto prod = lm.graph.producers();
         double step = 0, mem = 0, hidden = 0;
         for (const auto& op : lm.graph.ops) {

@@ -11,6 +11,7 @@
 
 #include "../graph/opkinds.h"
 #include "../util/error.h"
+#include "../util/key_builder.h"
 #include "kernels.h"
 
 namespace tp {
@@ -215,7 +216,7 @@ struct CostModel::Impl {
 
     void validateSettings() const;
     void build();
-    void markRoutedTokens(const std::vector<Signature>& sigs);
+    void markRoutedTokens(const std::vector<const Signature*>& sigs, const std::vector<OpId>& order);
     void layOutClass(OpClass& c) const; ///< candidate strategies and their operand specs
     void costClass(const OpClass& c, ClassCosts& k) const; ///< every candidate's costs under the settings
     PassTimes passTimes(const OpClass& c, size_t s, double flopRate) const;
@@ -226,28 +227,61 @@ namespace {
 
 std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const Graph& g)
 {
-    std::string k = std::to_string(static_cast<int>(op.kind)) + "|" + sig.equation + "|";
-    for (const auto& l : sig.loops) k += std::to_string(l.size) + ":" + std::to_string(static_cast<int>(l.role)) + ",";
+    // Built in place (KeyBuilder): every op of every stage graph is keyed, and concatenated
+    // temporaries were a tenth of a 1536-layer pipeline search (docs/PERFORMANCE.md).
+    KeyBuilder k;
+    k.text.reserve(160);
+    k << static_cast<int>(op.kind) << '|' << sig.equation << '|';
+    for (const auto& l : sig.loops) k << l.size << ':' << static_cast<int>(l.role) << ',';
     auto shape = [&](TensorId t) {
-        std::string s = "[";
-        for (auto d : g.tensor(t).shape) s += std::to_string(d) + ",";
-        return s + "]";
+        k << '[';
+        for (auto d : g.tensor(t).shape) k << d << ',';
+        k << ']';
     };
+    auto flag = [&](bool on, char c) { k << (on ? c : '-'); };
     for (size_t i = 0; i < f.inputs.size(); ++i) {
         const auto& in = f.inputs[i];
-        k += "i" + std::to_string(static_cast<int>(in.dtype)) + (in.weight ? "w" : "a") + (in.ownsWeight ? "o" : "-") +
-             (in.gathered ? "g" : "-") + (in.fused ? "f" : "-") + (in.batch0 ? "b" : "-") + (in.routed ? "e" : "-") +
-             shape(op.inputs[i]);
+        k << 'i' << static_cast<int>(in.dtype) << (in.weight ? 'w' : 'a');
+        flag(in.ownsWeight, 'o');
+        flag(in.gathered, 'g');
+        flag(in.fused, 'f');
+        flag(in.batch0, 'b');
+        flag(in.routed, 'e');
+        shape(op.inputs[i]);
     }
     for (size_t o = 0; o < f.outputs.size(); ++o) {
         const auto& out = f.outputs[o];
-        k += "o" + std::to_string(static_cast<int>(out.dtype)) + (out.kept ? "k" : "-") + (out.droppedSelective ? "d" : "-") +
-             (out.batch0 ? "b" : "-") + (out.fused ? "f" : "-") + (out.routed ? "e" : "-") + shape(op.outputs[o]);
+        k << 'o' << static_cast<int>(out.dtype);
+        flag(out.kept, 'k');
+        flag(out.droppedSelective, 'd');
+        flag(out.batch0, 'b');
+        flag(out.fused, 'f');
+        flag(out.routed, 'e');
+        shape(op.outputs[o]);
     }
-    k += f.recomputedSelective ? "R" : "-";
-    k += f.flash ? "F" : "-";
-    k += f.keptUnderOp ? "K" : "-";
-    return k;
+    flag(f.recomputedSelective, 'R');
+    flag(f.flash, 'F');
+    flag(f.keptUnderOp, 'K');
+    return std::move(k.text);
+}
+
+/// Per tensor, whether it is kept for the backward pass: a consumer saves it as an input, or
+/// its producer saves its output (never a graph input or a weight).
+std::vector<bool> keptForBackward(const Graph& graph, const std::vector<OpId>& producer, const CostSettings& settings)
+{
+    std::vector<bool> kept(graph.tensors.size(), false);
+    for (const auto& op : graph.ops) {
+        const auto& info = opKindInfo(op.kind);
+        // An unfused loss keeps its own fp32 softmax, an eager RMSNorm its fp32 input and
+        // output, not its input (costClass).
+        const bool keepsOwn = unfusedPasses(op.kind, settings.fusedKernels, settings.fusedCrossEntropy) != nullptr;
+        for (size_t i = 0; i < op.inputs.size(); ++i)
+            if (i < 32 && (info.savedInputs & (1u << i)) && !keepsOwn) kept[static_cast<size_t>(op.inputs[i])] = true;
+        if (info.savesOutput && !op.outputs.empty()) kept[static_cast<size_t>(op.outputs[0])] = true;
+    }
+    for (size_t t = 0; t < kept.size(); ++t)
+        if (producer[t] < 0 || graph.tensors[t].role == TensorRole::Weight) kept[t] = false;
+    return kept;
 }
 
 // Selective recomputation (Korthikanti et al.): the attention core between two weightless
@@ -255,7 +289,7 @@ std::string classKey(const Op& op, const Signature& sig, const OpFacts& f, const
 // the non-matmul ops on a path from such a contraction's output to such a contraction's input;
 // the contraction feeding the region is recomputed too, because the region's recomputation
 // needs its output. Returns, per op, whether it is in such a region.
-std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<OpId>& producer,
+std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<OpId>& order, const std::vector<OpId>& producer,
                                         const std::vector<std::vector<OpId>>& consumers, const std::vector<bool>& matmul)
 {
     const size_t nOps = graph.ops.size();
@@ -266,7 +300,7 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
                                      [&](TensorId t) { return graph.tensor(t).role == TensorRole::Weight; });
     }
     std::vector<bool> fromW(nOps, false), toW(nOps, false);
-    for (const auto id : graph.topologicalOrder()) {
+    for (const auto id : order) {
         const auto& op = graph.op(id);
         if (matmul[static_cast<size_t>(id)]) continue;
         for (auto t : op.inputs) {
@@ -276,7 +310,6 @@ std::vector<bool> selectivelyRecomputed(const Graph& graph, const std::vector<Op
         }
     }
     {
-        auto order = graph.topologicalOrder();
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
             const auto& op = graph.op(*it);
             if (matmul[static_cast<size_t>(*it)]) continue;
@@ -343,14 +376,14 @@ void CostModel::Impl::validateSettings() const
 // data-parallel replicas, on their tokens together, and holds their activations together.
 // The loop leading dim 1 of a Dispatch output carries the fact to every operand it leads dim 1
 // of, up to the Combine.
-void CostModel::Impl::markRoutedTokens(const std::vector<Signature>& sigs)
+void CostModel::Impl::markRoutedTokens(const std::vector<const Signature*>& sigs, const std::vector<OpId>& order)
 {
     routed.assign(graph.tensors.size(), false);
     auto second = [](const OperandIndexing& o) { return o.dims.size() < 2 || o.dims[1].empty() ? -1 : o.dims[1][0]; };
-    for (const auto id : graph.topologicalOrder()) {
+    for (const auto id : order) {
         const auto& op = graph.op(id);
         if (op.kind == OpKind::Combine) continue;
-        const auto& sig = sigs[static_cast<size_t>(id)];
+        const auto& sig = *sigs[static_cast<size_t>(id)];
         std::vector<bool> expertLoop(sig.loops.size(), false);
         for (size_t o = 0; o < op.outputs.size() && op.kind == OpKind::Dispatch; ++o)
             if (second(sig.outputs[o]) >= 0) expertLoop[static_cast<size_t>(second(sig.outputs[o]))] = true;
@@ -385,28 +418,18 @@ void CostModel::Impl::build()
         throw InputError("cost settings: field 'readerGroupOfOp' must have one entry per op");
     const auto consumers = graph.consumers();
 
-    std::vector<Signature> sigs;
+    // One parsed signature per distinct one, not a copy per op (a 1536-layer stage graph has
+    // thousands of ops and a handful of signatures).
+    std::vector<const Signature*> sigs;
     sigs.reserve(nOps);
     SignatureCache signatures;
-    for (const auto& op : graph.ops) sigs.push_back(signatures.of(op, graph));
+    for (const auto& op : graph.ops) sigs.push_back(&signatures.of(op, graph));
     std::vector<bool> matmul(nOps);
-    for (size_t i = 0; i < nOps; ++i) matmul[i] = hasContracted(sigs[i]);
+    for (size_t i = 0; i < nOps; ++i) matmul[i] = hasContracted(*sigs[i]);
 
-    // Kept for backward: a consumer saves it as an input, or its producer saves its output.
-    std::vector<bool> kept(nTensors, false);
-    for (const auto& op : graph.ops) {
-        const auto& info = opKindInfo(op.kind);
-        // An unfused loss keeps its own fp32 softmax, an eager RMSNorm its fp32 input and
-        // output, not its input (costClass).
-        const bool keepsOwn = unfusedPasses(op.kind, settings.fusedKernels, settings.fusedCrossEntropy) != nullptr;
-        for (size_t i = 0; i < op.inputs.size(); ++i)
-            if (i < 32 && (info.savedInputs & (1u << i)) && !keepsOwn) kept[static_cast<size_t>(op.inputs[i])] = true;
-        if (info.savesOutput && !op.outputs.empty()) kept[static_cast<size_t>(op.outputs[0])] = true;
-    }
-    for (size_t t = 0; t < nTensors; ++t)
-        if (producer[t] < 0 || graph.tensors[t].role == TensorRole::Weight) kept[t] = false;
-
-    const std::vector<bool> recomputedSel = selectivelyRecomputed(graph, producer, consumers, matmul);
+    const std::vector<bool> kept = keptForBackward(graph, producer, settings);
+    const std::vector<OpId> topo = graph.topologicalOrder(); // one order for every pass below
+    const std::vector<bool> recomputedSel = selectivelyRecomputed(graph, topo, producer, consumers, matmul);
     const std::vector<bool> keptUnderOp =
         keptUnderOpRecompute(graph, matmul, recomputedSel, settings.flashAttention, settings.readerGroupOfOp);
     matmulReaders.assign(nTensors, 0);
@@ -419,7 +442,7 @@ void CostModel::Impl::build()
     if (settings.fusedKernels) {
         auto streaming = [&](OpId id) {
             const auto& op = graph.op(id);
-            return !matmul[static_cast<size_t>(id)] && !isView(sigs[static_cast<size_t>(id)], opKindInfo(op.kind));
+            return !matmul[static_cast<size_t>(id)] && !isView(*sigs[static_cast<size_t>(id)], opKindInfo(op.kind));
         };
         for (size_t t = 0; t < nTensors; ++t) {
             const OpId p = producer[t];
@@ -441,13 +464,12 @@ void CostModel::Impl::build()
     graphBatch = graphBatchOf(graph);
     for (const auto& t : graph.tensors)
         if (t.role == TensorRole::Input && t.shape.size() >= 2 && t.shape[0] == graphBatch) batch0[static_cast<size_t>(t.id)] = true;
-    const auto topo = graph.topologicalOrder();
     for (bool changed = true; changed;) {
         changed = false;
         const auto before = std::count(batch0.begin(), batch0.end(), true);
         for (const auto id : topo) {
             const auto& op = graph.op(id);
-            const auto& sig = sigs[static_cast<size_t>(id)];
+            const auto& sig = *sigs[static_cast<size_t>(id)];
             std::vector<bool> batchLoop(sig.loops.size(), false);
             auto lead = [](const OperandIndexing& o) { return o.dims.empty() || o.dims[0].empty() ? -1 : o.dims[0][0]; };
             for (size_t i = 0; i < op.inputs.size(); ++i)
@@ -466,14 +488,14 @@ void CostModel::Impl::build()
         }
         changed = std::count(batch0.begin(), batch0.end(), true) != before;
     }
-    markRoutedTokens(sigs);
+    markRoutedTokens(sigs, topo);
 
     // Facts per op, then one class per distinct facts.
     std::map<std::string, int> classIndex;
     std::vector<OpClass> built;
     classOf.assign(nOps, -1);
     for (const auto& op : graph.ops) {
-        const auto& sig = sigs[static_cast<size_t>(op.id)];
+        const auto& sig = *sigs[static_cast<size_t>(op.id)];
         OpFacts f;
         for (size_t i = 0; i < op.inputs.size(); ++i) {
             const auto& t = graph.tensor(op.inputs[i]);
@@ -1237,6 +1259,26 @@ CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::ve
     return c;
 }
 
+CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp,
+                                      const std::vector<OpId>& canonicalOp, EdgeMemo& memo) const
+{
+    const Op& o = impl_->graph.op(op);
+    Charge c;
+    c.node = &opCost(op, s, r);
+    c.recomputesForward = checkpointsBlockInput(r) && impl_->settings.training;
+    for (size_t i = 0; i < o.inputs.size(); ++i) {
+        const TensorId t = o.inputs[i];
+        const OpId p = impl_->producer[static_cast<size_t>(t)];
+        if (p < 0) continue;
+        const int slot = impl_->producerSlot[static_cast<size_t>(t)], sp = strategyOfOp[static_cast<size_t>(p)];
+        const std::array<int, 6> key{canonicalOp[static_cast<size_t>(op)], static_cast<int>(i), s, canonicalOp[static_cast<size_t>(p)], slot, sp};
+        auto known = memo.find(key);
+        if (known == memo.end()) known = memo.emplace(key, edgeCost(&outputSpec(p, sp, slot), op, static_cast<int>(i), s)).first;
+        c.edges.emplace_back(p, known->second);
+    }
+    return c;
+}
+
 double CostModel::Charge::stepSeconds() const
 {
     double sum = node->seconds();
@@ -1255,7 +1297,7 @@ double CostModel::Charge::commSeconds() const
 }
 
 Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp,
-                              const std::vector<double>& extraBytesOfOp) const
+                              const std::vector<double>& extraBytesOfOp, const std::vector<OpId>& canonicalOp) const
 {
     const auto& g = impl_->graph;
     if (strategyOfOp.size() != g.ops.size())
@@ -1265,6 +1307,8 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
         throw InputError("plan: recompute modes must be given for every op or none");
     if (!extraBytesOfOp.empty() && extraBytesOfOp.size() != g.ops.size())
         throw InputError("plan: per-op extra bytes must be given for every op or none");
+    if (!canonicalOp.empty() && canonicalOp.size() != g.ops.size())
+        throw InputError("plan: canonical ops must be given for every op or none");
     if (extraBytesOfOp.empty() && std::any_of(recomputeOfOp.begin(), recomputeOfOp.end(), checkpointsBlockInput))
         throw InputError("plan: full and op-level recomputation keep each block's inputs; cost it with evaluatePlan");
     for (const auto& op : g.ops) {
@@ -1274,12 +1318,13 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
     }
     Breakdown b;
     b.capacityBytes = impl_->hw.hbmBytes;
+    EdgeMemo edges;
     // One running sum per figure, in op-id order: the op's node cost, then the edges into its
     // inputs in input order.
     for (const auto& op : g.ops) {
         const int s = strategyOfOp[static_cast<size_t>(op.id)];
         const Recompute r = recomputeOfOp.empty() ? Recompute::None : recomputeOfOp[static_cast<size_t>(op.id)];
-        const Charge c = chargeOf(op.id, s, r, strategyOfOp);
+        const Charge c = canonicalOp.empty() ? chargeOf(op.id, s, r, strategyOfOp) : chargeOf(op.id, s, r, strategyOfOp, canonicalOp, edges);
         const OpCost& oc = *c.node;
         const double extra = extraBytesOfOp.empty() ? 0.0 : extraBytesOfOp[static_cast<size_t>(op.id)];
         double forward = oc.forwardSeconds;

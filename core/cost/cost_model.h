@@ -4,6 +4,7 @@
 // The search minimises the sum of these; evaluatePlan (core/search/evaluate.h) turns one plan
 // into a Breakdown.
 // All costs are per device, per training step (or inference step in infer mode).
+#include <array>
 #include <limits>
 #include <map>
 #include <memory>
@@ -288,6 +289,10 @@ public:
         double commSeconds() const;
     };
     Charge chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp) const;
+    /// Edges costed once per key of `memo` (see evaluate's `canonicalOp`).
+    using EdgeMemo = std::map<std::array<int, 6>, EdgeCost>;
+    Charge chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp, const std::vector<OpId>& canonicalOp,
+                    EdgeMemo& memo) const;
 
     /// The per-op sum behind evaluatePlan (core/search/evaluate.h), which every caller uses: one
     /// strategy per op (index into strategies()), recompute per op, and the bytes the fold adds
@@ -295,8 +300,11 @@ public:
     /// counted as activations, when any op recomputes fully). stepSeconds is one running sum in
     /// op-id order of chargeOf(op).stepSeconds(); perDeviceBytes likewise sums the op's
     /// memoryBytes() plus its extra bytes. Throws InputError naming the op for a bad index.
+    /// `canonicalOp` (canonicalOps of the graph's fold; optional): an edge is costed once per
+    /// (canonical consumer, input, strategy, canonical producer, slot, strategy), as the search's
+    /// edge tables are (core/search/class_table.cpp, edgeFromOp).
     Breakdown evaluate(const std::vector<int>& strategyOfOp, const std::vector<Recompute>& recomputeOfOp = {},
-                       const std::vector<double>& extraBytesOfOp = {}) const;
+                       const std::vector<double>& extraBytesOfOp = {}, const std::vector<OpId>& canonicalOp = {}) const;
 
 private:
     struct Impl;

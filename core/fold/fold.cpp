@@ -49,6 +49,16 @@ int BlockClass::opsPerInstance() const { return instances.empty() ? 0 : static_c
 
 int FoldedGraph::totalOps() const { return static_cast<int>(classOfOp.size()); }
 
+std::vector<OpId> canonicalOps(const FoldedGraph& folded)
+{
+    std::vector<OpId> canonical(folded.classOfOp.size());
+    for (size_t op = 0; op < canonical.size(); ++op) canonical[op] = static_cast<OpId>(op);
+    for (const auto& bc : folded.classes)
+        for (const auto& inst : bc.instances)
+            for (size_t i = 0; i < inst.ops.size(); ++i) canonical[static_cast<size_t>(inst.ops[i])] = bc.instances[0].ops[i];
+    return canonical;
+}
+
 int FoldedGraph::searchedOps() const
 {
     int sum = 0;

@@ -83,6 +83,10 @@ struct FoldOptions {
 /// option out of range.
 FoldedGraph foldGraph(const Graph& graph, const FoldOptions& options = {});
 
+/// Each op's counterpart in the first instance of its block class (itself when it is in none):
+/// ops with one counterpart have identical costs and identical edges.
+std::vector<OpId> canonicalOps(const FoldedGraph& folded);
+
 /// Checks every invariant of a fold against its graph: each op in exactly one instance and the
 /// per-op tables agree; every instance matches its representative op by op (kind, equation,
 /// attrs, shapes, dtypes, edges); inputs and outputs are the true boundary in canonical order;

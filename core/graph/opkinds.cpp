@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../util/error.h"
+#include "../util/key_builder.h"
 
 namespace tp {
 
@@ -444,27 +445,31 @@ Signature opSignature(const Op& op, const Graph& g)
 
 const Signature& SignatureCache::of(const Op& op, const Graph& graph)
 {
-    std::string key = std::to_string(static_cast<int>(op.kind)) + '|' + op.einsum + '|';
+    // Every op of every graph a plan builds is keyed: built in place (KeyBuilder), numbers in
+    // their exact shortest form.
+    KeyBuilder k;
+    k << static_cast<int>(op.kind) << '|' << op.einsum << '|';
     for (const auto& [name, value] : op.attrs) {
-        key += name + '=';
+        k << name << '=';
         std::visit(
             [&](const auto& v) {
                 using V = std::decay_t<decltype(v)>;
-                if constexpr (std::is_same_v<V, std::string>) key += v;
+                if constexpr (std::is_same_v<V, std::string>) k << v;
                 else if constexpr (std::is_same_v<V, std::vector<std::int64_t>>)
-                    for (auto x : v) key += std::to_string(x) + ',';
-                else key += std::to_string(v);
+                    for (auto x : v) k << x << ',';
+                else k << v;
             },
             value);
-        key += ';';
+        k << ';';
     }
     for (const auto* side : {&op.inputs, &op.outputs}) {
-        key += '|';
+        k << '|';
         for (TensorId t : *side) {
-            for (auto d : graph.tensor(t).shape) key += std::to_string(d) + 'x';
-            key += ',';
+            for (auto d : graph.tensor(t).shape) k << d << 'x';
+            k << ',';
         }
     }
+    std::string key = std::move(k.text);
     auto it = byKey_.find(key);
     if (it == byKey_.end()) it = byKey_.emplace(std::move(key), opSignature(op, graph)).first;
     return it->second;

@@ -872,14 +872,19 @@ public:
     {
         for (const auto& [price, objective] : r.pricedObjectives) solves_.push_back({&model, price, objective});
     }
-    /// The best such bound on `model`'s plans under the locks (`forced`) and the limit.
-    double of(const CostModel& model, const std::map<OpId, int>& forced, double capacity) const
+    /// The best such bound on `model`'s plans under the locks (`forced`, the same on every call)
+    /// and the limit.
+    double of(const CostModel& model, const std::map<OpId, int>& forced, double capacity)
     {
         double bound = -std::numeric_limits<double>::infinity();
-        for (const Solve& p : solves_)
-            if (p.model != &model)
-                bound = std::max(bound, p.objective + model.nodeDifferenceFloor(*p.model, p.price, forced) -
-                                            (p.price > 0 ? p.price * capacity : 0.0));
+        for (size_t k = 0; k < solves_.size(); ++k) {
+            const Solve& p = solves_[k];
+            if (p.model == &model) continue;
+            // A combination is asked again each time the bar moves: each difference once.
+            auto [at, fresh] = differences_.try_emplace({&model, k}, 0.0);
+            if (fresh) at->second = model.nodeDifferenceFloor(*p.model, p.price, forced);
+            bound = std::max(bound, p.objective + at->second - (p.price > 0 ? p.price * capacity : 0.0));
+        }
         return bound;
     }
 
@@ -889,6 +894,7 @@ private:
         double price, objective;
     };
     std::vector<Solve> solves_;
+    std::map<std::pair<const CostModel*, size_t>, double> differences_; ///< nodeDifferenceFloor by (model, solve)
 };
 
 } // namespace

@@ -51,12 +51,9 @@ using namespace search;
 
 void PlannerSession::Impl::indexFold()
 {
-    canonicalOp.assign(model.graph().ops.size(), -1);
-    for (const auto& bc : baseFold.classes)
-        for (const auto& inst : bc.instances)
-            for (size_t i = 0; i < inst.ops.size(); ++i) canonicalOp[static_cast<size_t>(inst.ops[i])] = bc.instances[0].ops[i];
-    for (auto& c : canonicalOp)
-        if (c < 0) c = static_cast<OpId>(&c - canonicalOp.data());
+    canonicalOp = canonicalOps(baseFold);
+    canonicalOp.resize(model.graph().ops.size());
+    for (size_t op = baseFold.classOfOp.size(); op < canonicalOp.size(); ++op) canonicalOp[op] = static_cast<OpId>(op);
 }
 
 const ProducerSpecs& PlannerSession::Impl::producerSpecs(OpId op, int slot)
@@ -95,7 +92,7 @@ const ClassBoundary& PlannerSession::Impl::boundaryOf(ClassId cls)
         for (OpId op : instanceAt(scls, sinst).ops) siblingOps.insert(op);
     auto absorbedInput = [&](TensorId t) { return siblingOps.count(origin[static_cast<size_t>(t)].producer) > 0; };
     auto absorbedOutput = [&](TensorId t) {
-        const auto& readers = consumers[static_cast<size_t>(t)];
+        const auto& readers = consumersOfTensors()[static_cast<size_t>(t)];
         return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId c) { return siblingOps.count(c) > 0; });
     };
     ClassBoundary boundary;
@@ -155,7 +152,7 @@ std::optional<ChainShape> PlannerSession::Impl::chainShape(const Run& run)
         if (next.inputs[static_cast<size_t>(chain)] != cur.outputs[out]) return std::nullopt;
         for (size_t k = 0; k < next.inputs.size(); ++k)
             if (static_cast<int>(k) != chain && isDim(k) && next.inputs[k] != first.inputs[k]) return std::nullopt;
-        for (OpId c : consumers[static_cast<size_t>(cur.outputs[out])])
+        for (OpId c : consumersOfTensors()[static_cast<size_t>(cur.outputs[out])])
             if (folded.classOfOp[static_cast<size_t>(c)] != run.classId || folded.instanceOfOp[static_cast<size_t>(c)] != a + 1)
                 return std::nullopt;
         if (siblingsOf(classOf(run), InstanceId{a}).size() != siblingsOf(classOf(run), InstanceId{run.firstInstance}).size())

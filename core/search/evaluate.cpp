@@ -52,7 +52,8 @@ SearchResult evaluatePlan(const CostModel& model, const FoldedGraph* folded, con
     r.recomputeOfOp = recomputeOfOp.empty() ? std::vector<Recompute>(strategyOfOp.size(), Recompute::None) : recomputeOfOp;
     r.lockedOp.assign(strategyOfOp.size(), false);
     r.breakdown =
-        model.evaluate(r.strategyOfOp, r.recomputeOfOp, keptInputBytesOfOp(model, folded, r.strategyOfOp, r.recomputeOfOp));
+        model.evaluate(r.strategyOfOp, r.recomputeOfOp, keptInputBytesOfOp(model, folded, r.strategyOfOp, r.recomputeOfOp),
+                       folded && folded->classOfOp.size() == strategyOfOp.size() ? canonicalOps(*folded) : std::vector<OpId>{});
     r.fits = r.breakdown.fits;
     r.objective = r.breakdown.stepSeconds;
     r.memoryLimitBytes = model.hardware().hbmBytes;

@@ -7,6 +7,7 @@
 #include "evaluate.h"
 #include "locks.h"
 #include "session_impl.h"
+#include "../util/key_builder.h"
 
 namespace tp {
 
@@ -64,7 +65,6 @@ PlannerSession::Impl::Impl(const CostModel& m, FoldedGraph f) : model(m), baseFo
     for (const auto& op : g.ops)
         for (size_t k = 0; k < op.outputs.size(); ++k) origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
     forced.assign(g.ops.size(), -1);
-    consumers = g.consumers();
     indexFold();
     indexRuns();
 }
@@ -128,9 +128,10 @@ void PlannerSession::useSharedCaches(std::shared_ptr<SharedSearchCaches> caches)
 {
     // What the caches were derived from, checked as far as is cheap: op count, mesh, strategy counts.
     const CostModel& m = impl_->model;
-    std::string fingerprint = m.mesh().shapeText();
-    for (size_t op = 0; op < m.graph().ops.size(); ++op)
-        fingerprint += "," + std::to_string(m.strategies(static_cast<OpId>(op)).size());
+    KeyBuilder key;
+    key << m.mesh().shapeText();
+    for (size_t op = 0; op < m.graph().ops.size(); ++op) key << ',' << m.strategies(static_cast<OpId>(op)).size();
+    std::string fingerprint = std::move(key.text);
     if (impl_->caches->fingerprint.empty()) impl_->caches->fingerprint = fingerprint;
     if (caches->fingerprint.empty()) caches->fingerprint = impl_->caches->fingerprint;
     if (caches->fingerprint != fingerprint)

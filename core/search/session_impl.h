@@ -57,6 +57,9 @@ struct SharedSearchCaches {
     /// Lock requests resolved to (op, strategy), by their text and whether each must match: a
     /// glob over every op name, the same for every session sharing the graph and strategies.
     std::map<std::string, std::vector<ResolvedLock>> resolvedLocks;
+    /// The graph's readers of each tensor (Graph::consumers), made on first use: a pipeline
+    /// search makes hundreds of sessions of one stage graph.
+    std::vector<std::vector<OpId>> consumers;
 };
 
 struct PlannerSession::Impl {
@@ -103,7 +106,12 @@ struct PlannerSession::Impl {
     }
 
     std::vector<TensorOrigin> origin;
-    std::vector<std::vector<OpId>> consumers; ///< per tensor
+    /// Each tensor's readers (shared by the sessions of one graph: SharedSearchCaches).
+    const std::vector<std::vector<OpId>>& consumersOfTensors()
+    {
+        if (caches->consumers.empty()) caches->consumers = model.graph().consumers();
+        return caches->consumers;
+    }
     std::shared_ptr<SharedSearchCaches> caches = std::make_shared<SharedSearchCaches>();
     search::ModeCache modeCache;
     double lastLambda = 0;     ///< the memory price of the previous solve, to warm-start the next
