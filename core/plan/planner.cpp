@@ -540,12 +540,8 @@ struct Planner::State {
     PlannerSession& sessionOf(Slot& slot)
     {
         if (!slot.session) {
-            auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded);
-            auto& shared = caches;
-            if (shared)
-                session->useSharedCaches(shared);
-            else
-                shared = session->sharedCaches();
+            auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded, caches);
+            if (!caches) caches = session->sharedCaches();
             slot.session = std::move(session);
         }
         return *slot.session;

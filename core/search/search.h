@@ -105,7 +105,9 @@ struct SharedSearchCaches;
 /// the memory limit) re-solves only the classes it touches and re-stitches.
 class PlannerSession {
 public:
-    PlannerSession(const CostModel& model, FoldedGraph folded);
+    /// `caches`: another session's (sharedCaches) over the same graph, mesh and strategies, as
+    /// useSharedCaches; given here, the new session's own indexing already uses them.
+    PlannerSession(const CostModel& model, FoldedGraph folded, std::shared_ptr<SharedSearchCaches> caches = nullptr);
     ~PlannerSession();
     PlannerSession(const PlannerSession&) = delete;
     PlannerSession& operator=(const PlannerSession&) = delete;

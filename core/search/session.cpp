@@ -66,12 +66,16 @@ PlannerSession::Impl::Impl(const CostModel& m, FoldedGraph f) : model(m), baseFo
         for (size_t k = 0; k < op.outputs.size(); ++k) origin[static_cast<size_t>(op.outputs[k])] = {op.id, static_cast<int>(k)};
     forced.assign(g.ops.size(), -1);
     indexFold();
-    indexRuns();
 }
 
-PlannerSession::PlannerSession(const CostModel& model, FoldedGraph folded) :
+PlannerSession::PlannerSession(const CostModel& model, FoldedGraph folded, std::shared_ptr<SharedSearchCaches> caches) :
     impl_(std::make_unique<Impl>(model, std::move(folded)))
-{}
+{
+    // Runs are indexed with the shared caches (tensor readers, producer specs), not with caches
+    // of its own that useSharedCaches would drop.
+    if (caches) useSharedCaches(std::move(caches));
+    impl_->indexRuns();
+}
 
 PlannerSession::~PlannerSession() = default;
 
