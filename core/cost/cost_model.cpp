@@ -1245,18 +1245,8 @@ EdgeCost CostModel::edgeCost(std::vector<CollectiveCall> plan, const TensorSpec&
 
 CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp) const
 {
-    const Op& o = impl_->graph.op(op);
-    Charge c;
-    c.node = &opCost(op, s, r);
-    c.recomputesForward = checkpointsBlockInput(r) && impl_->settings.training;
-    for (size_t i = 0; i < o.inputs.size(); ++i) {
-        const TensorId t = o.inputs[i];
-        const OpId p = impl_->producer[static_cast<size_t>(t)];
-        if (p < 0) continue;
-        const auto& produced = outputSpec(p, strategyOfOp[static_cast<size_t>(p)], impl_->producerSlot[static_cast<size_t>(t)]);
-        c.edges.emplace_back(p, edgeCost(&produced, op, static_cast<int>(i), s));
-    }
-    return c;
+    EdgeMemo unused;
+    return chargeOf(op, s, r, strategyOfOp, {}, unused);
 }
 
 CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp,
@@ -1271,9 +1261,14 @@ CostModel::Charge CostModel::chargeOf(OpId op, int s, Recompute r, const std::ve
         const OpId p = impl_->producer[static_cast<size_t>(t)];
         if (p < 0) continue;
         const int slot = impl_->producerSlot[static_cast<size_t>(t)], sp = strategyOfOp[static_cast<size_t>(p)];
+        auto cost = [&] { return edgeCost(&outputSpec(p, sp, slot), op, static_cast<int>(i), s); };
+        if (canonicalOp.empty()) {
+            c.edges.emplace_back(p, cost());
+            continue;
+        }
         const std::array<int, 6> key{canonicalOp[static_cast<size_t>(op)], static_cast<int>(i), s, canonicalOp[static_cast<size_t>(p)], slot, sp};
         auto known = memo.find(key);
-        if (known == memo.end()) known = memo.emplace(key, edgeCost(&outputSpec(p, sp, slot), op, static_cast<int>(i), s)).first;
+        if (known == memo.end()) known = memo.emplace(key, cost()).first;
         c.edges.emplace_back(p, known->second);
     }
     return c;
@@ -1324,7 +1319,7 @@ Breakdown CostModel::evaluate(const std::vector<int>& strategyOfOp, const std::v
     for (const auto& op : g.ops) {
         const int s = strategyOfOp[static_cast<size_t>(op.id)];
         const Recompute r = recomputeOfOp.empty() ? Recompute::None : recomputeOfOp[static_cast<size_t>(op.id)];
-        const Charge c = canonicalOp.empty() ? chargeOf(op.id, s, r, strategyOfOp) : chargeOf(op.id, s, r, strategyOfOp, canonicalOp, edges);
+        const Charge c = chargeOf(op.id, s, r, strategyOfOp, canonicalOp, edges);
         const OpCost& oc = *c.node;
         const double extra = extraBytesOfOp.empty() ? 0.0 : extraBytesOfOp[static_cast<size_t>(op.id)];
         double forward = oc.forwardSeconds;

@@ -289,7 +289,7 @@ public:
         double commSeconds() const;
     };
     Charge chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp) const;
-    /// Edges costed once per key of `memo` (see evaluate's `canonicalOp`).
+    /// Edges costed once per key of `memo` (see evaluate's `canonicalOp`; none given: each edge costed).
     using EdgeMemo = std::map<std::array<int, 6>, EdgeCost>;
     Charge chargeOf(OpId op, int s, Recompute r, const std::vector<int>& strategyOfOp, const std::vector<OpId>& canonicalOp,
                     EdgeMemo& memo) const;
