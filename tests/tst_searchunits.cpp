@@ -356,6 +356,22 @@ private slots:
         decode(r, {2, n}, assignment);
         QCOMPARE(assignment[1], first1);
     }
+    // Factors over the same variables (an edge and its recomputed copy) are summed before
+    // elimination (core/search/factor.cpp mergeSameScopes): the sum, not either one, is
+    // minimised. Keep 0, eliminate 1 (both domain 2); by hand: f + g = {9, 5, 5, 9} and the unary
+    // factors {1, 0} + {0, 2} = {1, 2}, so row 0 is {10, 7} (least 7 at 1) and row 1 is
+    // {6, 11} (least 6 at 0). Dropping g would give 0 at 0 and 2 at 1 instead.
+    void sameScopeFactorsAreSummed()
+    {
+        const Factor f{{0, 1}, {0, 5, 5, 0}};
+        const Factor g{{0, 1}, {9, 0, 0, 9}};
+        const Factor u{{1}, {1, 0}};
+        const Factor v{{1}, {0, 2}};
+        const EliminationResult r = eliminate({f, u, g, v}, {2, 2}, {0});
+        QCOMPARE(r.remaining.values, (std::vector<double>{7, 6}));
+        QCOMPARE(r.steps.back().argmin, (std::vector<int>{1, 0}));
+    }
+
     // A locked variable (one finite value in its unary factors) is fixed, not eliminated.
     // Variable 0 is kept (domain 2); 1 is locked to value 1 (domain 3); 2 is eliminated.
     //   f01 = [[1 5 0] [2 0 7]], f12 = [[0 9] [3 1] [2 2]], u1 = [inf 4 inf], u2 = [1 0]

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <thread>
 
@@ -359,6 +360,26 @@ void fixLockedVariables(std::vector<Factor>& factors, const std::vector<int>& do
     }
 }
 
+/// Factors over the same variables (an edge and its recomputed copy under full recomputation,
+/// an op's cost and its kept bytes) are summed into the first of them: the elimination kernel
+/// then reads one slice per scope instead of several.
+void mergeSameScopes(std::vector<Factor>& factors)
+{
+    std::map<std::vector<int>, size_t> firstOf;
+    std::vector<Factor> merged;
+    merged.reserve(factors.size());
+    for (Factor& f : factors) {
+        auto [it, fresh] = firstOf.try_emplace(f.vars, merged.size());
+        if (fresh) {
+            merged.push_back(std::move(f));
+            continue;
+        }
+        std::vector<double>& into = merged[it->second].values;
+        for (size_t x = 0; x < into.size(); ++x) into[x] += f.values[x];
+    }
+    factors = std::move(merged);
+}
+
 } // namespace
 
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
@@ -368,6 +389,7 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
     std::vector<bool> kept(domainSizes.size(), false);
     for (int v : keep) kept[static_cast<size_t>(v)] = true;
     fixLockedVariables(factors, domainSizes, kept, result.steps);
+    mergeSameScopes(factors);
     std::vector<bool> present(domainSizes.size(), false);
     for (const auto& f : factors)
         for (int v : f.vars) present[static_cast<size_t>(v)] = true;
