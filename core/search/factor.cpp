@@ -119,24 +119,21 @@ void addSlice(std::vector<double>& sum, const double* slice)
     for (size_t x = 0; x < sum.size(); ++x) sum[x] += slice[x];
 }
 
-/// Two doubles and their two indices side by side (GCC vector extensions; one SSE2 register
-/// each on plain x86-64), so the minimum and its index are kept lane by lane without a branch.
+/// Two doubles side by side (GCC vector extensions; one SSE2 register on plain x86-64).
 using Lanes = double __attribute__((vector_size(16)));
-using LaneIndices = std::int64_t __attribute__((vector_size(16)));
 
 /// The least of a[x] + b[x] (kWithB false: a[x]) and its first x (0 when every one is infinite,
-/// as a strict scan gives). Two pairs of lanes (even and odd pairs of x) each keep their first
-/// minimum; among lanes holding the least value the lowest index wins, which is the first x.
+/// as a strict scan gives). The least is found two lanes at a time with no index kept (a
+/// minimum needs no order), then its first x by a scan that stops there: the same sums, so the
+/// same x as a strict scan.
 template <bool kWithB>
 std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
 {
+    auto at = [&](size_t x) { return kWithB ? a[x] + b[x] : a[x]; };
     double best = kInfinity;
-    std::int64_t bestIndex = 0;
     size_t x = 0;
     if (n >= 4) {
         Lanes least[2] = {{kInfinity, kInfinity}, {kInfinity, kInfinity}};
-        LaneIndices at[2] = {{0, 1}, {2, 3}}, leastAt[2] = {{0, 0}, {0, 0}};
-        const LaneIndices step = {4, 4};
         for (; x + 4 <= n; x += 4)
             for (int h = 0; h < 2; ++h) {
                 Lanes v;
@@ -146,26 +143,15 @@ std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
                     std::memcpy(&w, b + x + 2 * h, sizeof w);
                     v += w;
                 }
-                const LaneIndices less = v < least[h];
-                least[h] = less ? v : least[h];
-                leastAt[h] = less ? at[h] : leastAt[h];
-                at[h] += step;
+                least[h] = v < least[h] ? v : least[h];
             }
         for (int h = 0; h < 2; ++h)
-            for (int j = 0; j < 2; ++j)
-                if (least[h][j] < best || (least[h][j] == best && leastAt[h][j] < bestIndex)) {
-                    best = least[h][j];
-                    bestIndex = leastAt[h][j];
-                }
+            for (int j = 0; j < 2; ++j) best = std::min(best, least[h][j]);
     }
-    for (; x < n; ++x) { // after every lane's indices: a strict comparison keeps the first
-        const double v = kWithB ? a[x] + b[x] : a[x];
-        if (v < best) {
-            best = v;
-            bestIndex = static_cast<std::int64_t>(x);
-        }
-    }
-    return {best, static_cast<int>(bestIndex)};
+    for (; x < n; ++x) best = std::min(best, at(x));
+    for (size_t first = 0; first < n; ++first)
+        if (at(first) == best) return {best, static_cast<int>(first)};
+    return {best, 0};
 }
 
 std::pair<double, int> leastOf(const double* a, const double* b, size_t n)
