@@ -57,9 +57,8 @@ double treeSteps(double g) { return 2 * std::ceil(std::log2(g)); }
 double flatSeconds(CollectiveKind kind, double bytes, double g, const LinkSpec& link, bool treeAllowed)
 {
     if (g <= 1 || bytes <= 0) return 0;
-    const auto name = std::string(collectiveName(kind));
-    auto curve = link.busbw.find(name);
-    if (curve == link.busbw.end()) curve = link.busbw.find("all-reduce");
+    auto curve = link.busbw.find(collectiveName(kind));
+    if (curve == link.busbw.end()) curve = link.busbw.find(collectiveName(CollectiveKind::AllReduce));
     if (curve != link.busbw.end() && !curve->second.empty()) return busFactor(kind, g) * bytes / curve->second.at(bytes);
     double steps = ringSteps(kind, g);
     if (treeAllowed && kind == CollectiveKind::AllReduce) steps = std::min(steps, treeSteps(g));

@@ -28,8 +28,9 @@ struct LinkSpec {
     double latency = 0;   ///< seconds per collective step
     /// Bus bandwidth by message size per collective ("all-reduce", "all-gather",
     /// "reduce-scatter", "all-to-all"); a kind without a curve uses the all-reduce one, and with
-    /// none at all `bandwidth` holds for every size.
-    std::map<std::string, BandwidthCurve> busbw;
+    /// none at all `bandwidth` holds for every size. Looked up by string_view (std::less<>): the
+    /// cost model asks per collective (core/cost/collectives.cpp flatSeconds).
+    std::map<std::string, BandwidthCurve, std::less<>> busbw;
     bool operator==(const LinkSpec&) const = default;
 };
 
