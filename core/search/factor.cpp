@@ -1,10 +1,10 @@
 #include "factor.h"
+#include "kernel_builds.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <stdexcept>
 #include <thread>
 
@@ -45,16 +45,16 @@ double weightOf(const std::vector<int>& vars, const std::vector<int>& domainSize
 struct Access {
     const double* values;
     std::size_t arity;
-    std::vector<std::size_t> strideOfNeighbour;
+    std::size_t* strideOfNeighbour; ///< one per neighbour position, in a buffer of the step's
     std::size_t varStride;
 };
 
-/// The access to factor `f` when `var` is eliminated next to `neighbours` (ascending). A factor
-/// whose slice over `var` is strided is copied into `reordered` with `var` last.
+/// The access to factor `f` when `var` is eliminated next to `neighbours` (ascending), its
+/// neighbour strides written to `strides` (one per neighbour, zeroed). A factor whose slice over
+/// `var` is strided is copied into `reordered` with `var` last.
 Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, const std::vector<int>& domainSizes,
-                std::vector<std::vector<double>>& reordered)
+                std::size_t* strides, std::vector<std::vector<double>>& reordered)
 {
-    const size_t n = neighbours.size();
     const std::size_t varSize = static_cast<std::size_t>(domainSizes[static_cast<size_t>(var)]);
     const size_t arity = f->vars.size();
     std::vector<std::size_t> stride(arity);
@@ -65,7 +65,7 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
         size *= static_cast<std::size_t>(domainSizes[static_cast<size_t>(f->vars[k])]);
         if (f->vars[k] == var) varPos = k;
     }
-    Access a{f->values.data(), arity, std::vector<std::size_t>(n, 0), stride[varPos]};
+    Access a{f->values.data(), arity, strides, stride[varPos]};
     auto positionOf = [&](int v) {
         return static_cast<size_t>(std::lower_bound(neighbours.begin(), neighbours.end(), v) - neighbours.begin());
     };
@@ -113,40 +113,40 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
     return a;
 }
 
+// The kernel (runSlice) has a build per instruction set (kernel_builds.h).
+
 /// Adds a factor's contiguous slice over the eliminated variable to `sum`.
-void addSlice(std::vector<double>& sum, const double* slice)
+[[gnu::always_inline]] inline void addSlice(std::vector<double>& sum, const double* slice)
 {
     for (size_t x = 0; x < sum.size(); ++x) sum[x] += slice[x];
 }
 
-/// Two doubles side by side (GCC vector extensions; one SSE2 register on plain x86-64).
-using Lanes = double __attribute__((vector_size(16)));
+/// Four doubles side by side (GCC vector extensions: one AVX2 register, or two SSE2 ones).
+using Lanes = double __attribute__((vector_size(32)));
 
 /// The least of a[x] + b[x] (kWithB false: a[x]) and its first x (0 when every one is infinite,
-/// as a strict scan gives). The least is found two lanes at a time with no index kept (a
+/// as a strict scan gives). The least is found four lanes at a time with no index kept (a
 /// minimum needs no order), then its first x by a scan that stops there: the same sums, so the
 /// same x as a strict scan.
 template <bool kWithB>
-std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
+[[gnu::always_inline]] inline std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
 {
     auto at = [&](size_t x) { return kWithB ? a[x] + b[x] : a[x]; };
     double best = kInfinity;
     size_t x = 0;
     if (n >= 4) {
-        Lanes least[2] = {{kInfinity, kInfinity}, {kInfinity, kInfinity}};
-        for (; x + 4 <= n; x += 4)
-            for (int h = 0; h < 2; ++h) {
-                Lanes v;
-                std::memcpy(&v, a + x + 2 * h, sizeof v);
-                if constexpr (kWithB) {
-                    Lanes w;
-                    std::memcpy(&w, b + x + 2 * h, sizeof w);
-                    v += w;
-                }
-                least[h] = v < least[h] ? v : least[h];
+        Lanes least = {kInfinity, kInfinity, kInfinity, kInfinity};
+        for (; x + 4 <= n; x += 4) {
+            Lanes v;
+            std::memcpy(&v, a + x, sizeof v);
+            if constexpr (kWithB) {
+                Lanes w;
+                std::memcpy(&w, b + x, sizeof w);
+                v += w;
             }
-        for (int h = 0; h < 2; ++h)
-            for (int j = 0; j < 2; ++j) best = std::min(best, least[h][j]);
+            least = v < least ? v : least;
+        }
+        for (int j = 0; j < 4; ++j) best = std::min(best, least[j]);
     }
     for (; x < n; ++x) best = std::min(best, at(x));
     for (size_t first = 0; first < n; ++first)
@@ -154,9 +154,77 @@ std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
     return {best, 0};
 }
 
-std::pair<double, int> leastOf(const double* a, const double* b, size_t n)
+[[gnu::always_inline]] inline std::pair<double, int> leastOf(const double* a, const double* b, size_t n)
 {
     return b ? leastOfLanes<true>(a, b, n) : leastOfLanes<false>(a, b, n);
+}
+
+/// What one elimination step's kernel reads and writes (eliminateOne).
+struct StepKernel {
+    const std::vector<int>& neighbours;
+    const std::vector<int>& domainSizes;
+    const std::vector<Access>& access;
+    /// The sliced factors by the deepest neighbour position they read (see eliminateOne).
+    const std::vector<std::vector<size_t>>& atLevel;
+    const std::vector<double>& unary; ///< the factors over the variable alone, summed
+    Factor& out;
+    EliminationStep& step;
+};
+
+/// The kernel over the neighbour assignments [begin, end): per assignment, the least over the
+/// eliminated variable of the sum of the factors, and its first value.
+TP_KERNEL_BUILDS void runSlice(const StepKernel& k, std::size_t begin, std::size_t end)
+{
+    const std::vector<int>& neighbours = k.neighbours;
+    const std::vector<Access>& access = k.access;
+    const size_t n = neighbours.size();
+    const size_t last = n == 0 ? 0 : n - 1;
+    const size_t domain = k.unary.size();
+    std::vector<std::vector<double>> partial(last, std::vector<double>(domain)); // unary + levels 0..p
+    std::vector<double> sum(domain);
+    std::vector<int> digit(n, 0);
+    std::vector<std::size_t> base(access.size(), 0);
+    std::size_t rest = begin;
+    for (size_t p = n; p-- > 0;) {
+        const auto dom = static_cast<std::size_t>(k.domainSizes[static_cast<size_t>(neighbours[p])]);
+        digit[p] = static_cast<int>(rest % dom);
+        rest /= dom;
+        for (size_t f = 0; f < access.size(); ++f) base[f] += access[f].strideOfNeighbour[p] * static_cast<std::size_t>(digit[p]);
+    }
+    auto refresh = [&](size_t from) {
+        for (size_t p = from; p < last; ++p) {
+            const std::vector<double>& below = p == 0 ? k.unary : partial[p - 1];
+            std::copy(below.begin(), below.end(), partial[p].begin());
+            for (size_t f : k.atLevel[p]) addSlice(partial[p], access[f].values + base[f]);
+        }
+    };
+    refresh(0);
+    const std::vector<double>& upper = last == 0 ? k.unary : partial[last - 1];
+    const std::vector<size_t>& lastFactors = k.atLevel[last];
+    for (std::size_t idx = begin; idx < end; ++idx) {
+        const double* summed = upper.data();
+        if (lastFactors.size() > 1) {
+            std::copy(upper.begin(), upper.end(), sum.begin());
+            for (size_t i = 0; i + 1 < lastFactors.size(); ++i) addSlice(sum, access[lastFactors[i]].values + base[lastFactors[i]]);
+            summed = sum.data();
+        }
+        const auto [best, bestValue] =
+            lastFactors.empty() ? leastOf(summed, nullptr, domain)
+                                : leastOf(summed, access[lastFactors.back()].values + base[lastFactors.back()], domain);
+        k.out.values[idx] = best;
+        k.step.argmin[idx] = bestValue;
+        // Advance the odometer (last neighbour fastest) and the factor indices with it.
+        for (size_t p = n; p-- > 0;) {
+            const int dom = k.domainSizes[static_cast<size_t>(neighbours[p])];
+            if (++digit[p] < dom) {
+                for (size_t f = 0; f < access.size(); ++f) base[f] += access[f].strideOfNeighbour[p];
+                if (p < last) refresh(p);
+                break;
+            }
+            for (size_t f = 0; f < access.size(); ++f) base[f] -= access[f].strideOfNeighbour[p] * static_cast<std::size_t>(dom - 1);
+            digit[p] = 0;
+        }
+    }
 }
 
 // Combines `factors` (all mentioning `var`) and minimises `var` out.
@@ -173,7 +241,12 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     std::vector<std::vector<double>> reordered; // copies with `var` last (see accessOf)
     reordered.reserve(factors.size());
     std::vector<Access> access;
-    for (const auto* f : factors) access.push_back(accessOf(f, var, neighbours, domainSizes, reordered));
+    // Every factor's neighbour strides in one buffer (a step has a few factors; a table, tens of
+    // steps).
+    std::vector<std::size_t> strides(factors.size() * n, 0);
+    access.reserve(factors.size());
+    for (size_t k = 0; k < factors.size(); ++k)
+        access.push_back(accessOf(factors[k], var, neighbours, domainSizes, strides.data() + k * n, reordered));
 
     Factor out;
     out.vars = neighbours;
@@ -210,55 +283,8 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     }
     // Every neighbour assignment is independent: the range is cut into contiguous slices, one
     // per thread, each writing only its own entries (so the result does not depend on threads).
-    auto run = [&](std::size_t begin, std::size_t end) {
-        std::vector<std::vector<double>> partial(last, std::vector<double>(domain)); // unary + levels 0..p
-        std::vector<double> sum(domain);
-        std::vector<int> digit(n, 0);
-        std::vector<std::size_t> base(access.size(), 0);
-        std::size_t rest = begin;
-        for (size_t p = n; p-- > 0;) {
-            const auto dom = static_cast<std::size_t>(domainSizes[static_cast<size_t>(neighbours[p])]);
-            digit[p] = static_cast<int>(rest % dom);
-            rest /= dom;
-            for (size_t k = 0; k < access.size(); ++k)
-                base[k] += access[k].strideOfNeighbour[p] * static_cast<std::size_t>(digit[p]);
-        }
-        auto refresh = [&](size_t from) {
-            for (size_t p = from; p < last; ++p) {
-                const std::vector<double>& below = p == 0 ? unary : partial[p - 1];
-                std::copy(below.begin(), below.end(), partial[p].begin());
-                for (size_t k : atLevel[p]) addSlice(partial[p], access[k].values + base[k]);
-            }
-        };
-        refresh(0);
-        const std::vector<double>& upper = last == 0 ? unary : partial[last - 1];
-        const std::vector<size_t>& lastFactors = atLevel[last];
-        for (std::size_t idx = begin; idx < end; ++idx) {
-            const double* summed = upper.data();
-            if (lastFactors.size() > 1) {
-                std::copy(upper.begin(), upper.end(), sum.begin());
-                for (size_t i = 0; i + 1 < lastFactors.size(); ++i) addSlice(sum, access[lastFactors[i]].values + base[lastFactors[i]]);
-                summed = sum.data();
-            }
-            const auto [best, bestValue] =
-                lastFactors.empty() ? leastOf(summed, nullptr, domain)
-                                    : leastOf(summed, access[lastFactors.back()].values + base[lastFactors.back()], domain);
-            out.values[idx] = best;
-            step.argmin[idx] = bestValue;
-            // Advance the odometer (last neighbour fastest) and the factor indices with it.
-            for (size_t p = n; p-- > 0;) {
-                const int dom = domainSizes[static_cast<size_t>(neighbours[p])];
-                if (++digit[p] < dom) {
-                    for (size_t k = 0; k < access.size(); ++k) base[k] += access[k].strideOfNeighbour[p];
-                    if (p < last) refresh(p);
-                    break;
-                }
-                for (size_t k = 0; k < access.size(); ++k)
-                    base[k] -= access[k].strideOfNeighbour[p] * static_cast<std::size_t>(dom - 1);
-                digit[p] = 0;
-            }
-        }
-    };
+    const StepKernel kernel{neighbours, domainSizes, access, atLevel, unary, out, step};
+    auto run = [&](std::size_t begin, std::size_t end) { runSlice(kernel, begin, end); };
     // Threads only pay off on big tables (starting one costs tens of microseconds): one per
     // kParallelWork additions, at most `threads`.
     constexpr double kParallelWork = 1 << 22;
@@ -348,22 +374,33 @@ void fixLockedVariables(std::vector<Factor>& factors, const std::vector<int>& do
 
 /// Factors over the same variables (an edge and its recomputed copy under full recomputation,
 /// an op's cost and its kept bytes) are summed into the first of them: the elimination kernel
-/// then reads one slice per scope instead of several.
+/// then reads one slice per scope instead of several. Factors are found by scope through an
+/// order of their indices (no map of scopes to build per table).
 void mergeSameScopes(std::vector<Factor>& factors)
 {
-    std::map<std::vector<int>, size_t> firstOf;
-    std::vector<Factor> merged;
-    merged.reserve(factors.size());
-    for (Factor& f : factors) {
-        auto [it, fresh] = firstOf.try_emplace(f.vars, merged.size());
-        if (fresh) {
-            merged.push_back(std::move(f));
-            continue;
+    std::vector<size_t> order(factors.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return factors[a].vars < factors[b].vars; });
+    std::vector<bool> absorbed(factors.size(), false);
+    for (size_t k = 0; k < order.size();) {
+        size_t end = k + 1;
+        while (end < order.size() && factors[order[end]].vars == factors[order[k]].vars) ++end;
+        // `order` is stable: order[k] is the first of its scope in the list.
+        std::vector<double>& into = factors[order[k]].values;
+        for (size_t j = k + 1; j < end; ++j) {
+            const std::vector<double>& from = factors[order[j]].values;
+            for (size_t x = 0; x < into.size(); ++x) into[x] += from[x];
+            absorbed[order[j]] = true;
         }
-        std::vector<double>& into = merged[it->second].values;
-        for (size_t x = 0; x < into.size(); ++x) into[x] += f.values[x];
+        k = end;
     }
-    factors = std::move(merged);
+    size_t kept = 0;
+    for (size_t i = 0; i < factors.size(); ++i)
+        if (!absorbed[i]) {
+            if (kept != i) factors[kept] = std::move(factors[i]);
+            ++kept;
+        }
+    factors.resize(kept);
 }
 
 } // namespace
@@ -386,11 +423,17 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
         for (int v : factors[i].vars) touching[static_cast<size_t>(v)].push_back(i);
     std::vector<bool> alive(factors.size(), true);
 
+    // Asked for every variable of each new factor: one buffer for all of them.
+    std::vector<int> scratch;
     auto neighbourWeight = [&](int v) {
-        std::vector<const Factor*> fs;
+        scratch.clear();
         for (size_t i : touching[static_cast<size_t>(v)])
-            if (alive[i]) fs.push_back(&factors[i]);
-        return weightOf(unionOf(fs, v), domainSizes);
+            if (alive[i])
+                for (int u : factors[i].vars)
+                    if (u != v) scratch.push_back(u);
+        std::sort(scratch.begin(), scratch.end());
+        scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+        return weightOf(scratch, domainSizes);
     };
 
     std::vector<int> pending;

@@ -3,10 +3,11 @@
 #include <algorithm>
 
 #include "factor.h"
+#include "kernel_builds.h"
 
 namespace tp::search {
 
-MinPlus multiply(const MinPlus& a, const MinPlus& b)
+TP_KERNEL_BUILDS MinPlus multiply(const MinPlus& a, const MinPlus& b)
 {
     MinPlus c;
     c.n = a.n;
