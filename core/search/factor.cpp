@@ -1,5 +1,4 @@
 #include "factor.h"
-#include "kernel_builds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+
+#include "kernel_builds.h"
 
 namespace tp {
 
@@ -21,14 +22,22 @@ std::size_t factorIndex(const Factor& f, const std::vector<int>& domainSizes, co
 
 namespace {
 
-std::vector<int> unionOf(const std::vector<const Factor*>& factors, int excluded)
+/// The variables of `factors` but `excluded`, ascending, written over `vars` (a buffer the
+/// caller may reuse).
+void unionInto(std::vector<int>& vars, const std::vector<const Factor*>& factors, int excluded)
 {
-    std::vector<int> vars;
+    vars.clear();
     for (const auto* f : factors)
         for (int v : f->vars)
             if (v != excluded) vars.push_back(v);
     std::sort(vars.begin(), vars.end());
     vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+}
+
+std::vector<int> unionOf(const std::vector<const Factor*>& factors, int excluded)
+{
+    std::vector<int> vars;
+    unionInto(vars, factors, excluded);
     return vars;
 }
 
@@ -113,7 +122,8 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
     return a;
 }
 
-// The kernel (runSlice) has a build per instruction set (kernel_builds.h).
+// The kernel's helpers are always inlined, so that each build of runSlice (kernel_builds.h)
+// compiles them for its own instruction set.
 
 /// Adds a factor's contiguous slice over the eliminated variable to `sum`.
 [[gnu::always_inline]] inline void addSlice(std::vector<double>& sum, const double* slice)
@@ -423,17 +433,15 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
         for (int v : factors[i].vars) touching[static_cast<size_t>(v)].push_back(i);
     std::vector<bool> alive(factors.size(), true);
 
-    // Asked for every variable of each new factor: one buffer for all of them.
-    std::vector<int> scratch;
+    // Asked for every variable of each new factor: the same two buffers for all of them.
+    std::vector<const Factor*> aliveTouching;
+    std::vector<int> neighbourVars;
     auto neighbourWeight = [&](int v) {
-        scratch.clear();
+        aliveTouching.clear();
         for (size_t i : touching[static_cast<size_t>(v)])
-            if (alive[i])
-                for (int u : factors[i].vars)
-                    if (u != v) scratch.push_back(u);
-        std::sort(scratch.begin(), scratch.end());
-        scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
-        return weightOf(scratch, domainSizes);
+            if (alive[i]) aliveTouching.push_back(&factors[i]);
+        unionInto(neighbourVars, aliveTouching, v);
+        return weightOf(neighbourVars, domainSizes);
     };
 
     std::vector<int> pending;
