@@ -316,8 +316,9 @@ private slots:
 
     // The planner plans each edge's collectives once for all its combinations
     // (SharedSearchCaches::edgePlans): that holds only if a model derived from the same structure
-    // under other settings (micro-batch, ZeRO stage) plans every edge alike and, timing that
-    // plan, costs the edge exactly as it would on its own.
+    // under other settings (micro-batch, ZeRO stage, overlap) plans every edge alike and, timing
+    // that plan, costs the edge exactly as it would on its own; its edge tables read
+    // edgeSeconds, which must give edgeCost's times to the bit without the collectives.
     void edgePlansAreSharedAcrossSettings()
     {
         const LoadedModel lm = oneLayerGpt2(16);
@@ -329,11 +330,16 @@ private slots:
         micro2.zeroStage = 3;
         micro16.microBatch = 16;
         micro16.zeroStage = 1;
-        const CostModel twoAtStage3(base, lm.graph, micro2), sixteen(base, lm.graph, micro16);
+        CostSettings overlapped = micro2;
+        overlapped.overlapChunks = 2;
+        CostSettings tensorOverlap = micro2;
+        tensorOverlap.overlapTensorParallelBackward = true;
+        const CostModel twoAtStage3(base, lm.graph, micro2), sixteen(base, lm.graph, micro16),
+            chunked(base, lm.graph, overlapped), asyncBackward(base, lm.graph, tensorOverlap);
         std::vector<OpId> producerOf(lm.graph.tensors.size(), -1);
         for (const auto& op : lm.graph.ops)
             for (TensorId t : op.outputs) producerOf[static_cast<size_t>(t)] = op.id;
-        int compared = 0, timedDifferently = 0;
+        int compared = 0, timedDifferently = 0, overlapsSeen = 0;
         for (const auto& op : lm.graph.ops)
             for (size_t i = 0; i < op.inputs.size(); ++i) {
                 const OpId p = producerOf[static_cast<size_t>(op.inputs[i])];
@@ -345,7 +351,7 @@ private slots:
                     for (int c = 0; c < nc; c += 3) {
                         const TensorSpec& produced = base.outputSpec(p, ps, slot);
                         const auto plan = base.edgePlan(produced, op.id, static_cast<int>(i), c);
-                        for (const CostModel* m : {&twoAtStage3, &sixteen}) {
+                        for (const CostModel* m : {&twoAtStage3, &sixteen, &chunked, &asyncBackward}) {
                             const auto own = m->edgePlan(produced, op.id, static_cast<int>(i), c);
                             QCOMPARE(own.size(), plan.size());
                             for (size_t k = 0; k < own.size(); ++k) {
@@ -358,6 +364,12 @@ private slots:
                             const EdgeCost alone = m->edgeCost(&produced, op.id, static_cast<int>(i), c);
                             QCOMPARE(shared.exposedSeconds, alone.exposedSeconds);
                             QCOMPARE(shared.exposedForwardSeconds, alone.exposedForwardSeconds);
+                            const EdgeCost times = m->edgeSeconds(plan, produced, op.id, static_cast<int>(i), c);
+                            QCOMPARE(times.seconds, alone.seconds);
+                            QCOMPARE(times.exposedSeconds, alone.exposedSeconds);
+                            QCOMPARE(times.exposedForwardSeconds, alone.exposedForwardSeconds);
+                            QVERIFY(times.collectives.empty());
+                            if (m != &twoAtStage3 && m != &sixteen && times.exposedSeconds != times.seconds) ++overlapsSeen;
                             if (m == &twoAtStage3 && !plan.empty() &&
                                 shared.seconds != base.edgeCost(&produced, op.id, static_cast<int>(i), c).seconds)
                                 ++timedDifferently;
@@ -370,6 +382,7 @@ private slots:
         // than 8 ways holds more than 2 samples per device, so its edges run in several
         // micro-batches): what is shared is the plan, not the seconds.
         QVERIFY(timedDifferently > 0);
+        QVERIFY(overlapsSeen > 0); // the overlap paths were taken
     }
 
     // Hybrid sharding (HSDP) on 2x8 A100 nodes, data parallel over both axes, ZeRO 3: the model

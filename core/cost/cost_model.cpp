@@ -142,6 +142,23 @@ bool isGemm(const Signature& sig, const OpFacts& f)
 
 } // namespace
 
+namespace {
+
+/// How the collectives of an edge into a batch tensor repeat: once per micro-batch, each time
+/// its share, so that their latency (and the lower bus bandwidth of a smaller message) is paid
+/// per micro-batch as the consumer's kernels are (passTimes); times a pipeline's bubble factor.
+struct EdgeRepeat {
+    double micro = 1, pipelined = 1;
+    bool scales() const { return micro > 1 || pipelined != 1; }
+    double secondsOf(const CollectiveCall& call, const Mesh& mesh) const
+    {
+        return scales() ? pipelined * micro * collectiveSeconds(call.kind, call.bytes / micro, mesh.axes[static_cast<size_t>(call.axis)])
+                        : call.seconds;
+    }
+};
+
+} // namespace
+
 struct CostModel::Impl {
     const Graph& graph;
     Mesh mesh;
@@ -202,6 +219,9 @@ struct CostModel::Impl {
 
     const OpClass& cls(OpId op) const { return classes->at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
     const ClassCosts& costsOf(OpId op) const { return costs.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
+    /// How the collectives of an edge into tensor `tid`, read laid out as `to`, repeat
+    /// (EdgeRepeat, defined with CostModel::edgeSeconds).
+    EdgeRepeat edgeRepeat(TensorId tid, const TensorSpec& to) const;
     void costAllClasses()
     {
         costs.assign(classes->size(), {});
@@ -1044,16 +1064,30 @@ bool differOnlyInZero(CostSettings a, const CostSettings& b)
 
 } // namespace
 
+CostModel::OpChoices CostModel::opChoices(const std::map<OpId, int>& forced) const
+{
+    const auto& im = *impl_;
+    OpChoices out;
+    out.structure = im.classes.get();
+    for (const auto& [key, n] : opsByChoice(im.classOf, im.classes->size(), forced)) out.counts.emplace_back(key.first, key.second, n);
+    return out;
+}
+
 double CostModel::nodeDifferenceFloor(const CostModel& from, double price, const std::map<OpId, int>& forced) const
+{
+    return nodeDifferenceFloor(from, price, opChoices(forced));
+}
+
+double CostModel::nodeDifferenceFloor(const CostModel& from, double price, const OpChoices& choices) const
 {
     const auto& im = *impl_;
     const auto& other = *from.impl_;
     constexpr double kNone = -std::numeric_limits<double>::infinity();
     if (im.classes != other.classes || !differOnlyInZero(im.settings, other.settings)) return kNone;
+    if (choices.structure != im.classes.get()) throw std::logic_error("nodeDifferenceFloor: op choices of another structure");
     auto priced = [price](const OpCost& c) { return c.seconds() + (price > 0 ? price * c.memoryBytes() : 0.0); };
     double total = 0;
-    for (const auto& [key, n] : opsByChoice(im.classOf, im.classes->size(), forced)) {
-        const auto& [k, only] = key;
+    for (const auto& [k, only, n] : choices.counts) {
         const auto &mine = im.costs[static_cast<size_t>(k)].cost, &theirs = other.costs[static_cast<size_t>(k)].cost;
         double least = std::numeric_limits<double>::infinity();
         for (size_t s = 0; s < mine.size(); ++s) {
@@ -1072,28 +1106,35 @@ double CostModel::nodeDifferenceFloor(const CostModel& from, double price, const
 
 CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& forced) const
 {
+    return floor(limitBytes, opChoices(forced));
+}
+
+CostModel::Floor CostModel::floor(double limitBytes, const OpChoices& choices) const
+{
     const auto& im = *impl_;
+    if (choices.structure != im.classes.get()) throw std::logic_error("floor: op choices of another structure");
     // Ops that choose alike share one hull: each op class's free ops, and its ops forced to one
-    // strategy (by strategy).
-    const std::map<std::pair<int, int>, double> count = opsByChoice(im.classOf, im.classes->size(), forced);
-    std::vector<std::vector<std::pair<double, double>>> hulls;
+    // strategy (by strategy; made here, the free ones' kept by the class).
+    std::vector<const std::vector<std::pair<double, double>>*> hulls;
+    std::vector<std::vector<std::pair<double, double>>> forcedHulls;
+    forcedHulls.reserve(choices.counts.size());
     std::vector<double> counts;
     Floor out;
     double seconds = 0, bytes = 0; // of the choices at the current price
-    for (const auto& [key, n] : count) {
-        const auto& [k, only] = key;
+    for (const auto& [k, only, n] : choices.counts) {
         const auto& costs = im.costs[static_cast<size_t>(k)];
         if (only < 0) {
-            hulls.push_back(costs.hull);
+            hulls.push_back(&costs.hull);
         } else {
             std::vector<std::pair<double, double>> points;
             for (const auto& mode : costs.cost[static_cast<size_t>(only)]) points.emplace_back(mode.memoryBytes(), mode.seconds());
-            hulls.push_back(priceHull(std::move(points)));
+            forcedHulls.push_back(priceHull(std::move(points)));
+            hulls.push_back(&forcedHulls.back());
         }
         counts.push_back(n);
-        out.bytes += n * hulls.back().back().first;
-        seconds += n * hulls.back().front().second;
-        bytes += n * hulls.back().front().first;
+        out.bytes += n * hulls.back()->back().first;
+        seconds += n * hulls.back()->front().second;
+        bytes += n * hulls.back()->front().first;
     }
     out.fastestSeconds = seconds;
     out.fastestBytes = bytes;
@@ -1115,9 +1156,11 @@ CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& 
         size_t cls, to;
     };
     std::vector<Move> moves;
-    for (size_t k = 0; k < hulls.size(); ++k)
-        for (size_t j = 1; j < hulls[k].size(); ++j)
-            moves.push_back({(hulls[k][j].second - hulls[k][j - 1].second) / (hulls[k][j - 1].first - hulls[k][j].first), k, j});
+    for (size_t k = 0; k < hulls.size(); ++k) {
+        const auto& hull = *hulls[k];
+        for (size_t j = 1; j < hull.size(); ++j)
+            moves.push_back({(hull[j].second - hull[j - 1].second) / (hull[j - 1].first - hull[j].first), k, j});
+    }
     std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) { return a.price < b.price; });
     double best = seconds;
     for (const Move& m : moves) {
@@ -1125,7 +1168,7 @@ CostModel::Floor CostModel::floor(double limitBytes, const std::map<OpId, int>& 
             best = bound;
             out.price = m.price;
         }
-        const auto &from = hulls[m.cls][m.to - 1], &to = hulls[m.cls][m.to];
+        const auto &from = (*hulls[m.cls])[m.to - 1], &to = (*hulls[m.cls])[m.to];
         seconds += counts[m.cls] * (to.second - from.second);
         bytes += counts[m.cls] * (to.first - from.first);
         if (!(bytes > limitBytes)) break;
@@ -1177,31 +1220,42 @@ std::vector<CollectiveCall> CostModel::edgePlan(const TensorSpec& produced, OpId
     return calls;
 }
 
+EdgeRepeat CostModel::Impl::edgeRepeat(TensorId tid, const TensorSpec& to) const
+{
+    EdgeRepeat repeat;
+    if (graphBatch > 0 && batch0[static_cast<size_t>(tid)]) {
+        if (settings.microBatch > 0) {
+            const double local = static_cast<double>(graphBatch) / batchSplits(routed[static_cast<size_t>(tid)], to);
+            repeat.micro = std::max(1.0, std::ceil(local / static_cast<double>(settings.microBatch)));
+        }
+        repeat.pipelined = pipelinedFactor(settings, repeat.micro);
+    }
+    return repeat;
+}
+
 EdgeCost CostModel::edgeCost(std::vector<CollectiveCall> plan, const TensorSpec& produced, OpId consumer, int input, int s) const
+{
+    EdgeCost e = edgeSeconds(plan, produced, consumer, input, s);
+    const auto& im = *impl_;
+    const TensorId tid = im.graph.op(consumer).inputs.at(static_cast<size_t>(input));
+    const EdgeRepeat repeat = im.edgeRepeat(tid, im.cls(consumer).in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input)));
+    if (repeat.scales())
+        for (auto& call : plan) call.seconds = repeat.secondsOf(call, im.mesh);
+    e.collectives = std::move(plan);
+    return e;
+}
+
+EdgeCost CostModel::edgeSeconds(const std::vector<CollectiveCall>& plan, const TensorSpec& produced, OpId consumer, int input,
+                                int s) const
 {
     EdgeCost e;
     const auto& im = *impl_;
     const auto& c = im.cls(consumer);
     const TensorId tid = im.graph.op(consumer).inputs.at(static_cast<size_t>(input));
     const auto& to = c.in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
-    // A batch tensor moves once per micro-batch, each time its share: every collective runs
-    // that many times, so its latency (and the lower bus bandwidth of a smaller message) is
-    // paid per micro-batch, as the consumer's kernels are (passTimes).
-    if (im.graphBatch > 0 && im.batch0[static_cast<size_t>(tid)]) {
-        double micro = 1;
-        if (im.settings.microBatch > 0) {
-            const double local = static_cast<double>(im.graphBatch) / im.batchSplits(im.routed[static_cast<size_t>(tid)], to);
-            micro = std::max(1.0, std::ceil(local / static_cast<double>(im.settings.microBatch)));
-        }
-        const double pipelined = pipelinedFactor(im.settings, micro);
-        if (micro > 1 || pipelined != 1)
-            for (auto& call : plan)
-                call.seconds = pipelined * micro *
-                               collectiveSeconds(call.kind, call.bytes / micro, im.mesh.axes[static_cast<size_t>(call.axis)]);
-    }
-    e.collectives = std::move(plan);
+    const EdgeRepeat repeat = im.edgeRepeat(tid, to);
     double fwd = 0, bwd = 0;
-    for (const auto& call : e.collectives) (call.phase == Phase::Forward ? fwd : bwd) += call.seconds;
+    for (const auto& call : plan) (call.phase == Phase::Forward ? fwd : bwd) += repeat.secondsOf(call, im.mesh);
     e.seconds = fwd + bwd;
     e.exposedSeconds = e.seconds;
     e.exposedForwardSeconds = fwd;

@@ -247,6 +247,17 @@ public:
         double fastestSeconds = 0, fastestBytes = 0; ///< of every op's fastest choice
     };
     Floor floor(double limitBytes = std::numeric_limits<double>::infinity(), const std::map<OpId, int>& forced = {}) const;
+    /// Ops that choose alike, as floor and nodeDifferenceFloor group them: per (op class, the
+    /// strategy the locks force or -1 for free), how many ops, in that order. The same for
+    /// every model derived from one structure, so a caller asking many makes it once.
+    struct OpChoices {
+        const void* structure = nullptr; ///< the op classes it was made over
+        std::vector<std::tuple<int, int, double>> counts;
+    };
+    OpChoices opChoices(const std::map<OpId, int>& forced = {}) const;
+    /// floor and nodeDifferenceFloor with the locks grouped already (opChoices of this model's
+    /// structure; another's throws std::logic_error).
+    Floor floor(double limitBytes, const OpChoices& choices) const;
     /// How much more every plan costs under this model than under `from` at memory price
     /// `price`, at least: the sum over ops of the least difference of their node costs
     /// (time + price x memory) over the strategies (`forced`: the locks) and recompute modes.
@@ -256,6 +267,7 @@ public:
     /// plus this bounds this model's (PlannerSession's duals). -infinity where that does not
     /// hold, or where this model may choose what `from` forbids.
     double nodeDifferenceFloor(const CostModel& from, double price, const std::map<OpId, int>& forced = {}) const;
+    double nodeDifferenceFloor(const CostModel& from, double price, const OpChoices& choices) const;
     const TensorSpec& inputSpec(OpId op, int s, int input) const;
     const TensorSpec& outputSpec(OpId op, int s, int output) const;
 
@@ -273,6 +285,9 @@ public:
     /// settings (a batch tensor's are paid once per micro-batch, and overlap).
     std::vector<CollectiveCall> edgePlan(const TensorSpec& produced, OpId consumer, int input, int s) const;
     EdgeCost edgeCost(std::vector<CollectiveCall> plan, const TensorSpec& produced, OpId consumer, int input, int s) const;
+    /// edgeCost's times alone (its `collectives` left empty): what the search's edge tables
+    /// read, without copying the plan.
+    EdgeCost edgeSeconds(const std::vector<CollectiveCall>& plan, const TensorSpec& produced, OpId consumer, int input, int s) const;
 
     /// What one op is charged in a plan: its node cost under strategy s and recompute r, and
     /// the edges into its inputs from their producers' strategies in strategyOfOp (the same

@@ -226,12 +226,12 @@ const std::vector<Factor>& PlannerSession::Impl::structureFactors(const ClassTab
                                                                   const std::vector<int>& domains, const std::string& key)
 {
     const std::string structureKey = edgeRegimeKey(model.settings()) + structureKeyOf(key);
-    auto cached = caches->structureCache.find(structureKey);
-    if (cached != caches->structureCache.end()) return cached->second;
-    std::vector<Factor> structure;
-    edgesIntoOps(ct, rep, sibs, domains, structure);
-    siblingLinks(ct, rep, sibs, domains, structure);
-    return caches->structureCache.emplace(structureKey, std::move(structure)).first->second;
+    return caches->findOrMake(caches->structureCache, structureKey, [&] {
+        std::vector<Factor> structure;
+        edgesIntoOps(ct, rep, sibs, domains, structure);
+        siblingLinks(ct, rep, sibs, domains, structure);
+        return structure;
+    });
 }
 
 const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTable& ct, const BlockInstance& rep,
@@ -239,11 +239,11 @@ const std::vector<Factor>& PlannerSession::Impl::recomputeFactors(const ClassTab
                                                                   const std::vector<int>& domains, const std::string& key)
 {
     const std::string structureKey = edgeRegimeKey(model.settings()) + structureKeyOf(key);
-    auto cached = caches->recomputeCache.find(structureKey);
-    if (cached != caches->recomputeCache.end()) return cached->second;
-    std::vector<Factor> factors;
-    edgesIntoOps(ct, rep, sibs, domains, factors, EdgePart::RecomputedForward);
-    return caches->recomputeCache.emplace(structureKey, std::move(factors)).first->second;
+    return caches->findOrMake(caches->recomputeCache, structureKey, [&] {
+        std::vector<Factor> factors;
+        edgesIntoOps(ct, rep, sibs, domains, factors, EdgePart::RecomputedForward);
+        return factors;
+    });
 }
 
 namespace {
@@ -471,9 +471,12 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
                                      model.settings().pipelineStages, keyOp(src.producer), src.slot, keyOp(consumer), input,
                                      producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
-    if (auto hit = caches->edgeCache.find(key); !flat && hit != caches->edgeCache.end()) {
-        f.values = hit->second;
-        return f;
+    if (!flat) {
+        std::lock_guard<std::mutex> lock(caches->mutex);
+        if (auto hit = caches->edgeCache.find(key); hit != caches->edgeCache.end()) {
+            f.values = hit->second;
+            return f;
+        }
     }
     const auto& ps = producerSpecs(src.producer, src.slot);
     const int np = domains[static_cast<size_t>(producerVar)], nc = domains[static_cast<size_t>(consumerVar)];
@@ -481,17 +484,22 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     // producer's strategies; the other part is cached too (full-mode tables ask for it).
     std::vector<double> exposed(ps.specs.size() * static_cast<size_t>(nc)), forward(exposed.size());
     // The collectives are planned once for all micro-batches (flat shares nothing).
-    std::vector<std::vector<CollectiveCall>> unshared;
-    auto& plans = flat ? unshared : caches->edgePlans[std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input)];
-    if (plans.empty()) {
-        plans.reserve(exposed.size());
+    auto planAll = [&] {
+        std::vector<std::vector<CollectiveCall>> made;
+        made.reserve(exposed.size());
         for (size_t v = 0; v < ps.specs.size(); ++v)
-            for (int c = 0; c < nc; ++c) plans.push_back(model.edgePlan(ps.specs[v], consumer, input, c));
-    }
+            for (int c = 0; c < nc; ++c) made.push_back(model.edgePlan(ps.specs[v], consumer, input, c));
+        return made;
+    };
+    std::vector<std::vector<CollectiveCall>> unshared;
+    if (flat) unshared = planAll();
+    const auto& plans =
+        flat ? unshared
+             : caches->findOrMake(caches->edgePlans, std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input), planAll);
     for (size_t v = 0; v < ps.specs.size(); ++v)
         for (int c = 0; c < nc; ++c) {
             const size_t at = v * static_cast<size_t>(nc) + static_cast<size_t>(c);
-            const EdgeCost e = model.edgeCost(plans[at], ps.specs[v], consumer, input, c);
+            const EdgeCost e = model.edgeSeconds(plans[at], ps.specs[v], consumer, input, c);
             exposed[at] = e.exposedSeconds;
             forward[at] = e.exposedForwardSeconds;
         }
@@ -510,8 +518,10 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
         const EdgePart other = part == EdgePart::Exposed ? EdgePart::RecomputedForward : EdgePart::Exposed;
         auto otherKey = key;
         std::get<8>(otherKey) = other;
+        std::vector<double> otherValues = spread(part == EdgePart::Exposed ? forward : exposed);
+        std::lock_guard<std::mutex> lock(caches->mutex);
         caches->edgeCache.emplace(key, f.values);
-        caches->edgeCache.emplace(otherKey, spread(part == EdgePart::Exposed ? forward : exposed));
+        caches->edgeCache.emplace(otherKey, std::move(otherValues));
     }
     return f;
 }
@@ -529,12 +539,17 @@ Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<Tensor
         // The collectives are planned once for all micro-batches and sessions (flat shares
         // nothing); keyed by the consumer itself, not its class's first instance: whether it pays
         // its input's gradient reduction can differ between instances (CostModel::edgePlan).
+        auto planAll = [&] {
+            std::vector<std::vector<CollectiveCall>> made;
+            for (int c = 0; c < nc; ++c) made.push_back(model.edgePlan(spec, consumer, input, c));
+            return made;
+        };
         std::vector<std::vector<CollectiveCall>> unshared;
-        auto& plans = flat ? unshared : caches->specEdgePlans[std::make_tuple(consumer, input, spec)];
-        if (plans.empty())
-            for (int c = 0; c < nc; ++c) plans.push_back(model.edgePlan(spec, consumer, input, c));
+        if (flat) unshared = planAll();
+        const auto& plans =
+            flat ? unshared : caches->findOrMake(caches->specEdgePlans, std::make_tuple(consumer, input, spec), planAll);
         for (int c = 0; c < nc; ++c) {
-            const EdgeCost e = model.edgeCost(plans[static_cast<size_t>(c)], spec, consumer, input, c);
+            const EdgeCost e = model.edgeSeconds(plans[static_cast<size_t>(c)], spec, consumer, input, c);
             const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
             f.values[idx] = part == EdgePart::Exposed ? e.exposedSeconds : e.exposedForwardSeconds;
         }

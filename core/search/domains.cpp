@@ -59,9 +59,7 @@ void PlannerSession::Impl::indexFold()
 const ProducerSpecs& PlannerSession::Impl::producerSpecs(OpId op, int slot)
 {
     auto key = std::make_pair(canonicalOp[static_cast<size_t>(op)], slot);
-    auto it = caches->producerSpecCache.find(key);
-    if (it != caches->producerSpecCache.end()) return it->second;
-    return caches->producerSpecCache.emplace(key, producerSpecsOf(model, key.first, slot)).first->second;
+    return caches->findOrMake(caches->producerSpecCache, key, [&] { return producerSpecsOf(model, key.first, slot); });
 }
 
 bool PlannerSession::Impl::repeatedLayer(ClassId cls) const

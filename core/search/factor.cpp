@@ -58,15 +58,38 @@ struct Access {
     std::size_t varStride;
 };
 
+/// Buffers an elimination reuses from step to step: a step is often a few thousand additions,
+/// and allocating its dozen buffers afresh cost as much again (eliminate).
+struct StepScratch {
+    std::vector<std::vector<double>> reordered; ///< copies with the eliminated variable last; `used` in use
+    size_t used = 0;
+    std::vector<std::size_t> stride, rowStride;
+    std::vector<int> rowDomain, digit;
+    std::vector<Access> access;
+    std::vector<std::size_t> strides;
+    std::vector<double> unary;
+    std::vector<size_t> sliced;
+    std::vector<std::vector<size_t>> atLevel;
+};
+
+/// A kernel slice's running sums (runSlice), kept by the thread that runs it.
+struct SliceScratch {
+    std::vector<std::vector<double>> partial;
+    std::vector<double> sum;
+    std::vector<int> digit;
+    std::vector<std::size_t> base;
+};
+
 /// The access to factor `f` when `var` is eliminated next to `neighbours` (ascending), its
 /// neighbour strides written to `strides` (one per neighbour, zeroed). A factor whose slice over
-/// `var` is strided is copied into `reordered` with `var` last.
+/// `var` is strided is copied into the scratch's next `reordered` buffer with `var` last.
 Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, const std::vector<int>& domainSizes,
-                std::size_t* strides, std::vector<std::vector<double>>& reordered)
+                std::size_t* strides, StepScratch& scratch)
 {
     const std::size_t varSize = static_cast<std::size_t>(domainSizes[static_cast<size_t>(var)]);
     const size_t arity = f->vars.size();
-    std::vector<std::size_t> stride(arity);
+    std::vector<std::size_t>& stride = scratch.stride;
+    stride.assign(arity, 0);
     std::size_t size = 1;
     size_t varPos = 0;
     for (size_t k = arity; k-- > 0;) {
@@ -82,16 +105,21 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
         // The kernel (eliminateOne) sums, for every neighbour assignment, the factor's slice over
         // `var`; a strided slice defeats vectorisation, so the factor is copied once with
         // `var` last (one pass over it, against a loop that reads each entry at least once).
-        std::vector<double> copy(f->values.size());
+        if (scratch.used == scratch.reordered.size()) scratch.reordered.emplace_back();
+        std::vector<double>& copy = scratch.reordered[scratch.used++];
+        copy.resize(f->values.size());
         const std::size_t rows = f->values.size() / varSize;
-        std::vector<std::size_t> rowStride(arity, 0); // source stride of each other var, in f's order
-        std::vector<int> rowDomain(arity, 1);
+        std::vector<std::size_t>& rowStride = scratch.rowStride; // source stride of each other var, in f's order
+        rowStride.assign(arity, 0);
+        std::vector<int>& rowDomain = scratch.rowDomain;
+        rowDomain.assign(arity, 1);
         for (size_t k = 0; k < arity; ++k)
             if (k != varPos) {
                 rowStride[k] = stride[k];
                 rowDomain[k] = domainSizes[static_cast<size_t>(f->vars[k])];
             }
-        std::vector<int> digit(arity, 0);
+        std::vector<int>& digit = scratch.digit;
+        digit.assign(arity, 0);
         std::size_t source = 0;
         for (std::size_t row = 0; row < rows; ++row) {
             double* out = copy.data() + row * varSize;
@@ -114,7 +142,6 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
         }
         a.varStride = 1;
         a.values = copy.data();
-        reordered.push_back(std::move(copy));
     } else {
         for (size_t k = 0; k < arity; ++k)
             if (k != varPos) a.strideOfNeighbour[positionOf(f->vars[k])] = stride[k];
@@ -183,17 +210,22 @@ struct StepKernel {
 
 /// The kernel over the neighbour assignments [begin, end): per assignment, the least over the
 /// eliminated variable of the sum of the factors, and its first value.
-TP_KERNEL_BUILDS void runSlice(const StepKernel& k, std::size_t begin, std::size_t end)
+TP_KERNEL_BUILDS void runSlice(const StepKernel& k, std::size_t begin, std::size_t end, SliceScratch& scratch)
 {
     const std::vector<int>& neighbours = k.neighbours;
     const std::vector<Access>& access = k.access;
     const size_t n = neighbours.size();
     const size_t last = n == 0 ? 0 : n - 1;
     const size_t domain = k.unary.size();
-    std::vector<std::vector<double>> partial(last, std::vector<double>(domain)); // unary + levels 0..p
-    std::vector<double> sum(domain);
-    std::vector<int> digit(n, 0);
-    std::vector<std::size_t> base(access.size(), 0);
+    std::vector<std::vector<double>>& partial = scratch.partial; // unary + levels 0..p
+    if (partial.size() < last) partial.resize(last);
+    for (size_t p = 0; p < last; ++p) partial[p].resize(domain);
+    std::vector<double>& sum = scratch.sum;
+    sum.resize(domain);
+    std::vector<int>& digit = scratch.digit;
+    digit.assign(n, 0);
+    std::vector<std::size_t>& base = scratch.base;
+    base.assign(access.size(), 0);
     std::size_t rest = begin;
     for (size_t p = n; p-- > 0;) {
         const auto dom = static_cast<std::size_t>(k.domainSizes[static_cast<size_t>(neighbours[p])]);
@@ -239,7 +271,7 @@ TP_KERNEL_BUILDS void runSlice(const StepKernel& k, std::size_t begin, std::size
 
 // Combines `factors` (all mentioning `var`) and minimises `var` out.
 Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const std::vector<int>& domainSizes,
-                    EliminationStep& step, int threads)
+                    EliminationStep& step, int threads, StepScratch& scratch, SliceScratch& slice)
 {
     const std::vector<int> neighbours = unionOf(factors, var);
     const size_t n = neighbours.size();
@@ -248,15 +280,15 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     if (total > (std::size_t{1} << 28)) throw std::length_error("factor too large to eliminate");
     const int varDomain = domainSizes[static_cast<size_t>(var)];
 
-    std::vector<std::vector<double>> reordered; // copies with `var` last (see accessOf)
-    reordered.reserve(factors.size());
-    std::vector<Access> access;
+    scratch.used = 0; // the copies with `var` last (see accessOf)
+    std::vector<Access>& access = scratch.access;
+    access.clear();
     // Every factor's neighbour strides in one buffer (a step has a few factors; a table, tens of
     // steps).
-    std::vector<std::size_t> strides(factors.size() * n, 0);
-    access.reserve(factors.size());
+    std::vector<std::size_t>& strides = scratch.strides;
+    strides.assign(factors.size() * n, 0);
     for (size_t k = 0; k < factors.size(); ++k)
-        access.push_back(accessOf(factors[k], var, neighbours, domainSizes, strides.data() + k * n, reordered));
+        access.push_back(accessOf(factors[k], var, neighbours, domainSizes, strides.data() + k * n, scratch));
 
     Factor out;
     out.vars = neighbours;
@@ -268,8 +300,10 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     // summed once. The others are summed slice by slice into `sum`, a loop over `var` that the
     // compiler vectorises when the slice is contiguous (var last in the factor).
     const size_t domain = static_cast<size_t>(varDomain);
-    std::vector<double> unary(domain, 0.0);
-    std::vector<size_t> sliced;
+    std::vector<double>& unary = scratch.unary;
+    unary.assign(domain, 0.0);
+    std::vector<size_t>& sliced = scratch.sliced;
+    sliced.clear();
     for (size_t k = 0; k < access.size(); ++k) {
         if (access[k].arity == 1) {
             const double* v = access[k].values;
@@ -284,7 +318,9 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     // the minimum itself. Most steps eliminate an op between two others (two edge factors):
     // one of them is added once per row instead of once per entry.
     const size_t last = n == 0 ? 0 : n - 1;
-    std::vector<std::vector<size_t>> atLevel(last + 1);
+    std::vector<std::vector<size_t>>& atLevel = scratch.atLevel;
+    if (atLevel.size() < last + 1) atLevel.resize(last + 1);
+    for (size_t p = 0; p <= last; ++p) atLevel[p].clear();
     for (size_t k : sliced) {
         size_t depth = 0;
         for (size_t p = 0; p < n; ++p)
@@ -294,21 +330,24 @@ Factor eliminateOne(const std::vector<const Factor*>& factors, int var, const st
     // Every neighbour assignment is independent: the range is cut into contiguous slices, one
     // per thread, each writing only its own entries (so the result does not depend on threads).
     const StepKernel kernel{neighbours, domainSizes, access, atLevel, unary, out, step};
-    auto run = [&](std::size_t begin, std::size_t end) { runSlice(kernel, begin, end); };
+    auto run = [&](std::size_t begin, std::size_t end) {
+        SliceScratch own; // another thread's slice
+        runSlice(kernel, begin, end, own);
+    };
     // Threads only pay off on big tables (starting one costs tens of microseconds): one per
     // kParallelWork additions, at most `threads`.
     constexpr double kParallelWork = 1 << 22;
     const double work = static_cast<double>(total) * static_cast<double>(domain) * static_cast<double>(sliced.size() + 1);
     const auto parts = static_cast<std::size_t>(std::clamp(work / kParallelWork, 1.0, static_cast<double>(std::max(threads, 1))));
     if (parts <= 1 || total < parts) {
-        run(0, total);
+        runSlice(kernel, 0, total, slice);
     } else {
         std::vector<std::thread> workers;
         workers.reserve(parts - 1);
         const std::size_t chunk = (total + parts - 1) / parts;
         for (std::size_t t = 1; t < parts; ++t)
             workers.emplace_back(run, std::min(total, t * chunk), std::min(total, (t + 1) * chunk));
-        run(0, std::min(total, chunk));
+        runSlice(kernel, 0, std::min(total, chunk), slice);
         for (auto& w : workers) w.join();
     }
     return out;
@@ -450,6 +489,10 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
     std::vector<double> weight(domainSizes.size(), 0);
     for (int v : pending) weight[static_cast<size_t>(v)] = neighbourWeight(v);
 
+    std::vector<const Factor*> fs;
+    std::vector<size_t> ids;
+    StepScratch scratch;
+    SliceScratch slice;
     while (!pending.empty()) {
         auto best = std::min_element(pending.begin(), pending.end(), [&](int a, int b) {
             return weight[static_cast<size_t>(a)] < weight[static_cast<size_t>(b)] ||
@@ -457,15 +500,15 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
         });
         const int var = *best;
         pending.erase(best);
-        std::vector<const Factor*> fs;
-        std::vector<size_t> ids;
+        fs.clear();
+        ids.clear();
         for (size_t i : touching[static_cast<size_t>(var)])
             if (alive[i]) {
                 fs.push_back(&factors[i]);
                 ids.push_back(i);
             }
         EliminationStep step;
-        Factor merged = eliminateOne(fs, var, domainSizes, step, threads);
+        Factor merged = eliminateOne(fs, var, domainSizes, step, threads, scratch, slice);
         for (size_t i : ids) alive[i] = false;
         factors.push_back(std::move(merged));
         alive.push_back(true);

@@ -4,8 +4,9 @@
 // (GCC function multiversioning). Both builds do the same additions and comparisons (no fused
 // multiply-add), so they give the same tables; only the width of the registers differs.
 // Helpers they call are marked always_inline, so that each build compiles them for its own
-// instruction set.
-#if defined(__x86_64__)
+// instruction set. ThreadSanitizer cannot run the loader's choice (it runs before its runtime
+// starts), so a TSan build has the plain one only.
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define TP_KERNEL_BUILDS [[gnu::target_clones("avx2", "default")]]
 #else
 #define TP_KERNEL_BUILDS

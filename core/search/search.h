@@ -147,6 +147,18 @@ public:
 
     SearchResult solve();
 
+    /// Where the next solve's price search starts (the last limited solve's prices): it decides
+    /// the prices tried and where a search that stops at its bar stops, never the plan. A
+    /// caller that runs a solve ahead of its turn puts it back afterwards and applies the
+    /// solve's own when it takes the result (core/plan/planner.cpp, EarlySearches), so that a
+    /// solve never taken leaves no trace.
+    struct WarmStart {
+        double lambda = 0, overLambda = 0;
+        int lowInstances = -1;
+    };
+    WarmStart warmStart() const;
+    void setWarmStart(const WarmStart& warm);
+
     /// The resharding costs and spec domains this session has derived, for another session to
     /// share (useSharedCaches). They depend on the graph, mesh, hardware links and candidate
     /// strategies only, not on node costs.

@@ -87,13 +87,19 @@ void PlannerSession::setLocks(const std::vector<LockRequest>& locks, bool requir
     std::string key(1, requireMatch ? '1' : '0');
     for (const auto& l : locks) // length-prefixed: any text keys apart
         key += std::to_string(l.pattern.size()) + ':' + l.pattern + std::to_string(l.strategy.size()) + ':' + l.strategy;
-    auto& cache = impl_->caches->resolvedLocks;
-    auto found = cache.find(key);
-    if (found == cache.end()) {
-        if (cache.size() >= 64) cache.clear(); // a GUI session's many edits
-        found = cache.emplace(key, resolveLocks(impl_->model, locks, requireMatch)).first;
+    SharedSearchCaches& shared = *impl_->caches;
+    std::vector<ResolvedLock> resolved;
+    {
+        std::lock_guard<std::mutex> lock(shared.mutex);
+        auto& cache = shared.resolvedLocks;
+        auto found = cache.find(key);
+        if (found == cache.end()) {
+            if (cache.size() >= 64) cache.clear(); // a GUI session's many edits
+            found = cache.emplace(key, resolveLocks(impl_->model, locks, requireMatch)).first;
+        }
+        resolved = found->second;
     }
-    setResolvedLocks(found->second);
+    setResolvedLocks(resolved);
 }
 
 void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
@@ -108,6 +114,7 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
     if (options.distinctOps.empty()) {
         d.folded = d.baseFold;
     } else {
+        std::lock_guard<std::mutex> lock(d.caches->mutex);
         auto cached = d.caches->splitFolds.find(options.distinctOps);
         if (cached == d.caches->splitFolds.end()) {
             if (d.caches->splitFolds.size() >= 16) d.caches->splitFolds.clear(); // a GUI session's many edits
@@ -116,6 +123,18 @@ void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
         d.folded = cached->second;
     }
     d.indexRuns();
+}
+
+PlannerSession::WarmStart PlannerSession::warmStart() const
+{
+    return {impl_->lastLambda, impl_->lastOverLambda, impl_->lastLowInstances};
+}
+
+void PlannerSession::setWarmStart(const WarmStart& warm)
+{
+    impl_->lastLambda = warm.lambda;
+    impl_->lastOverLambda = warm.overLambda;
+    impl_->lastLowInstances = warm.lowInstances;
 }
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -60,6 +61,24 @@ struct SharedSearchCaches {
     /// The graph's readers of each tensor (Graph::consumers), made on first use: a pipeline
     /// search makes hundreds of sessions of one stage graph.
     std::vector<std::vector<OpId>> consumers;
+
+    /// Guards every cache above: the sessions of one planner may solve on two threads at once
+    /// (core/plan/planner.cpp, State::choose's priced combinations).
+    std::mutex mutex;
+    /// The entry of `key` in `cache`, made by `make` outside the lock when missing (two threads
+    /// may both make it; the first kept wins, and both are the same). Entries of these caches
+    /// never change or go once made, so the reference stays good.
+    template <class Map, class Key, class Make>
+    const typename Map::mapped_type& findOrMake(Map& cache, const Key& key, Make&& make)
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (auto it = cache.find(key); it != cache.end()) return it->second;
+        }
+        auto value = make();
+        std::lock_guard<std::mutex> lock(mutex);
+        return cache.emplace(key, std::move(value)).first->second;
+    }
 };
 
 struct PlannerSession::Impl {
@@ -109,6 +128,7 @@ struct PlannerSession::Impl {
     /// Each tensor's readers (shared by the sessions of one graph: SharedSearchCaches).
     const std::vector<std::vector<OpId>>& consumersOfTensors()
     {
+        std::lock_guard<std::mutex> lock(caches->mutex);
         if (caches->consumers.empty()) caches->consumers = model.graph().consumers();
         return caches->consumers;
     }
