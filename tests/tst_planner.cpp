@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -379,6 +380,96 @@ private slots:
             QCOMPARE(again.result.recomputeOfOp, fresh.result.recomputeOfOp);
             QCOMPARE(again.result.breakdown.stepSeconds, fresh.result.breakdown.stepSeconds);
         }
+    }
+
+    // The priced combinations' searches run two at a time on two threads, each started at the
+    // bar of the moment the search before it started, and on one thread at their turn with that
+    // same bar (core/plan/planner.cpp, Ahead): every candidate's outcome and figures, not only
+    // the plan, are the same on any number of threads. Cases with many priced combinations:
+    // binding limits, a class lock, and an edit on a warm planner.
+    void choicesAreTheSameOnAnyNumberOfThreads_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<double>("fraction"); ///< of the unlimited plan's memory (ZeRO 0, whole batch)
+        QTest::addColumn<bool>("lock");
+        // Where the bar falls between an early search's start and its turn: the priced
+        // combinations' (0.15, 0.25; these rows failed when one thread searched at the turn's
+        // bar instead) and those first searched at price 0 (0.9, 0.7; failed when one thread
+        // started none of those early).
+        for (bool lock : {false, true}) {
+            const QString tag = lock ? " lock" : "";
+            QTest::newRow(qPrintable("gpt2-2L 2x2 0.15" + tag)) << "gpt2"
+                                                               << "2x2" << 0.15 << lock;
+            QTest::newRow(qPrintable("gpt2-2L 4 0.25" + tag)) << "gpt2"
+                                                             << "4" << 0.25 << lock;
+        }
+        QTest::newRow("gpt2-2L 2x2 0.9") << "gpt2"
+                                         << "2x2" << 0.9 << false;
+        QTest::newRow("gpt2-2L 4 0.7 lock") << "gpt2"
+                                            << "4" << 0.7 << true;
+        // An early search that its turn never takes must leave its session's warm start as it
+        // found it (PlannerSession::WarmStart): failed when it did not, the edited plan's
+        // candidates then stopping at other bounds.
+        if (!kSanitized)
+            QTest::newRow("gpt2-2L 2x8 0.25 lock") << "gpt2"
+                                                   << "2x8" << 0.25 << true;
+        if (!kSanitized)
+            QTest::newRow("llama3-8b-4L 2x8 0.15 lock") << "llama3-8b"
+                                                        << "2x8" << 0.15 << true;
+    }
+
+    void choicesAreTheSameOnAnyNumberOfThreads()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(double, fraction);
+        QFETCH(bool, lock);
+        PlanRequest request = requestFor(model.toStdString(), mesh.toStdString(), "none");
+        request.modelOptions.overrides = {model == "gpt2" ? "layers=2" : "layers=4"};
+        request.modelOptions.batch = 32;
+        PlanRequest probe = request;
+        probe.zero = 0;
+        probe.microBatch = 0;
+        const auto ws = preparePlan(probe);
+        const SearchResult unlimited = runPlan(*ws, probe);
+        request.memoryLimit = std::to_string(static_cast<long long>(fraction * unlimited.breakdown.perDeviceBytes));
+        PlanRequest edited = request;
+        if (lock) { // the down projection of every layer to a strategy the free plan does not take
+            const CostModel& m = *ws->costModel;
+            OpId down = -1;
+            for (const Op& op : m.graph().ops)
+                if (op.kind == OpKind::Linear && op.name.rfind("layers.1/", 0) == 0) down = op.id;
+            QVERIFY(down >= 0);
+            const int other = (unlimited.strategyOfOp[static_cast<size_t>(down)] + 1) % static_cast<int>(m.strategies(down).size());
+            edited.locks = {"layers.*" + m.graph().op(down).name.substr(std::strlen("layers.1")) + "=" +
+                            strategyToString(m.strategies(down)[static_cast<size_t>(other)], m.signature(down), m.mesh())};
+        }
+        std::vector<std::vector<PlannerResult>> byThreads;
+        for (int threads : {1, 2}) {
+            request.threads = edited.threads = threads;
+            Planner planner;
+            byThreads.push_back({planner.plan(request), planner.plan(edited)});
+        }
+        int searched = 0;
+        for (size_t k = 0; k < 2; ++k) {
+            const PlannerResult &one = byThreads[0][k], &two = byThreads[1][k];
+            QCOMPARE(two.result.strategyOfOp, one.result.strategyOfOp);
+            QCOMPARE(two.result.breakdown.stepSeconds, one.result.breakdown.stepSeconds);
+            QCOMPARE(two.candidates.size(), one.candidates.size());
+            for (size_t c = 0; c < one.candidates.size(); ++c) {
+                const SettingsCandidate &a = one.candidates[c], &b = two.candidates[c];
+                const QString what = QString::fromStdString(settingsText(a));
+                QVERIFY2(b.zero == a.zero && b.microBatch == a.microBatch && b.hybrid == a.hybrid &&
+                             b.reshardAfterForward == a.reshardAfterForward && b.recompute == a.recompute,
+                         qPrintable(what));
+                QVERIFY2(b.outcome == a.outcome && b.searched == a.searched, qPrintable(what));
+                QVERIFY2(b.stepSeconds == a.stepSeconds && b.bytes == a.bytes,
+                         qPrintable(what + QStringLiteral(": %1 s on one thread, %2 on two").arg(a.stepSeconds).arg(b.stepSeconds)));
+                searched += a.searched;
+            }
+        }
+        QVERIFY(searched > 2);
     }
 
     void carriedBoundsHold_data()

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cmath>
 #include <functional>
 #include <iomanip>
@@ -83,6 +85,14 @@ std::vector<LockRequest> locksOf(const PlanRequest& request)
 }
 
 bool isSearch(const PlanRequest& request) { return request.baseline.empty() || request.baseline == "flat"; }
+
+/// Threads for the pipeline search and a choice's searches: PlanRequest::threads, 0 for every
+/// hardware thread.
+int workersOf(const PlanRequest& request)
+{
+    const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return request.threads > 0 ? std::min(request.threads, hardware) : hardware;
+}
 
 } // namespace
 
@@ -480,6 +490,138 @@ void checkMicroBatch(std::int64_t microBatch, std::int64_t batch)
 
 } // namespace
 
+/// A search handed to the planner's worker (SearchWorker), which whichever thread gets to it
+/// first runs: the worker thread, or the thread that needs its result (SearchWorker::await).
+struct SearchJob {
+    enum class State : std::uint8_t { Queued, Running, Done };
+    std::function<SearchResult()> search;
+    State state = State::Queued;
+    bool awaited = false; ///< its result was taken
+    std::optional<SearchResult> result;
+    std::exception_ptr error;
+    /// Run when the result is taken, on the taking thread (EarlySearches: the session's warm
+    /// start after the search).
+    std::function<void()> onTaken;
+};
+
+/// One thread, kept for the planner's life, that runs the searches handed to it in order
+/// (State::Chooser's early searches; a thread per search cost more than the search). A thread
+/// that awaits a job runs it itself if nobody has started it, and while the worker runs it,
+/// runs the queued others meanwhile: each search's bar was fixed when it was handed over, so
+/// where it runs changes nothing but the time.
+class SearchWorker {
+public:
+    SearchWorker() = default;
+    SearchWorker(const SearchWorker&) = delete;
+    SearchWorker& operator=(const SearchWorker&) = delete;
+    ~SearchWorker()
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+
+    /// A job for `search`: queued for the worker thread when `thread`, else run when awaited.
+    std::shared_ptr<SearchJob> submit(std::function<SearchResult()> search, bool thread, std::function<void()> onTaken = {})
+    {
+        auto job = std::make_shared<SearchJob>();
+        job->search = std::move(search);
+        job->onTaken = std::move(onTaken);
+        if (!thread) return job;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            queue_.push_back(job);
+            if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+        }
+        wake_.notify_all();
+        return job;
+    }
+
+    /// The job's result (or its exception), once.
+    SearchResult await(SearchJob& job)
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        job.awaited = true;
+        while (job.state != SearchJob::State::Done) {
+            if (job.state == SearchJob::State::Queued) {
+                runHere(lock, job);
+            } else if (auto other = std::find_if(queue_.begin(), queue_.end(),
+                                                 [](const auto& j) { return j->state == SearchJob::State::Queued; });
+                       other != queue_.end()) {
+                const std::shared_ptr<SearchJob> next = *other; // kept alive while it runs here
+                runHere(lock, *next);
+            } else {
+                done_.wait(lock);
+            }
+        }
+        if (job.onTaken) job.onTaken();
+        if (job.error) std::rethrow_exception(job.error);
+        return std::move(*job.result);
+    }
+
+    /// A job nobody will await: not run unless it already runs.
+    void drop(SearchJob& job)
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (job.state == SearchJob::State::Queued) job.state = SearchJob::State::Done;
+    }
+
+    /// Returns once no job runs or waits to (however each ended).
+    void waitIdle()
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [&] {
+            return running_ == 0 &&
+                   std::none_of(queue_.begin(), queue_.end(), [](const auto& j) { return j->state == SearchJob::State::Queued; });
+        });
+    }
+
+private:
+    /// Runs `job` on this thread, the lock released meanwhile.
+    void runHere(std::unique_lock<std::mutex>& lock, SearchJob& job)
+    {
+        job.state = SearchJob::State::Running;
+        ++running_;
+        lock.unlock();
+        std::optional<SearchResult> result;
+        std::exception_ptr error;
+        try {
+            result = job.search();
+        } catch (...) {
+            error = std::current_exception();
+        }
+        lock.lock();
+        job.result = std::move(result);
+        job.error = error;
+        job.state = SearchJob::State::Done;
+        --running_;
+        done_.notify_all();
+    }
+
+    void loop()
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return;
+            const std::shared_ptr<SearchJob> job = std::move(queue_.front());
+            queue_.pop_front();
+            if (job->state == SearchJob::State::Queued) runHere(lock, *job); // else taken or dropped
+            done_.notify_all();
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable wake_, done_;
+    std::deque<std::shared_ptr<SearchJob>> queue_;
+    int running_ = 0;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
 struct Planner::State {
     std::map<std::string, std::unique_ptr<Slot>> slots; ///< by workspaceKeyOf, of the current model
     std::string modelKey;                               ///< what the slots were built for
@@ -586,12 +728,12 @@ struct Planner::State {
         if (!inserted) it->second = std::max(it->second, bound);
     }
 
-    /// Solves on the slot's session with the request's limit, locks and modes; the session's
-    /// flags are cleared again however the solve ends.
-    SearchResult solve(Slot& slot, const PlanRequest& request, double limit, const std::vector<LockRequest>& locks,
-                       double stopAbove = std::numeric_limits<double>::infinity())
+    /// Solves on the slot's session (made already: sessionOf) with the request's limit, locks and
+    /// modes; the session's flags are cleared again however the solve ends. Touches the slot's
+    /// session alone, so it may run on another thread (EarlySearches).
+    SearchResult searchOn(PlannerSession& session, const PlanRequest& request, double limit,
+                          const std::vector<LockRequest>& locks, double stopAbove) const
     {
-        PlannerSession& session = sessionOf(slot);
         struct Scope {
             PlannerSession& session;
             ~Scope()
@@ -610,13 +752,27 @@ struct Planner::State {
         // Throws InputError for a lock that cannot be honoured; a stage holds some ops only (the
         // whole model is checked by Planner::planPipeline).
         session.setLocks(locks, request.pipelineStage < 0);
-        SearchResult r = session.solve();
-        if (locks.empty()) {
+        return session.solve();
+    }
+
+    /// What a search without locks proved for the slot's later choices (unpricedBoundOf,
+    /// limitBoundOf).
+    static void record(Slot& slot, const PlanRequest& request, double limit, bool locked, const SearchResult& r)
+    {
+        if (!locked) {
             slot.lowerBound[request.baseline + "|" + request.recompute] = r.unpricedSeconds;
             slot.limitBound[boundKey(request, limit)] = r.bounded ? r.lowerBound
                                                         : r.fits  ? r.breakdown.stepSeconds
                                                                   : std::numeric_limits<double>::infinity();
         }
+    }
+
+    /// searchOn and record; `early`: the search, started before its turn (State::Chooser).
+    SearchResult solve(Slot& slot, const PlanRequest& request, double limit, const std::vector<LockRequest>& locks,
+                       double stopAbove = std::numeric_limits<double>::infinity(), SearchJob* early = nullptr)
+    {
+        SearchResult r = early ? worker.await(*early) : searchOn(sessionOf(slot), request, limit, locks, stopAbove);
+        record(slot, request, limit, !locks.empty(), r);
         return r;
     }
 
@@ -632,12 +788,14 @@ struct Planner::State {
         return *slot.unlocked;
     }
 
-    /// The plan (search or baseline) of one concrete combination, judged against the limit.
-    SearchResult planOne(Slot& slot, const PlanRequest& request, double limit, double stopAbove)
+    /// The plan (search or baseline) of one concrete combination, judged against the limit;
+    /// `early`: its search, started before its turn (EarlySearches).
+    SearchResult planOne(Slot& slot, const PlanRequest& request, double limit, double stopAbove,
+                         SearchJob* early = nullptr)
     {
         if (isSearch(request)) {
             const std::vector<LockRequest> locks = locksOf(request);
-            SearchResult r = solve(slot, request, limit, locks, stopAbove);
+            SearchResult r = solve(slot, request, limit, locks, stopAbove, early);
             if (locks.empty() && !r.bounded) {
                 slot.unlocked = r;
                 slot.unlockedKey = request.memoryLimit + "|" + request.baseline + "|" + request.recompute;
@@ -656,6 +814,7 @@ struct Planner::State {
         std::vector<SettingsCandidate> candidates;
     };
 
+    struct Chooser;
     Choice choose(const PlanRequest& request, double limit);
 
     /// Slots hold one model's workspaces; another model (or mesh, hardware, ...) starts afresh.
@@ -692,6 +851,10 @@ struct Planner::State {
             slot->session.reset();
         }
     }
+
+    /// Runs the choices' early searches (Chooser, EarlySearches). Declared last, so destroyed
+    /// first: no search of a slot outlives it.
+    SearchWorker worker;
 };
 
 namespace {
@@ -766,6 +929,91 @@ struct Pending {
     CostModel::Floor floor;
 };
 
+/// The searches of a list of combinations (State::Chooser) started before their turn: as the
+/// search before them starts, at the bar of that moment, at most kAhead of them at a time,
+/// each where it finishes soonest (SearchWorker; with one thread, at its turn). Its stop bar
+/// is then at least the bar at its turn, so it stops no sooner: a plan under that bar is the
+/// plan a later start would find, a bound is still a bound, and what each turn decides never
+/// depends on where or when the search ran (tst_planner choicesAreTheSameOnAnyNumberOfThreads).
+class EarlySearches {
+public:
+    static constexpr size_t kAhead = 2;
+    EarlySearches(SearchWorker& worker, bool twoThreads) : worker_(worker), twoThreads_(twoThreads) {}
+    EarlySearches(const EarlySearches&) = delete;
+    EarlySearches& operator=(const EarlySearches&) = delete;
+    /// However the choice ends, none runs on past it (each reads the choice's sessions).
+    ~EarlySearches()
+    {
+        for (auto& [index, started] : ahead_) worker_.drop(*started.job);
+        worker_.waitIdle();
+    }
+
+    /// Whether a search may start now: a turn is being settled and fewer than kAhead are out.
+    bool mayStart() const { return turn_ < count_ && ahead_.size() < kAhead; }
+    /// The combination settled now.
+    size_t turn() const { return turn_; }
+    /// Whether combination `index` has its search started, or one at micro-batch `microBatch` is out.
+    bool started(size_t index, std::int64_t microBatch) const
+    {
+        return ahead_.count(index) ||
+               std::any_of(ahead_.begin(), ahead_.end(), [&](const auto& a) { return a.second.microBatch == microBatch; });
+    }
+    void start(size_t index, std::int64_t microBatch, PlannerSession& session, std::function<SearchResult()> search)
+    {
+        ahead_[index] = Started{aside(session, std::move(search)), microBatch};
+    }
+    /// A search on `session` outside the turns (the last winner's), run where it finishes
+    /// soonest. It leaves the session's warm start as it found it and applies its own when
+    /// taken: a search never taken leaves no trace, wherever it ran (PlannerSession::WarmStart).
+    std::shared_ptr<SearchJob> aside(PlannerSession& session, std::function<SearchResult()> search)
+    {
+        auto after = std::make_shared<PlannerSession::WarmStart>();
+        auto job = worker_.submit(
+            [&session, after, search = std::move(search)] {
+                const PlannerSession::WarmStart before = session.warmStart();
+                struct Restore {
+                    PlannerSession& session;
+                    const PlannerSession::WarmStart& before;
+                    PlannerSession::WarmStart& after;
+                    ~Restore()
+                    {
+                        after = session.warmStart();
+                        session.setWarmStart(before);
+                    }
+                } restore{session, before, *after};
+                return search();
+            },
+            twoThreads_, [&session, after] { session.setWarmStart(*after); });
+        return job;
+    }
+    /// Begins turn `turn` of `count`: its search if one was started for it.
+    std::shared_ptr<SearchJob> beginTurn(size_t turn, size_t count)
+    {
+        turn_ = turn;
+        count_ = count;
+        auto it = ahead_.find(turn);
+        if (it == ahead_.end()) return nullptr;
+        std::shared_ptr<SearchJob> job = std::move(it->second.job);
+        ahead_.erase(it);
+        return job;
+    }
+    /// Ends a turn: its search, if nothing took it (the turn settled without it), is dropped.
+    void endTurn(const std::shared_ptr<SearchJob>& job)
+    {
+        if (job && !job->awaited) worker_.drop(*job);
+    }
+
+private:
+    struct Started {
+        std::shared_ptr<SearchJob> job;
+        std::int64_t microBatch = 0;
+    };
+    SearchWorker& worker_;
+    const bool twoThreads_;
+    size_t turn_ = 0, count_ = 0; ///< none before the turns
+    std::map<size_t, Started> ahead_; ///< by index in the list
+};
+
 /// Best first: every combination's floor under the limit (CostModel::floor: no plan of it that
 /// fits is faster, none holds less) orders those that may fit by that least time, so that the
 /// incumbent comes early and the rest stop at their floor unsearched; those whose fastest node
@@ -773,10 +1021,11 @@ struct Pending {
 /// least memory is over the limit last (once anything fits they cannot win; while nothing
 /// does, the least memory is sought).
 /// The last winner (`last`), solved before the others, is left out.
-/// The floors obey the request's locks (`forced`: op -> strategy; the combinations' cost models
-/// share one list of strategies per op), which lifts them by what the locks cost at least.
+/// The floors obey the request's locks (`forced`: the ops grouped by the strategy the locks give
+/// them, CostModel::opChoices; the combinations' cost models share one structure), which lifts
+/// them by what the locks cost at least.
 std::vector<Pending> bestFirst(const PlanRequest& request, const std::vector<CandidateGroup>& groups, const std::string& last,
-                               double capacity, const std::map<OpId, int>& forced,
+                               double capacity, const CostModel::OpChoices& forced,
                                const std::function<const CostModel&(const PlanRequest&)>& modelOf)
 {
     std::vector<Pending> pending;
@@ -870,7 +1119,7 @@ public:
     }
     /// The best such bound on `model`'s plans under the locks (`forced`, the same on every call)
     /// and the limit.
-    double of(const CostModel& model, const std::map<OpId, int>& forced, double capacity)
+    double of(const CostModel& model, const CostModel::OpChoices& forced, double capacity)
     {
         double bound = -std::numeric_limits<double>::infinity();
         for (size_t k = 0; k < solves_.size(); ++k) {
@@ -895,27 +1144,52 @@ private:
 
 } // namespace
 
-Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
-{
-    const PlanRequest probe = probeOf(request);
-    const PlanWorkspace& first = *slotFor(probe).workspace;
-    const std::int64_t batch = first.costModel->graphBatch();
-    checkMicroBatch(request.microBatch, batch);
-    const std::vector<CandidateGroup> groups =
-        candidateGroups(request, batch, first.costModel->settings().training, first.costModel->mesh());
+/// One choice among a request's combinations (State::choose): what its steps share. Best first
+/// (bestFirst), each combination either settled by what is known (floors, bounds of earlier
+/// solves) or searched under the bar of the best so far.
+struct Planner::State::Chooser {
+    Chooser(State& state, const PlanRequest& request, double limit);
+    Chooser(const Chooser&) = delete;
+    Chooser& operator=(const Chooser&) = delete;
+    Choice run();
 
-    Choice best;
-    auto better = [&](const SearchResult& r) {
+private:
+    /// What a combination must beat: the best that fits so far, or the caller's bar.
+    double bar() const
+    {
+        return best.slot && best.result.fits ? std::min(request.stopAbove, best.result.breakdown.stepSeconds) : request.stopAbove;
+    }
+    bool better(const SearchResult& r) const
+    {
         if (!best.slot) return true;
         if (r.fits != best.result.fits) return r.fits;
         return r.fits ? r.breakdown.stepSeconds < best.result.breakdown.stepSeconds
                       : r.breakdown.perDeviceBytes < best.result.breakdown.perDeviceBytes;
-    };
+    }
+    static std::tuple<std::int64_t, bool, std::string> keptKey(const PlanRequest& c)
+    {
+        return std::make_tuple(c.microBatch, c.zeroShard == "node", c.recompute);
+    }
+    void remember(const Slot& slot, const SearchResult& r) { carried.remember(*slot.workspace->costModel, r); }
+    double carriedBound(const PlanRequest& c) { return carried.of(*s.slotFor(c).workspace->costModel, forced, capacity); }
+    bool settledByBounds(const PlanRequest& c);
+    void startNext(EarlySearches& ahead, const std::vector<const Pending*>& list, const PlanRequest& now, bool probe);
+    bool consider(const PlanRequest& c, SearchJob* early = nullptr);
+    std::optional<bool> settleByBounds(const PlanRequest& c, Slot& slot, SettingsCandidate& cand);
+    bool fastestFits(const PlanRequest& c, SearchJob* early);
+    void settle(const Pending& p, bool probe, SearchJob* early = nullptr);
+    Choice finish();
+
+    State& s;
+    const PlanRequest& request;
+    const double limit;
+    const PlanRequest probe;
+    std::int64_t batch = 0;
+    std::vector<CandidateGroup> groups;
+    double capacity = 0;
+    CostModel::OpChoices forced; ///< the ops grouped as the locks leave them (lockedStrategies)
+    Choice best;
     size_t chosenIndex = 0;
-    // What a combination must beat: the best that fits so far, or the caller's bar.
-    auto bar = [&] {
-        return best.slot && best.result.fits ? std::min(request.stopAbove, best.result.breakdown.stepSeconds) : request.stopAbove;
-    };
     // Weights kept gathered (stage 3) make every plan at least as fast as resharding them after
     // forward (the backward all-gathers go; nothing else changes), so the kept layout's fastest
     // plan with no memory limit (under these locks and this recompute word) bounds the resharded
@@ -923,126 +1197,228 @@ Planner::State::Choice Planner::State::choose(const PlanRequest& request, double
     // of the kept layout counts its extra memory against it and can exceed the resharded optimum.
     // By (micro-batch, HSDP, recompute word).
     std::map<std::tuple<std::int64_t, bool, std::string>, double> keptGatheredBound;
-    auto keptKey = [](const PlanRequest& c) { return std::make_tuple(c.microBatch, c.zeroShard == "node", c.recompute); };
-    const double capacity = memoryLimitBytes(limit, first.hardware);
-    const std::map<OpId, int> forced = lockedStrategies(*first.costModel, request);
     CarriedBounds carried;
-    auto remember = [&](const Slot& slot, const SearchResult& r) { carried.remember(*slot.workspace->costModel, r); };
-    auto carriedBound = [&](const PlanRequest& c) { return carried.of(*slotFor(c).workspace->costModel, forced, capacity); };
-    auto consider = [&](const PlanRequest& c) {
-        check();
-        Slot& slot = slotFor(c);
-        SettingsCandidate cand{c.zero, c.microBatch, c.recompute, c.zeroShard == "node", c.reshardAfterForward != "off"};
-        const bool kept = c.zero == 3 && !cand.reshardAfterForward;
-        // A combination that cannot beat the best so far is not solved (its plan without limit
-        // and locks, known from an earlier solve) or stops as soon as its search proves it.
-        const double stopAbove = bar();
-        const bool incumbent = std::isfinite(stopAbove);
-        auto bounded = [&](double bound) {
-            cand.outcome = SettingsCandidate::Outcome::Bounded;
-            cand.stepSeconds = bound;
-            best.candidates.push_back(cand);
-            return true;
-        };
-        if (c.zero == 3 && !kept && incumbent) {
-            auto known = keptGatheredBound.find(keptKey(c));
-            if (known != keptGatheredBound.end() && known->second >= stopAbove) return bounded(known->second);
-        }
-        if (isSearch(c)) {
-            const double unpriced = unpricedBoundOf(slot, c);
-            if (kept && unpriced > -std::numeric_limits<double>::infinity()) keptGatheredBound[keptKey(c)] = unpriced;
-            if (unpriced >= stopAbove) return bounded(unpriced);
-            const double proved = limitBoundOf(slot, c, limit);
-            if (incumbent && proved >= stopAbove) {
-                if (std::isfinite(proved)) return bounded(proved);
-                cand.outcome = SettingsCandidate::Outcome::FitsNothing; // without locks already
-                best.candidates.push_back(cand);
-                return false;
-            }
-            if (const double carried = incumbent ? carriedBound(c) : -1; carried >= stopAbove * (1 + carriedMarginOf(c))) {
-                // Without locks it holds under any lock, as a search's own bound does.
-                if (locksOf(c).empty()) proveUnderLimit(slot, c, limit, carried);
-                return bounded(carried);
-            }
-        }
-        cand.searched = true;
-        SearchResult r = planOne(slot, c, limit, stopAbove);
-        if (isSearch(c)) remember(slot, r);
-        // A search's unpriced plan obeys the locks; a baseline is one plan, faster kept gathered.
-        if (kept) keptGatheredBound[keptKey(c)] = isSearch(c) ? r.unpricedSeconds : r.breakdown.stepSeconds;
-        if (r.bounded) return bounded(r.lowerBound);
-        cand.stepSeconds = r.breakdown.stepSeconds;
-        cand.bytes = r.breakdown.perDeviceBytes;
-        cand.outcome = r.fits ? SettingsCandidate::Outcome::Slower : SettingsCandidate::Outcome::FitsNothing;
-        const bool fits = r.fits;
-        if (better(r)) {
-            best.slot = &slot;
-            best.result = std::move(r);
-            chosenIndex = best.candidates.size();
-        }
+    std::optional<FitsNothing> fitsNothing; ///< made once the batch is known
+    std::vector<Pending> pending;
+    std::vector<const Pending*> probed; ///< `pending` in order: each first searched at price 0
+    std::vector<const Pending*> priced; ///< those whose search needs a memory price, after the rest
+    /// Declared last, so destroyed first: they wait for their searches, which read the members.
+    EarlySearches earlyProbes, early; ///< of `probed` at price 0, of `priced` under the limit
+};
+
+Planner::State::Chooser::Chooser(State& state, const PlanRequest& r, double l) :
+    s(state), request(r), limit(l), probe(probeOf(r)),
+    // A pipeline's stages run on two threads already.
+    earlyProbes(state.worker, workersOf(r) > 1 && r.pipelineStage < 0), early(state.worker, workersOf(r) > 1 && r.pipelineStage < 0)
+{
+    const PlanWorkspace& first = *s.slotFor(probe).workspace;
+    batch = first.costModel->graphBatch();
+    checkMicroBatch(request.microBatch, batch);
+    groups = candidateGroups(request, batch, first.costModel->settings().training, first.costModel->mesh());
+    capacity = memoryLimitBytes(limit, first.hardware);
+    forced = first.costModel->opChoices(lockedStrategies(*first.costModel, request));
+    fitsNothing.emplace(batch);
+}
+
+/// What earlier solves proved settles the combination in consider() without a search.
+bool Planner::State::Chooser::settledByBounds(const PlanRequest& c)
+{
+    const Slot& slot = s.slotFor(c);
+    const double stopAbove = bar();
+    return unpricedBoundOf(slot, c) >= stopAbove ||
+           (std::isfinite(stopAbove) &&
+            (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove * (1 + carriedMarginOf(c))));
+}
+
+/// Starts the search of the next combination of `list` that what is known leaves open, as the
+/// search of `now` starts (EarlySearches): at price 0 for the probed (`probe`: those whose
+/// fastest node choices fit), else under the limit. One at another micro-batch: `now`'s search
+/// carries bounds only to those at its own (CarriedBounds).
+void Planner::State::Chooser::startNext(EarlySearches& ahead, const std::vector<const Pending*>& list, const PlanRequest& now,
+                                        bool probe)
+{
+    if (!isSearch(request) || !ahead.mayStart()) return;
+    for (size_t k = ahead.turn() + 1; k < list.size(); ++k) {
+        const Pending& p = *list[k];
+        // Settled at its turn unsearched: the bar only falls, fitsNothing and the bounds only grow.
+        if (p.microBatch == now.microBatch || ahead.started(k, p.microBatch) || (probe && p.floor.priced) ||
+            fitsNothing->coversLeaner(*p.group, p.microBatch) || p.floor.bytes > capacity || p.floor.seconds >= bar())
+            continue;
+        const PlanRequest c = combinationOf(request, *p.group, p.microBatch);
+        if (settledByBounds(c)) continue;
+        PlannerSession& session = s.sessionOf(s.slotFor(c));
+        const double stopAbove = bar(), searchLimit = probe ? -1 : limit;
+        State& state = s;
+        ahead.start(k, p.microBatch, session,
+                    [&state, &session, c, searchLimit, stopAbove] { return state.searchOn(session, c, searchLimit, locksOf(c), stopAbove); });
+        if (!ahead.mayStart()) return;
+    }
+}
+
+/// A combination that cannot beat the best so far is not solved: true or false (fits nothing)
+/// when what earlier solves proved settles it, with its candidate recorded.
+std::optional<bool> Planner::State::Chooser::settleByBounds(const PlanRequest& c, Slot& slot, SettingsCandidate& cand)
+{
+    const bool kept = c.zero == 3 && !cand.reshardAfterForward;
+    const double stopAbove = bar();
+    const bool incumbent = std::isfinite(stopAbove);
+    auto bounded = [&](double bound) {
+        cand.outcome = SettingsCandidate::Outcome::Bounded;
+        cand.stepSeconds = bound;
         best.candidates.push_back(cand);
-        return fits;
+        return true;
     };
-    const std::string last = lastChoice[request.baseline];
+    if (c.zero == 3 && !kept && incumbent) {
+        auto known = keptGatheredBound.find(keptKey(c));
+        if (known != keptGatheredBound.end() && known->second >= stopAbove) return bounded(known->second);
+    }
+    if (!isSearch(c)) return std::nullopt;
+    const double unpriced = unpricedBoundOf(slot, c);
+    if (kept && unpriced > -std::numeric_limits<double>::infinity()) keptGatheredBound[keptKey(c)] = unpriced;
+    if (unpriced >= stopAbove) return bounded(unpriced);
+    const double proved = limitBoundOf(slot, c, limit);
+    if (incumbent && proved >= stopAbove) {
+        if (std::isfinite(proved)) return bounded(proved);
+        cand.outcome = SettingsCandidate::Outcome::FitsNothing; // without locks already
+        best.candidates.push_back(cand);
+        return false;
+    }
+    if (const double bound = incumbent ? carriedBound(c) : -1; bound >= stopAbove * (1 + carriedMarginOf(c))) {
+        // Without locks it holds under any lock, as a search's own bound does.
+        if (locksOf(c).empty()) proveUnderLimit(slot, c, limit, bound);
+        return bounded(bound);
+    }
+    return std::nullopt;
+}
+
+/// Settles one combination, searching it (or taking its `early` search) unless what is known
+/// settles it; whether it fits.
+bool Planner::State::Chooser::consider(const PlanRequest& c, SearchJob* earlySearch)
+{
+    s.check();
+    Slot& slot = s.slotFor(c);
+    SettingsCandidate cand{c.zero, c.microBatch, c.recompute, c.zeroShard == "node", c.reshardAfterForward != "off"};
+    if (const std::optional<bool> settled = settleByBounds(c, slot, cand)) return *settled;
+    const bool kept = c.zero == 3 && !cand.reshardAfterForward;
+    cand.searched = true;
+    startNext(early, priced, c, false);
+    SearchResult r = s.planOne(slot, c, limit, bar(), earlySearch);
+    if (isSearch(c)) remember(slot, r);
+    // A search's unpriced plan obeys the locks; a baseline is one plan, faster kept gathered.
+    if (kept) keptGatheredBound[keptKey(c)] = isSearch(c) ? r.unpricedSeconds : r.breakdown.stepSeconds;
+    if (r.bounded) {
+        cand.outcome = SettingsCandidate::Outcome::Bounded;
+        cand.stepSeconds = r.lowerBound;
+        best.candidates.push_back(cand);
+        return true;
+    }
+    cand.stepSeconds = r.breakdown.stepSeconds;
+    cand.bytes = r.breakdown.perDeviceBytes;
+    cand.outcome = r.fits ? SettingsCandidate::Outcome::Slower : SettingsCandidate::Outcome::FitsNothing;
+    const bool fits = r.fits;
+    if (better(r)) {
+        best.slot = &slot;
+        best.result = std::move(r);
+        chosenIndex = best.candidates.size();
+    }
+    best.candidates.push_back(cand);
+    return fits;
+}
+
+/// Whether the combination's fastest plan, limit aside (one search at price 0, which its
+/// search under the limit starts with and finds cached), fits: then it is that search's
+/// answer. Searches that need a memory price cost several times more, so those wait until
+/// every combination whose fastest plan fits has set the bar (they then stop at it).
+bool Planner::State::Chooser::fastestFits(const PlanRequest& c, SearchJob* earlySearch)
+{
+    if (!isSearch(c) || settledByBounds(c)) return true;
+    Slot& slot = s.slotFor(c);
+    startNext(earlyProbes, probed, c, true);
+    const SearchResult r = s.solve(slot, c, -1, locksOf(c), bar(), earlySearch);
+    remember(slot, r);
+    return r.bounded || r.breakdown.perDeviceBytes <= capacity;
+}
+
+/// Settles a combination by its floor, or defers it to the priced turns (`probeFirst`), or
+/// considers it. `earlySearch`: its search started before its turn, at price 0 when probed.
+void Planner::State::Chooser::settle(const Pending& p, bool probeFirst, SearchJob* earlySearch)
+{
+    const CandidateGroup& g = *p.group;
+    const PlanRequest c = combinationOf(request, g, p.microBatch);
+    SettingsCandidate cand{c.zero, p.microBatch, c.recompute, g.hybrid, g.reshardAfterForward};
+    const bool incumbent = best.slot && best.result.fits;
+    if (fitsNothing->coversLeaner(g, p.microBatch) || (incumbent && p.floor.bytes > capacity)) {
+        fitsNothing->add(g, p.microBatch);
+        cand.outcome = SettingsCandidate::Outcome::TooLarge;
+        best.candidates.push_back(cand);
+    } else if (std::isfinite(bar()) && p.floor.seconds >= bar()) {
+        cand.outcome = SettingsCandidate::Outcome::Bounded;
+        cand.stepSeconds = p.floor.seconds;
+        best.candidates.push_back(cand);
+    } else if (probeFirst && (p.floor.priced || !fastestFits(c, earlySearch))) {
+        priced.push_back(&p);
+    } else if (!consider(c, probeFirst ? nullptr : earlySearch) && // a probe's early search is its price-0 one
+               best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
+        fitsNothing->add(g, p.microBatch);
+    }
+}
+
+Planner::State::Choice Planner::State::Chooser::run()
+{
+    const std::string last = s.lastChoice[request.baseline];
     // The last winner first: after an edit it is usually still the best, and its bound prunes.
+    // Its search (at the caller's bar: nothing is known yet) runs beside the floors' ordering.
+    std::optional<PlanRequest> lastWinner;
     for (const auto& g : groups)
         for (std::int64_t m : g.microBatches)
-            if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) == last) consider(c);
-    const std::vector<Pending> pending = bestFirst(request, groups, last, capacity, forced,
-                                                   [&](const PlanRequest& c) -> const CostModel& { return *slotFor(c).workspace->costModel; });
-    FitsNothing fitsNothing{batch};
-    // Whether the combination's fastest plan, limit aside (one search at price 0, which its
-    // search under the limit starts with and finds cached), fits: then it is that search's
-    // answer. Searches that need a memory price cost several times more, so those wait until
-    // every combination whose fastest plan fits has set the bar (they then stop at it).
-    auto fastestFits = [&](const PlanRequest& c) {
-        if (!isSearch(c)) return true;
-        Slot& slot = slotFor(c);
-        const double stopAbove = bar();
-        const bool incumbent = std::isfinite(stopAbove);
-        // What earlier solves proved settles it in consider() without a search.
-        if (unpricedBoundOf(slot, c) >= stopAbove ||
-            (incumbent && (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove * (1 + carriedMarginOf(c)))))
-            return true;
-        const SearchResult r = solve(slot, c, -1, locksOf(c), stopAbove);
-        remember(slot, r);
-        return r.bounded || r.breakdown.perDeviceBytes <= capacity;
-    };
-    std::vector<const Pending*> priced;
-    auto settle = [&](const Pending& p, bool probe) {
-        const CandidateGroup& g = *p.group;
-        const PlanRequest c = combinationOf(request, g, p.microBatch);
-        SettingsCandidate cand{c.zero, p.microBatch, c.recompute, g.hybrid, g.reshardAfterForward};
-        const bool incumbent = best.slot && best.result.fits;
-        if (fitsNothing.coversLeaner(g, p.microBatch) || (incumbent && p.floor.bytes > capacity)) {
-            fitsNothing.add(g, p.microBatch);
-            cand.outcome = SettingsCandidate::Outcome::TooLarge;
-            best.candidates.push_back(cand);
-        } else if (std::isfinite(bar()) && p.floor.seconds >= bar()) {
-            cand.outcome = SettingsCandidate::Outcome::Bounded;
-            cand.stepSeconds = p.floor.seconds;
-            best.candidates.push_back(cand);
-        } else if (probe && (p.floor.priced || !fastestFits(c))) {
-            priced.push_back(&p);
-        } else if (!consider(c) && best.candidates.back().outcome == SettingsCandidate::Outcome::FitsNothing) {
-            fitsNothing.add(g, p.microBatch);
+            if (const PlanRequest c = combinationOf(request, g, m); choiceKeyOf(c) == last) lastWinner = c;
+    std::shared_ptr<SearchJob> lastSearch;
+    if (lastWinner && isSearch(*lastWinner)) {
+        PlannerSession& session = s.sessionOf(s.slotFor(*lastWinner));
+        State& state = s;
+        lastSearch = earlyProbes.aside(session, [&state, &session, c = *lastWinner, l = limit, stopAbove = bar()] {
+            return state.searchOn(session, c, l, locksOf(c), stopAbove);
+        });
+    }
+    pending = bestFirst(request, groups, last, capacity, forced,
+                        [&](const PlanRequest& c) -> const CostModel& { return *s.slotFor(c).workspace->costModel; });
+    if (lastWinner) consider(*lastWinner, lastSearch.get());
+    earlyProbes.endTurn(lastSearch);
+    for (const auto& p : pending) probed.push_back(&p);
+    auto settleInTurn = [&](EarlySearches& ahead, const std::vector<const Pending*>& list, bool probe) {
+        for (size_t turn = 0; turn < list.size(); ++turn) {
+            const std::shared_ptr<SearchJob> started = ahead.beginTurn(turn, list.size());
+            settle(*list[turn], probe, started.get());
+            ahead.endTurn(started);
         }
     };
-    for (const auto& p : pending) settle(p, true);
-    for (const Pending* p : priced) settle(*p, false);
+    settleInTurn(earlyProbes, probed, true);
+    settleInTurn(early, priced, false);
+    s.worker.waitIdle(); // finish may drop sessions (trimSessions) that a dropped search still reads
+    return finish();
+}
+
+Planner::State::Choice Planner::State::Chooser::finish()
+{
     if (!best.slot) { // every combination is at or over the caller's bar (PlanRequest::stopAbove)
-        best.slot = &slotFor(probe);
+        best.slot = &s.slotFor(probe);
         best.result.bounded = true;
         best.result.lowerBound = leastBound(best.candidates);
-        return best;
+        return std::move(best);
     }
     best.candidates[chosenIndex].outcome = SettingsCandidate::Outcome::Chosen;
     const SettingsCandidate& won = best.candidates[chosenIndex];
     const PlanRequest w = combinationOf(request, {won.zero, won.recompute, {}, won.hybrid, won.reshardAfterForward}, won.microBatch);
-    lastChoice[request.baseline] = choiceKeyOf(w);
-    trimSessions(best.slot);
-    if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = unlockedOf(*best.slot, w, limit);
-    return best;
+    s.lastChoice[request.baseline] = choiceKeyOf(w);
+    s.trimSessions(best.slot);
+    if (isSearch(request) && request.compareUnlocked && !request.locks.empty()) best.unlocked = s.unlockedOf(*best.slot, w, limit);
+    return std::move(best);
+}
+
+Planner::State::Choice Planner::State::choose(const PlanRequest& request, double limit)
+{
+    Chooser chooser(*this, request, limit);
+    return chooser.run();
 }
 
 Planner::Planner() : state_(std::make_unique<State>()) {}
@@ -1507,13 +1883,6 @@ void addStagedRequests(std::map<int, PlanRequest>& staged, const PlanRequest& wh
         else if (layersOf(*r.wholeFold) > 0) r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold);
         staged.emplace(stages, std::move(r));
     }
-}
-
-/// Threads for the pipeline search: PlanRequest::threads, 0 for every hardware thread.
-int workersOf(const PlanRequest& request)
-{
-    const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    return request.threads > 0 ? std::min(request.threads, hardware) : hardware;
 }
 
 } // namespace
