@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   coinor-libcbc-dev
+  libgoogle-perftools-dev
   python3
   python3-torch
 )

@@ -15,6 +15,9 @@
 #ifndef TP_BUILD_TYPE
 #define TP_BUILD_TYPE "unknown"
 #endif
+#ifndef TP_ALLOCATOR
+#define TP_ALLOCATOR "unknown"
+#endif
 
 namespace tp::cli {
 
@@ -101,6 +104,7 @@ nlohmann::json machineJson()
             {"kernel", firstMatch("/proc/sys/kernel/osrelease", "")},
             {"compiler", compiler},
             {"build_type", TP_BUILD_TYPE},
+            {"allocator", TP_ALLOCATOR},
             {"load_average_start", loadAverage()}};
 }
 
