@@ -941,7 +941,8 @@ public:
     EarlySearches(SearchWorker& worker, bool twoThreads) : worker_(worker), twoThreads_(twoThreads) {}
     EarlySearches(const EarlySearches&) = delete;
     EarlySearches& operator=(const EarlySearches&) = delete;
-    /// However the choice ends, none runs on past it (each reads the choice's sessions).
+    /// However the choice ends, none runs on past it (each reads the choice's sessions): on an
+    /// exception too, where Chooser::run's own wait before finish is never reached.
     ~EarlySearches()
     {
         for (auto& [index, started] : ahead_) worker_.drop(*started.job);
@@ -1173,7 +1174,12 @@ private:
     }
     void remember(const Slot& slot, const SearchResult& r) { carried.remember(*slot.workspace->costModel, r); }
     double carriedBound(const PlanRequest& c) { return carried.of(*s.slotFor(c).workspace->costModel, forced, capacity); }
-    bool settledByBounds(const PlanRequest& c);
+    /// What settles a combination unsearched: a bound that reaches the bar, by what proved it.
+    struct Settling {
+        enum class Kind { KeptGathered, Unpriced, UnderLimit, Carried } kind;
+        double bound; ///< infinite for UnderLimit: nothing of it fits the limit
+    };
+    std::optional<Settling> settlingBound(const PlanRequest& c);
     void startNext(EarlySearches& ahead, const std::vector<const Pending*>& list, const PlanRequest& now, bool probe);
     bool consider(const PlanRequest& c, SearchJob* early = nullptr);
     std::optional<bool> settleByBounds(const PlanRequest& c, Slot& slot, SettingsCandidate& cand);
@@ -1221,14 +1227,26 @@ Planner::State::Chooser::Chooser(State& state, const PlanRequest& r, double l) :
     fitsNothing.emplace(batch);
 }
 
-/// What earlier solves proved settles the combination in consider() without a search.
-bool Planner::State::Chooser::settledByBounds(const PlanRequest& c)
+/// What earlier solves proved of `c` that settles it without a search, if anything does (the
+/// bar only falls and the bounds only grow, so what settles it now settles it at its turn):
+/// the kept-gathered layout's fastest plan (keptGatheredBound), its own unpriced plan, its
+/// bound under the limit, or a bound carried from another combination (CarriedBounds).
+std::optional<Planner::State::Chooser::Settling> Planner::State::Chooser::settlingBound(const PlanRequest& c)
 {
-    const Slot& slot = s.slotFor(c);
+    using Kind = Settling::Kind;
     const double stopAbove = bar();
-    return unpricedBoundOf(slot, c) >= stopAbove ||
-           (std::isfinite(stopAbove) &&
-            (limitBoundOf(slot, c, limit) >= stopAbove || carriedBound(c) >= stopAbove * (1 + carriedMarginOf(c))));
+    const bool incumbent = std::isfinite(stopAbove);
+    if (incumbent && c.zero == 3 && c.reshardAfterForward != "off")
+        if (auto known = keptGatheredBound.find(keptKey(c)); known != keptGatheredBound.end() && known->second >= stopAbove)
+            return Settling{Kind::KeptGathered, known->second};
+    if (!isSearch(c)) return std::nullopt;
+    const Slot& slot = s.slotFor(c);
+    if (const double unpriced = unpricedBoundOf(slot, c); unpriced >= stopAbove) return Settling{Kind::Unpriced, unpriced};
+    if (!incumbent) return std::nullopt;
+    if (const double proved = limitBoundOf(slot, c, limit); proved >= stopAbove) return Settling{Kind::UnderLimit, proved};
+    if (const double carriedBy = carriedBound(c); carriedBy >= stopAbove * (1 + carriedMarginOf(c)))
+        return Settling{Kind::Carried, carriedBy};
+    return std::nullopt;
 }
 
 /// Starts the searches of the next combinations of `list` that what is known leaves open, as
@@ -1249,7 +1267,7 @@ void Planner::State::Chooser::startNext(EarlySearches& ahead, const std::vector<
             p.floor.seconds >= bar())
             continue;
         const PlanRequest c = combinationOf(request, *p.group, p.microBatch);
-        if (settledByBounds(c)) continue;
+        if (settlingBound(c)) continue;
         PlannerSession& session = s.sessionOf(s.slotFor(c));
         const double stopAbove = bar(), searchLimit = probe ? -1 : limit;
         State& state = s;
@@ -1260,39 +1278,26 @@ void Planner::State::Chooser::startNext(EarlySearches& ahead, const std::vector<
 }
 
 /// A combination that cannot beat the best so far is not solved: true or false (fits nothing)
-/// when what earlier solves proved settles it, with its candidate recorded.
+/// when what earlier solves proved settles it (settlingBound), with its candidate recorded.
 std::optional<bool> Planner::State::Chooser::settleByBounds(const PlanRequest& c, Slot& slot, SettingsCandidate& cand)
 {
-    const bool kept = c.zero == 3 && !cand.reshardAfterForward;
-    const double stopAbove = bar();
-    const bool incumbent = std::isfinite(stopAbove);
-    auto bounded = [&](double bound) {
-        cand.outcome = SettingsCandidate::Outcome::Bounded;
-        cand.stepSeconds = bound;
-        best.candidates.push_back(cand);
-        return true;
-    };
-    if (c.zero == 3 && !kept && incumbent) {
-        auto known = keptGatheredBound.find(keptKey(c));
-        if (known != keptGatheredBound.end() && known->second >= stopAbove) return bounded(known->second);
-    }
-    if (!isSearch(c)) return std::nullopt;
-    const double unpriced = unpricedBoundOf(slot, c);
-    if (kept && unpriced > -std::numeric_limits<double>::infinity()) keptGatheredBound[keptKey(c)] = unpriced;
-    if (unpriced >= stopAbove) return bounded(unpriced);
-    const double proved = limitBoundOf(slot, c, limit);
-    if (incumbent && proved >= stopAbove) {
-        if (std::isfinite(proved)) return bounded(proved);
-        cand.outcome = SettingsCandidate::Outcome::FitsNothing; // without locks already
+    // The kept-gathered layout's unpriced plan, once known, bounds its resharded twin's.
+    if (c.zero == 3 && !cand.reshardAfterForward && isSearch(c))
+        if (const double unpriced = unpricedBoundOf(slot, c); unpriced > -std::numeric_limits<double>::infinity())
+            keptGatheredBound[keptKey(c)] = unpriced;
+    const std::optional<Settling> settling = settlingBound(c);
+    if (!settling) return std::nullopt;
+    if (settling->kind == Settling::Kind::UnderLimit && !std::isfinite(settling->bound)) { // nothing fits, without locks already
+        cand.outcome = SettingsCandidate::Outcome::FitsNothing;
         best.candidates.push_back(cand);
         return false;
     }
-    if (const double bound = incumbent ? carriedBound(c) : -1; bound >= stopAbove * (1 + carriedMarginOf(c))) {
-        // Without locks it holds under any lock, as a search's own bound does.
-        if (locksOf(c).empty()) proveUnderLimit(slot, c, limit, bound);
-        return bounded(bound);
-    }
-    return std::nullopt;
+    // Without locks a carried bound holds under any lock, as a search's own bound does.
+    if (settling->kind == Settling::Kind::Carried && locksOf(c).empty()) proveUnderLimit(slot, c, limit, settling->bound);
+    cand.outcome = SettingsCandidate::Outcome::Bounded;
+    cand.stepSeconds = settling->bound;
+    best.candidates.push_back(cand);
+    return true;
 }
 
 /// Settles one combination, searching it (or taking its `early` search) unless what is known
@@ -1335,7 +1340,7 @@ bool Planner::State::Chooser::consider(const PlanRequest& c, SearchJob* earlySea
 /// every combination whose fastest plan fits has set the bar (they then stop at it).
 bool Planner::State::Chooser::fastestFits(const PlanRequest& c, SearchJob* earlySearch)
 {
-    if (!isSearch(c) || settledByBounds(c)) return true;
+    if (!isSearch(c) || settlingBound(c)) return true;
     Slot& slot = s.slotFor(c);
     startNext(earlyProbes, probed, c, true);
     const SearchResult r = s.solve(slot, c, -1, locksOf(c), bar(), earlySearch);
@@ -1398,7 +1403,9 @@ Planner::State::Choice Planner::State::Chooser::run()
     };
     settleInTurn(earlyProbes, probed, true);
     settleInTurn(early, priced, false);
-    s.worker.waitIdle(); // finish may drop sessions (trimSessions) that a dropped search still reads
+    // Every turn is taken, but a dropped search may still run, reading a session that finish
+    // drops (trimSessions).
+    s.worker.waitIdle();
     return finish();
 }
 

@@ -1,5 +1,6 @@
 #include "class_table.h"
 
+#include <span>
 #include <stdexcept>
 
 #include "session_impl.h"
@@ -460,6 +461,32 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
     std::vector<double>().swap(solve.elimination.remaining.values);
 }
 
+namespace {
+
+using EdgePlans = std::vector<std::vector<CollectiveCall>>;
+
+/// The collectives of the edges from each of `specs` into each of the consumer's `nc`
+/// strategies (CostModel::edgePlan), by spec then strategy. They are the same for every
+/// micro-batch, so they are planned once and kept at `key` of `shared`'s `cache` for every
+/// session; a flat search (`shared` null) shares nothing and keeps them in `unshared`.
+template <class Key>
+const EdgePlans& plannedEdges(const CostModel& model, std::span<const TensorSpec> specs, OpId consumer, int input, int nc,
+                              SharedSearchCaches* shared, std::map<Key, EdgePlans> SharedSearchCaches::*cache, const Key& key,
+                              EdgePlans& unshared)
+{
+    auto planAll = [&] {
+        EdgePlans made;
+        made.reserve(specs.size() * static_cast<size_t>(nc));
+        for (const TensorSpec& spec : specs)
+            for (int c = 0; c < nc; ++c) made.push_back(model.edgePlan(spec, consumer, input, c));
+        return made;
+    };
+    if (!shared) return unshared = planAll();
+    return shared->findOrMake(shared->*cache, key, planAll);
+}
+
+} // namespace
+
 Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
                                         const std::vector<int>& domains, EdgePart part)
 {
@@ -483,19 +510,10 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     // Cost per distinct produced spec, both parts from one edge costing, then spread over the
     // producer's strategies; the other part is cached too (full-mode tables ask for it).
     std::vector<double> exposed(ps.specs.size() * static_cast<size_t>(nc)), forward(exposed.size());
-    // The collectives are planned once for all micro-batches (flat shares nothing).
-    auto planAll = [&] {
-        std::vector<std::vector<CollectiveCall>> made;
-        made.reserve(exposed.size());
-        for (size_t v = 0; v < ps.specs.size(); ++v)
-            for (int c = 0; c < nc; ++c) made.push_back(model.edgePlan(ps.specs[v], consumer, input, c));
-        return made;
-    };
-    std::vector<std::vector<CollectiveCall>> unshared;
-    if (flat) unshared = planAll();
-    const auto& plans =
-        flat ? unshared
-             : caches->findOrMake(caches->edgePlans, std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input), planAll);
+    EdgePlans unshared;
+    const EdgePlans& plans = plannedEdges(model, ps.specs, consumer, input, nc, flat ? nullptr : caches.get(),
+                                          &SharedSearchCaches::edgePlans,
+                                          std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input), unshared);
     for (size_t v = 0; v < ps.specs.size(); ++v)
         for (int c = 0; c < nc; ++c) {
             const size_t at = v * static_cast<size_t>(nc) + static_cast<size_t>(c);
@@ -536,18 +554,12 @@ Factor PlannerSession::Impl::edgeFromSpecs(int specVar, const std::vector<Tensor
     for (int v = 0; v < nv; ++v) {
         const TensorSpec& spec = domain[static_cast<size_t>(v)];
         if (isFree(spec)) continue; // values stay 0
-        // The collectives are planned once for all micro-batches and sessions (flat shares
-        // nothing); keyed by the consumer itself, not its class's first instance: whether it pays
-        // its input's gradient reduction can differ between instances (CostModel::edgePlan).
-        auto planAll = [&] {
-            std::vector<std::vector<CollectiveCall>> made;
-            for (int c = 0; c < nc; ++c) made.push_back(model.edgePlan(spec, consumer, input, c));
-            return made;
-        };
-        std::vector<std::vector<CollectiveCall>> unshared;
-        if (flat) unshared = planAll();
-        const auto& plans =
-            flat ? unshared : caches->findOrMake(caches->specEdgePlans, std::make_tuple(consumer, input, spec), planAll);
+        // Keyed by the consumer itself, not its class's first instance: whether it pays its
+        // input's gradient reduction can differ between instances (CostModel::edgePlan).
+        EdgePlans unshared;
+        const EdgePlans& plans = plannedEdges(model, std::span<const TensorSpec>(&spec, 1), consumer, input, nc,
+                                              flat ? nullptr : caches.get(), &SharedSearchCaches::specEdgePlans,
+                                              std::make_tuple(consumer, input, spec), unshared);
         for (int c = 0; c < nc; ++c) {
             const EdgeCost e = model.edgeSeconds(plans[static_cast<size_t>(c)], spec, consumer, input, c);
             const size_t idx = specVar < consumerVar ? static_cast<size_t>(v * nc + c) : static_cast<size_t>(c * nv + v);
