@@ -1,9 +1,11 @@
 // The units of the search (docs/ARCHITECTURE.md, "core/search") on their own, with numbers
 // worked out by hand: min-plus products and powers, the product tree's decoding of a run, the
 // chord step and the layer-mix bisection of the memory-price search, runs split at a price,
-// domains, recompute modes, the table cache, the refold for per-instance locks and a locked
-// variable fixed in the elimination.
+// domains, recompute modes, the table cache, the refold for per-instance locks, a locked
+// variable fixed in the elimination and substitutable values dropped before it.
 #include <QtTest>
+
+#include <random>
 
 #include "search/class_table.h"
 #include "search/factor.h"
@@ -12,6 +14,7 @@
 #include "search/minplus.h"
 #include "search/price_search.h"
 #include "search/stitch.h"
+#include "search/substitution.h"
 
 using namespace tp;
 using namespace tp::search;
@@ -392,6 +395,106 @@ private slots:
         std::vector<int> assignment{1, -1, -1};
         decode(r, domains, assignment);
         QCOMPARE(assignment, (std::vector<int>{1, 1, 1}));
+    }
+
+    // A value that another value of its variable replaces at no greater cost over all its
+    // factors together is dropped (core/search/substitution.cpp). Variable 0 (domain 3) is
+    // eliminated, 1 (domain 2) kept; u0 = [9 2 5], f01 = [[0 4] [3 0] [0 4]].
+    //   1 for 2: u adds 2 - 5 = -3, f01 at most max(3 - 0, 0 - 4) = 3: -3 + 3 = 0 <= 0, dropped
+    //     (the edge alone is worse by 3, so only the sum over both factors drops it);
+    //   1 for 0: u adds 2 - 9 = -7, f01 at most max(3 - 0, 0 - 4) = 3: -4, dropped;
+    //   nothing replaces 1 (0 or 2 for 1: u adds 7 or 3). So 0 keeps value 1 alone.
+    // By hand, every value kept: remaining(1 = 0) = min(9+0, 2+3, 5+0) = 5 (first least at 1),
+    // remaining(1 = 1) = min(9+4, 2+0, 5+4) = 2 (at 1): the same with value 1 alone.
+    // "no substitute": u0 = [1 2 3], f01 = [[0 9] [9 0] [4 4]]: every replacement adds at least
+    // 3 (0 for 2: -2 + max(0 - 4, 9 - 4)); remaining = [min(1, 11, 7), min(10, 2, 7)] = [1 2].
+    // Two equal values ("equal"): the first stays, as the elimination itself takes the first least.
+    // A value forbidden outright (+inf, "forbidden") goes; the other two do not replace each other.
+    void substitutedValuesAreDropped_data()
+    {
+        QTest::addColumn<std::vector<double>>("u0");
+        QTest::addColumn<std::vector<double>>("f01");
+        QTest::addColumn<std::vector<int>>("kept");
+        QTest::addColumn<std::vector<double>>("remaining");
+        QTest::newRow("slack across factors") << std::vector<double>{9, 2, 5} << std::vector<double>{0, 4, 3, 0, 0, 4}
+                                              << std::vector<int>{1} << std::vector<double>{5, 2};
+        QTest::newRow("no substitute") << std::vector<double>{1, 2, 3} << std::vector<double>{0, 9, 9, 0, 4, 4}
+                                       << std::vector<int>{0, 1, 2} << std::vector<double>{1, 2};
+        QTest::newRow("equal") << std::vector<double>{1, 1} << std::vector<double>{0, 2, 0, 2} << std::vector<int>{0}
+                               << std::vector<double>{1, 3};
+        QTest::newRow("forbidden") << std::vector<double>{inf, 3, 4} << std::vector<double>{0, 0, 5, 1, 0, 9}
+                                   << std::vector<int>{1, 2} << std::vector<double>{4, 4};
+    }
+    void substitutedValuesAreDropped()
+    {
+        QFETCH(std::vector<double>, u0);
+        QFETCH(std::vector<double>, f01);
+        QFETCH(std::vector<int>, kept);
+        QFETCH(std::vector<double>, remaining);
+        const std::vector<int> domains{static_cast<int>(u0.size()), 2};
+        const std::vector<Factor> factors{Factor{{0}, u0}, Factor{{0, 1}, f01}};
+        const EliminationResult reduced = eliminate(factors, domains, {1}, 1, 0.0);
+        const EliminationResult whole = eliminate(factors, domains, {1}, 1, inf);
+        QCOMPARE(reduced.reducedDomains[0], static_cast<int>(kept.size()));
+        if (kept.size() < u0.size()) QCOMPARE(reduced.values.valuesOf[0], kept);
+        QCOMPARE(reduced.remaining.values, remaining);
+        QCOMPARE(whole.reducedDomains, domains);
+        QCOMPARE(whole.remaining.values, remaining);
+        // Decoded back to the original values: the least of each row, and a kept value.
+        for (int x1 = 0; x1 < 2; ++x1) {
+            std::vector<int> assignment{-1, x1};
+            decode(reduced, domains, assignment);
+            QVERIFY(std::find(kept.begin(), kept.end(), assignment[0]) != kept.end());
+            QCOMPARE(u0[static_cast<size_t>(assignment[0])] + f01[static_cast<size_t>(assignment[0] * 2 + x1)],
+                     remaining[static_cast<size_t>(x1)]);
+        }
+    }
+
+    // On random factor graphs with small integer costs (many ties and near-substitutes) and
+    // some forbidden entries: the elimination with every variable tested for substitutes gives
+    // the same least cost as without, for every assignment of the kept variables, and decodes
+    // to an assignment that costs exactly that. Values must actually be dropped on the way.
+    void substitutionKeepsTheLeast()
+    {
+        std::mt19937 rng(11);
+        size_t dropped = 0;
+        for (int problem = 0; problem < 300; ++problem) {
+            const int n = 4 + static_cast<int>(rng() % 4);
+            std::vector<int> domains(static_cast<size_t>(n));
+            for (int& d : domains) d = 2 + static_cast<int>(rng() % 4);
+            auto randomFactor = [&](std::vector<int> vars) {
+                std::sort(vars.begin(), vars.end());
+                vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+                size_t size = 1;
+                for (int v : vars) size *= static_cast<size_t>(domains[static_cast<size_t>(v)]);
+                Factor f{vars, std::vector<double>(size)};
+                for (double& x : f.values) x = rng() % 20 == 0 ? inf : static_cast<double>(rng() % 8);
+                return f;
+            };
+            std::vector<Factor> factors;
+            for (int v = 0; v < n; ++v) factors.push_back(randomFactor({v}));
+            for (int k = 0; k < n + 2; ++k) {
+                std::vector<int> vars{static_cast<int>(rng() % n), static_cast<int>(rng() % n)};
+                if (rng() % 3 == 0) vars.push_back(static_cast<int>(rng() % n));
+                factors.push_back(randomFactor(vars));
+            }
+            const std::vector<int> keep = problem % 3 == 0 ? std::vector<int>{} : std::vector<int>{static_cast<int>(rng() % n)};
+            const EliminationResult reduced = eliminate(factors, domains, keep, 1, 0.0);
+            const EliminationResult whole = eliminate(factors, domains, keep, 1, inf);
+            QCOMPARE(reduced.remaining.values, whole.remaining.values);
+            for (int v = 0; v < n; ++v) dropped += static_cast<size_t>(domains[static_cast<size_t>(v)] - reduced.reducedDomains[static_cast<size_t>(v)]);
+            for (size_t row = 0; row < reduced.remaining.values.size(); ++row) {
+                if (!(reduced.remaining.values[row] < inf)) continue;
+                std::vector<int> assignment(static_cast<size_t>(n), -1);
+                if (!keep.empty()) assignment[static_cast<size_t>(keep[0])] = static_cast<int>(row);
+                decode(reduced, domains, assignment);
+                double cost = 0;
+                for (const Factor& f : factors) cost += f.values[factorIndex(f, domains, assignment)];
+                QCOMPARE(cost, reduced.remaining.values[row]);
+            }
+        }
+        qInfo("values dropped: %zu", dropped);
+        QVERIFY(dropped > 100);
     }
 };
 

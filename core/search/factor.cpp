@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "kernel_builds.h"
+#include "substitution.h"
 
 namespace tp {
 
@@ -454,14 +455,17 @@ void mergeSameScopes(std::vector<Factor>& factors)
 
 } // namespace
 
-EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
-                            int threads)
+EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& originalDomains, const std::vector<int>& keep,
+                            int threads, double substituteWorth)
 {
     EliminationResult result;
-    std::vector<bool> kept(domainSizes.size(), false);
+    std::vector<bool> kept(originalDomains.size(), false);
     for (int v : keep) kept[static_cast<size_t>(v)] = true;
-    fixLockedVariables(factors, domainSizes, kept, result.steps);
+    fixLockedVariables(factors, originalDomains, kept, result.steps);
     mergeSameScopes(factors);
+    result.reducedDomains = originalDomains;
+    result.values = dropSubstitutableValues(factors, result.reducedDomains, kept, substituteWorth);
+    const std::vector<int>& domainSizes = result.reducedDomains;
     std::vector<bool> present(domainSizes.size(), false);
     for (const auto& f : factors)
         for (int v : f.vars) present[static_cast<size_t>(v)] = true;
@@ -472,6 +476,9 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
         for (int v : factors[i].vars) touching[static_cast<size_t>(v)].push_back(i);
     std::vector<bool> alive(factors.size(), true);
 
+    // The order is chosen on the domains before the reduction: every step then costs no more
+    // than it did without it. (Chosen on the reduced domains, the greedy order can be far worse:
+    // DeepSeek-V3 on 2x2x2, inference, 12 s became 30 s.)
     // Asked for every variable of each new factor: the same two buffers for all of them.
     std::vector<const Factor*> aliveTouching;
     std::vector<int> neighbourVars;
@@ -480,7 +487,7 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
         for (size_t i : touching[static_cast<size_t>(v)])
             if (alive[i]) aliveTouching.push_back(&factors[i]);
         unionInto(neighbourVars, aliveTouching, v);
-        return weightOf(neighbourVars, domainSizes);
+        return weightOf(neighbourVars, originalDomains);
     };
 
     std::vector<int> pending;
@@ -527,8 +534,9 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
     return result;
 }
 
-void decode(const EliminationResult& result, const std::vector<int>& domainSizes, std::vector<int>& assignment)
+void decode(const EliminationResult& result, const std::vector<int>& originalDomains, std::vector<int>& assignment)
 {
+    const std::vector<int>& domainSizes = result.reducedDomains.empty() ? originalDomains : result.reducedDomains;
     for (auto it = result.steps.rbegin(); it != result.steps.rend(); ++it) {
         std::size_t index = 0;
         for (int v : it->neighbours)
@@ -536,6 +544,7 @@ void decode(const EliminationResult& result, const std::vector<int>& domainSizes
                     static_cast<std::size_t>(assignment[static_cast<size_t>(v)]);
         assignment[static_cast<size_t>(it->var)] = it->argmin[index];
     }
+    result.values.toOriginal(assignment);
 }
 
 } // namespace tp

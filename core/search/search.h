@@ -129,6 +129,11 @@ public:
     /// price goes unsolved (on by default; it never wins an entry). Off solves every mode, as
     /// the tests' reference.
     void setSkipDominatedModes(bool skip);
+    /// Where an elimination first drops the values that another value of the same variable
+    /// replaces at no greater cost: at variables whose elimination costs `worth` times the test
+    /// (kSubstituteWorth by default, core/search/factor.h; 0 everywhere, infinity nowhere). The
+    /// least cost is the same either way; nowhere is the tests' reference.
+    void setSubstituteWorth(double worth);
     /// A class whose boundary table would exceed this many entries (default 4M) is not
     /// tabulated: its ops join the top level, each instance with its own recompute mode. The
     /// plan is the same either way (both are exact); only time and memory differ.

@@ -110,6 +110,7 @@ struct PlannerSession::Impl {
     bool flat = false;
     bool mixLayers = true;
     bool skipDominatedModes = true; ///< PlannerSession::setSkipDominatedModes
+    double substituteWorth = kSubstituteWorth; ///< PlannerSession::setSubstituteWorth
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
     int threads = 0;                                            // 0: every hardware thread
