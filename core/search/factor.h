@@ -40,9 +40,10 @@ struct EliminationResult {
 };
 
 /// Where testing a variable's values for substitutes pays (dropSubstitutableValues): its
-/// elimination must cost this many times the test. Measured (2026-12-07): 64 leaves a lock's
-/// re-plan of LLaMA-3 8B on 2x8 as fast as without the test and T5-base on 2x2x2 2.2x faster;
-/// 8 slows the first by a fifth, 256 loses most of the second's gain.
+/// elimination must cost this many times the test (and be a step of 1e7 or more, see
+/// core/search/substitution.cpp). Measured (2026-12-07): 64 leaves a lock's re-plan of
+/// LLaMA-3 8B on 2x8 as fast as without the test and T5-base on 2x2x2 1.6x faster (in
+/// instructions); 8 slows the first by a fifth, 256 loses most of the second's gain.
 inline constexpr double kSubstituteWorth = 64;
 
 /// Eliminates every variable not in `keep` (min-sum), choosing a min-weight order
