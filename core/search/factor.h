@@ -39,16 +39,16 @@ struct EliminationResult {
     ValueMap values;                    ///< the reduction's kept values
 };
 
-/// Where testing a variable's values for substitutes pays (dropSubstitutableValues): its
-/// elimination must cost this many times the test (and be a step of 1e7 or more, see
-/// core/search/substitution.cpp). Measured (2026-12-07): 64 leaves a lock's re-plan of
-/// LLaMA-3 8B on 2x8 as fast as without the test and T5-base on 2x2x2 1.6x faster (in
-/// instructions); 8 slows the first by a fifth, 256 loses most of the second's gain.
+/// Where testing a variable's values for substitutes pays (dropSubstitutableValues): the
+/// elimination work its domain multiplies must be this many times the test. Measured
+/// (2026-12-07, docs/PERFORMANCE.md): 16, 64 and 256 give the same times within noise on
+/// T5 and LLaMA-3 8B on 3D meshes; 64 leaves a lock's re-plan of LLaMA-3 8B on 2x8 within 1% of
+/// the untested instruction count and T5-base on 2x2x2 1.6x faster.
 inline constexpr double kSubstituteWorth = 64;
 
 /// Eliminates every variable not in `keep` (min-sum), choosing a min-weight order
-/// (smallest product of neighbour domains first; ties by variable id, so deterministic).
-/// First the values of the others that another value of theirs always replaces at no greater
+/// (smallest product of neighbour domains first; ties by variable id, so deterministic) on the
+/// factors' scopes before anything else. Then the values of the others that another value of theirs always replaces at no greater
 /// cost are dropped, where the test is worth `substituteWorth` (0: everywhere; infinity:
 /// nowhere). The least is the same; among equal least assignments another may be decoded.
 /// A large elimination step is split over up to `threads` threads; the result is the same.
