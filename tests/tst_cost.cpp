@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <functional>
+#include <set>
 
 #include "cost/baselines.h"
 #include "cost/collectives.h"
@@ -385,6 +386,63 @@ private slots:
         QVERIFY(overlapsSeen > 0); // the overlap paths were taken
     }
 
+    // CostModel::edgePlans plans each distinct input layout (and, in training, gradient partial
+    // sums) once and shares it among the consumer strategies that read the input alike: every
+    // plan must equal edgePlan's for that one strategy, collective for collective, on a mesh of
+    // three axes (many strategies per layout), training and inference, over every edge of a
+    // GPT-2 layer (the first consumer of a tensor pays its gradient reduction, later ones not).
+    void edgePlansEqualEdgePlan_data()
+    {
+        QTest::addColumn<bool>("training");
+        QTest::newRow("training") << true;
+        QTest::newRow("inference") << false;
+    }
+    void edgePlansEqualEdgePlan()
+    {
+        QFETCH(bool, training);
+        const LoadedModel lm = oneLayerGpt2(8);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        CostSettings settings;
+        settings.training = training;
+        const CostModel model(lm.graph, parseMesh("2x2x2", hw), hw, settings);
+        std::vector<OpId> producerOf(lm.graph.tensors.size(), -1);
+        for (const auto& op : lm.graph.ops)
+            for (TensorId t : op.outputs) producerOf[static_cast<size_t>(t)] = op.id;
+        size_t compared = 0, shared = 0;
+        for (const auto& op : lm.graph.ops)
+            for (size_t i = 0; i < op.inputs.size(); ++i) {
+                const OpId p = producerOf[static_cast<size_t>(op.inputs[i])];
+                if (p < 0) continue;
+                const auto& outs = lm.graph.op(p).outputs;
+                const int slot = static_cast<int>(std::find(outs.begin(), outs.end(), op.inputs[i]) - outs.begin());
+                std::vector<TensorSpec> specs;
+                for (int ps = 0; ps < static_cast<int>(model.strategies(p).size()); ps += 7) specs.push_back(model.outputSpec(p, ps, slot));
+                const int nc = static_cast<int>(model.strategies(op.id).size());
+                const auto plans = model.edgePlans(specs, op.id, static_cast<int>(i), nc);
+                QCOMPARE(plans.size(), specs.size() * static_cast<size_t>(nc));
+                for (size_t v = 0; v < specs.size(); ++v)
+                    for (int c = 0; c < nc; ++c) {
+                        const auto& plan = plans[v * static_cast<size_t>(nc) + static_cast<size_t>(c)];
+                        const auto alone = model.edgePlan(specs[v], op.id, static_cast<int>(i), c);
+                        QCOMPARE(plan.size(), alone.size());
+                        for (size_t k = 0; k < plan.size(); ++k) {
+                            QCOMPARE(plan[k].kind, alone[k].kind);
+                            QCOMPARE(plan[k].axis, alone[k].axis);
+                            QCOMPARE(plan[k].bytes, alone[k].bytes);
+                            QCOMPARE(plan[k].seconds, alone[k].seconds);
+                            QCOMPARE(plan[k].phase, alone[k].phase);
+                        }
+                        ++compared;
+                    }
+                std::set<TensorSpec> layouts;
+                for (int c = 0; c < nc; ++c) layouts.insert(model.inputSpec(op.id, c, static_cast<int>(i)));
+                shared += static_cast<size_t>(nc) - layouts.size();
+            }
+        qInfo("compared %zu, strategies sharing a layout %zu", compared, shared);
+        QVERIFY(compared > 10000);
+        QVERIFY(shared > 100); // strategies reading an input alike, whose forward half was shared
+    }
+
     // Hybrid sharding (HSDP) on 2x8 A100 nodes, data parallel over both axes, ZeRO 3: the model
     // states are sharded over y (inside a node, 8) instead of x*y (16); the gradient is
     // reduce-scattered over y and all-reduced over x on its 1/8 shard; the parameters are
@@ -583,6 +641,25 @@ private slots:
         double total = 0;
         for (const auto& c : calls) total += c.seconds;
         QVERIFY2(seconds == 0 ? total == 0 : near(total, seconds, 1e-9), qPrintable(QString::number(total, 'g', 10)));
+    }
+
+    // The two greedy orders of planReshard (core/cost/collectives.cpp): [x,-,-]+y -> [y,-,-] on
+    // a mesh with latencies (x: 2 devices, 10 GB/s, 1e-5 s a step; y: 4, 100 GB/s, 1e-6 s).
+    // Resolving the partial sum first all-reduces y on the half shard (4096 bytes: 1.5 * 4096 /
+    // 1e11 + 6 ring steps = 6.06144e-6) and then gathers x (8192: 0.5 * 8192 / 1e10 + 1e-5 =
+    // 1.04096e-5): 1.647104e-5. Gathering first lets a reduce-scatter replace the all-reduce
+    // (8192: 0.75 * 8192 / 1e11 + 3 steps = 3.06144e-6): 1.347104e-5, the plan to find.
+    void reshardGathersFirstWhereThatIsCheaper()
+    {
+        Mesh m;
+        m.axes.push_back({"x", 2, {10e9, 1e-5}, true});
+        m.axes.push_back({"y", 4, {100e9, 1e-6}, false});
+        const std::vector<std::int64_t> shape{8, 16, 32};
+        const auto calls = planReshard(parseSpec("[x,-,-]+y", shape, m), parseSpec("[y,-,-]", shape, m), shape, 2, m, Phase::Forward);
+        QCOMPARE(QString::fromStdString(planText(calls, m)), QString("AG x 8192; RS y 8192"));
+        double total = 0;
+        for (const auto& c : calls) total += c.seconds;
+        QVERIFY2(near(total, 1.347104e-5, 1e-9), qPrintable(QString::number(total, 'g', 10)));
     }
 
     // Every pair of specs of a [4,4] tensor on mesh 2x2 has a plan that ends at the target.

@@ -130,6 +130,7 @@ struct Planner {
     const Mesh& mesh;
     Phase phase;
     bool deferPartials; // variant: gather misplaced axes before resolving partial sums
+    mutable bool reducedEarly = false; // an all-reduce came before the gathers (step 4)
 
     double bytesOf(const TensorSpec& s) const { return static_cast<double>(s.shardNumel(shape, mesh)) * elementBytes; }
     double axisSize(int a) const { return mesh.axes[static_cast<size_t>(a)].size; }
@@ -186,7 +187,10 @@ struct Planner {
             }
             return false;
         };
-        if (!deferPartials && allReduce()) return true;
+        if (!deferPartials && allReduce()) {
+            reducedEarly = true;
+            return true;
+        }
         // 5. All-gathers of misplaced axes, minor first (a major axis can only go once the
         //    axes inside it are gone).
         for (size_t d = 0; d < rank; ++d) {
@@ -228,9 +232,13 @@ std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec
     // Two greedy orders (resolve partial sums as soon as possible, or gather first so that a
     // reduce-scatter replaces an all-reduce); each step of either is a collective on one axis.
     // The cheaper plan wins; ties go to the first (deterministic).
+    // The variants differ only where the first all-reduces a partial sum before gathering
+    // (step 4); where it did not, the second would take the same steps.
     std::vector<CollectiveCall> best;
     double bestSeconds = -1;
+    bool reducedEarly = false;
     for (bool defer : {false, true}) {
+        if (defer && !reducedEarly) break;
         Planner planner{shape, elementBytes, mesh, phase, defer};
         TensorSpec cur = from;
         std::vector<CollectiveCall> calls;
@@ -240,6 +248,7 @@ std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec
             if (guard > 8 * (mesh.rank() + 1) || !planner.step(cur, to, calls))
                 throw std::logic_error("planReshard: no plan found");
         }
+        reducedEarly = planner.reducedEarly;
         double seconds = 0;
         for (const auto& c : calls) seconds += c.seconds;
         if (bestSeconds < 0 || seconds < bestSeconds) {

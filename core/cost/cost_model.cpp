@@ -1193,6 +1193,27 @@ EdgeCost CostModel::edgeCost(const TensorSpec* produced, OpId consumer, int inpu
     return edgeCost(edgePlan(*produced, consumer, input, s), *produced, consumer, input, s);
 }
 
+namespace {
+
+/// The backward half of an edge's plan (CostModel::edgePlan): the gradient arrives laid out like
+/// the consumer's input `to`, partial over `gradPartial` (the axes that split loops the input
+/// lacks), and must reach the producer's layout summed. Several consumers of one tensor add
+/// their gradients locally and reduce once: the first consumer (op-id order) pays the reduction;
+/// later ones (`paysReduction` false) only change layout and leave their partial sums for it
+/// (exact when the consumers share their partial axes, as q/k/v of one attention do).
+std::vector<CollectiveCall> gradientPlan(const TensorSpec& produced, const TensorSpec& to, AxisMask gradPartial,
+                                         bool paysReduction, const Tensor& t, const Mesh& mesh)
+{
+    TensorSpec grad = to;
+    grad.partial = gradPartial;
+    TensorSpec target = produced;
+    target.partial = 0;
+    if (!paysReduction) target.partial = grad.partial & ~target.splitAxes();
+    return planReshard(grad, target, t.shape, dtypeBytes(t.dtype), mesh, Phase::Backward);
+}
+
+} // namespace
+
 std::vector<CollectiveCall> CostModel::edgePlan(const TensorSpec& produced, OpId consumer, int input, int s) const
 {
     const auto& im = *impl_;
@@ -1200,24 +1221,62 @@ std::vector<CollectiveCall> CostModel::edgePlan(const TensorSpec& produced, OpId
     const TensorId tid = im.graph.op(consumer).inputs.at(static_cast<size_t>(input));
     const auto& t = im.graph.tensor(tid);
     const auto& to = c.in.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
-    const int eb = dtypeBytes(t.dtype);
-    std::vector<CollectiveCall> calls = planReshard(produced, to, t.shape, eb, im.mesh, Phase::Forward);
+    std::vector<CollectiveCall> calls = planReshard(produced, to, t.shape, dtypeBytes(t.dtype), im.mesh, Phase::Forward);
     if (im.settings.training && isFloating(t.dtype)) {
-        // The gradient arrives laid out like the consumer's input, partial over the axes that
-        // split loops the input lacks, and must reach the producer's layout summed. Several
-        // consumers of one tensor add their gradients locally and reduce once: the first
-        // consumer (op-id order) pays the reduction; later ones only change layout and leave
-        // their partial sums for it (exact when the consumers share their partial axes, as
-        // q/k/v of one attention do).
-        TensorSpec grad = to;
-        grad.partial = c.inGradPartial.at(static_cast<size_t>(s)).at(static_cast<size_t>(input));
-        TensorSpec target = produced;
-        target.partial = 0;
-        if (!im.paysGradientReduction(tid, consumer, input)) target.partial = grad.partial & ~target.splitAxes();
-        auto back = planReshard(grad, target, t.shape, eb, im.mesh, Phase::Backward);
+        auto back = gradientPlan(produced, to, c.inGradPartial.at(static_cast<size_t>(s)).at(static_cast<size_t>(input)),
+                                 im.paysGradientReduction(tid, consumer, input), t, im.mesh);
         calls.insert(calls.end(), back.begin(), back.end());
     }
     return calls;
+}
+
+std::vector<std::vector<CollectiveCall>> CostModel::edgePlans(std::span<const TensorSpec> produced, OpId consumer, int input,
+                                                              int strategies) const
+{
+    const auto& im = *impl_;
+    const auto& c = im.cls(consumer);
+    const auto in = static_cast<size_t>(input);
+    const TensorId tid = im.graph.op(consumer).inputs.at(in);
+    const auto& t = im.graph.tensor(tid);
+    const bool backward = im.settings.training && isFloating(t.dtype);
+    const bool pays = backward && im.paysGradientReduction(tid, consumer, input);
+    // edgePlan reads a strategy only through its layout of the input (the forward half) and
+    // the partial sums of the input's gradient (the backward half): each half is planned once
+    // per spec and distinct layout, or layout and partial sums, and shared by the strategies.
+    std::map<TensorSpec, int> layoutIndex;
+    std::map<std::pair<int, AxisMask>, int> gradientIndex;
+    std::vector<int> layoutOf(static_cast<size_t>(strategies)), gradientOf(static_cast<size_t>(strategies));
+    std::vector<const TensorSpec*> layouts;
+    std::vector<std::pair<const TensorSpec*, AxisMask>> gradients;
+    for (int s = 0; s < strategies; ++s) {
+        const TensorSpec& to = c.in.at(static_cast<size_t>(s)).at(in);
+        const auto [l, newLayout] = layoutIndex.try_emplace(to, static_cast<int>(layouts.size()));
+        if (newLayout) layouts.push_back(&to);
+        layoutOf[static_cast<size_t>(s)] = l->second;
+        const AxisMask partial = backward ? c.inGradPartial.at(static_cast<size_t>(s)).at(in) : AxisMask{0};
+        const auto [g, newGradient] = gradientIndex.try_emplace({l->second, partial}, static_cast<int>(gradients.size()));
+        if (newGradient) gradients.push_back({&to, partial});
+        gradientOf[static_cast<size_t>(s)] = g->second;
+    }
+    std::vector<std::vector<CollectiveCall>> plans;
+    plans.reserve(produced.size() * static_cast<size_t>(strategies));
+    std::vector<std::vector<CollectiveCall>> forward(layouts.size()), back(gradients.size());
+    for (const TensorSpec& spec : produced) {
+        for (size_t l = 0; l < layouts.size(); ++l)
+            forward[l] = planReshard(spec, *layouts[l], t.shape, dtypeBytes(t.dtype), im.mesh, Phase::Forward);
+        if (backward)
+            for (size_t g = 0; g < gradients.size(); ++g)
+                back[g] = gradientPlan(spec, *gradients[g].first, gradients[g].second, pays, t, im.mesh);
+        for (int s = 0; s < strategies; ++s) {
+            std::vector<CollectiveCall> calls = forward[static_cast<size_t>(layoutOf[static_cast<size_t>(s)])];
+            if (backward) {
+                const auto& b = back[static_cast<size_t>(gradientOf[static_cast<size_t>(s)])];
+                calls.insert(calls.end(), b.begin(), b.end());
+            }
+            plans.push_back(std::move(calls));
+        }
+    }
+    return plans;
 }
 
 EdgeRepeat CostModel::Impl::edgeRepeat(TensorId tid, const TensorSpec& to) const

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "../graph/graph.h"
@@ -284,6 +285,11 @@ public:
     /// derived from one structure plans them alike), then their time under this model's
     /// settings (a batch tensor's are paid once per micro-batch, and overlap).
     std::vector<CollectiveCall> edgePlan(const TensorSpec& produced, OpId consumer, int input, int s) const;
+    /// edgePlan from each of `produced` into each of the consumer's first `strategies`
+    /// strategies, by spec then strategy: planned once per spec and distinct input layout of
+    /// the consumer (strategies that read the input alike share a plan).
+    std::vector<std::vector<CollectiveCall>> edgePlans(std::span<const TensorSpec> produced, OpId consumer, int input,
+                                                       int strategies) const;
     EdgeCost edgeCost(std::vector<CollectiveCall> plan, const TensorSpec& produced, OpId consumer, int input, int s) const;
     /// edgeCost's times alone (its `collectives` left empty): what the search's edge tables
     /// read, without copying the plan.

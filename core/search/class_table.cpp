@@ -474,13 +474,7 @@ const EdgePlans& plannedEdges(const CostModel& model, std::span<const TensorSpec
                               SharedSearchCaches* shared, std::map<Key, EdgePlans> SharedSearchCaches::*cache, const Key& key,
                               EdgePlans& unshared)
 {
-    auto planAll = [&] {
-        EdgePlans made;
-        made.reserve(specs.size() * static_cast<size_t>(nc));
-        for (const TensorSpec& spec : specs)
-            for (int c = 0; c < nc; ++c) made.push_back(model.edgePlan(spec, consumer, input, c));
-        return made;
-    };
+    auto planAll = [&] { return model.edgePlans(specs, consumer, input, nc); };
     if (!shared) return unshared = planAll();
     return shared->findOrMake(shared->*cache, key, planAll);
 }
