@@ -107,12 +107,16 @@ size_t commonPrefix(const std::vector<int>& a, const std::vector<int>& b)
     return k;
 }
 
-// Dim of `spec` that axis a splits, or -1.
-int dimOf(const TensorSpec& spec, int a)
+// Per mesh axis, the dim of a spec that it splits, or -1 (AxisMask holds at most 32 axes).
+using AxisDims = std::array<int, 32>;
+
+AxisDims axisDims(const TensorSpec& spec)
 {
+    AxisDims dims;
+    dims.fill(-1);
     for (size_t d = 0; d < spec.dims.size(); ++d)
-        if (std::find(spec.dims[d].begin(), spec.dims[d].end(), a) != spec.dims[d].end()) return static_cast<int>(d);
-    return -1;
+        for (int a : spec.dims[d]) dims[static_cast<size_t>(a)] = static_cast<int>(d);
+    return dims;
 }
 
 // Whether axis a may be appended (as the new minor axis) to dim d of `cur` on the way to `to`:
@@ -130,10 +134,41 @@ struct Planner {
     const Mesh& mesh;
     Phase phase;
     bool deferPartials; // variant: gather misplaced axes before resolving partial sums
-    mutable bool reducedEarly = false; // an all-reduce came before the gathers (step 4)
+    AxisDims toDim;     // the dim of `to` each axis splits
+    AxisDims curDim;    // the same of the current spec, kept up to date by addAxis/dropMinorAxis
+    std::vector<std::int64_t> splits; // per dim, the pieces the current spec cuts it into
+    bool reducedEarly = false; // an all-reduce came before the gathers (step 4)
 
-    double bytesOf(const TensorSpec& s) const { return static_cast<double>(s.shardNumel(shape, mesh)) * elementBytes; }
+    Planner(const std::vector<std::int64_t>& shape, int elementBytes, const Mesh& mesh, Phase phase, bool deferPartials,
+            const TensorSpec& from, const TensorSpec& to)
+        : shape(shape), elementBytes(elementBytes), mesh(mesh), phase(phase), deferPartials(deferPartials), toDim(axisDims(to)),
+          curDim(axisDims(from)), splits(from.dims.size())
+    {
+        for (size_t d = 0; d < splits.size(); ++d) splits[d] = from.splitsOf(d, mesh);
+    }
+
+    // The current spec's bytes per device (TensorSpec::shardNumel, from the kept splits).
+    double bytesNow() const
+    {
+        std::int64_t n = 1;
+        for (size_t d = 0; d < shape.size(); ++d) n *= shape[d] / splits[d];
+        return static_cast<double>(n) * elementBytes;
+    }
     double axisSize(int a) const { return mesh.axes[static_cast<size_t>(a)].size; }
+    void addAxis(TensorSpec& cur, size_t d, int a)
+    {
+        cur.dims[d].push_back(a);
+        curDim[static_cast<size_t>(a)] = static_cast<int>(d);
+        splits[d] *= mesh.axes[static_cast<size_t>(a)].size;
+    }
+    int dropMinorAxis(TensorSpec& cur, size_t d)
+    {
+        const int a = cur.dims[d].back();
+        cur.dims[d].pop_back();
+        curDim[static_cast<size_t>(a)] = -1;
+        splits[d] /= mesh.axes[static_cast<size_t>(a)].size;
+        return a;
+    }
 
     void emit(std::vector<CollectiveCall>& out, CollectiveKind kind, int axis, double bytes) const
     {
@@ -142,25 +177,25 @@ struct Planner {
     }
 
     // One step towards `to`; false when cur == to.
-    bool step(TensorSpec& cur, const TensorSpec& to, std::vector<CollectiveCall>& out) const
+    bool step(TensorSpec& cur, const TensorSpec& to, std::vector<CollectiveCall>& out)
     {
         const size_t rank = cur.dims.size();
         // 1. Free local slices first: they shrink everything that follows.
         for (size_t d = 0; d < rank; ++d) {
             if (!isPrefix(cur.dims[d], to.dims[d]) || cur.dims[d].size() == to.dims[d].size()) continue;
             const int a = to.dims[d][cur.dims[d].size()];
-            if (dimOf(cur, a) >= 0 || (cur.partial & bit(a))) continue;
-            cur.dims[d].push_back(a);
+            if (curDim[static_cast<size_t>(a)] >= 0 || (cur.partial & bit(a))) continue;
+            addAxis(cur, d, a);
             return true;
         }
         // 2. Reduce-scatters: a partial axis that `to` splits a dim with, and that dim is ready.
         for (int a = 0; a < mesh.rank(); ++a) {
             if (!(cur.partial & bit(a)) || (to.partial & bit(a))) continue;
-            const int d = dimOf(to, a);
+            const int d = toDim[static_cast<size_t>(a)];
             if (d < 0 || !appendable(cur, to, static_cast<size_t>(d), a)) continue;
-            emit(out, CollectiveKind::ReduceScatter, a, bytesOf(cur));
+            emit(out, CollectiveKind::ReduceScatter, a, bytesNow());
             cur.partial &= ~bit(a);
-            cur.dims[static_cast<size_t>(d)].push_back(a);
+            addAxis(cur, static_cast<size_t>(d), a);
             return true;
         }
         // 3. All-to-alls: the minor axis of a dim that is misplaced there but is the next axis
@@ -169,11 +204,11 @@ struct Planner {
             const auto& c = cur.dims[d];
             if (c.empty() || commonPrefix(c, to.dims[d]) == c.size()) continue;
             const int a = c.back();
-            const int e = dimOf(to, a);
+            const int e = toDim[static_cast<size_t>(a)];
             if (e < 0 || static_cast<size_t>(e) == d || !appendable(cur, to, static_cast<size_t>(e), a)) continue;
-            emit(out, CollectiveKind::AllToAll, a, bytesOf(cur) * axisSize(a));
-            cur.dims[d].pop_back();
-            cur.dims[static_cast<size_t>(e)].push_back(a);
+            emit(out, CollectiveKind::AllToAll, a, bytesNow() * axisSize(a));
+            dropMinorAxis(cur, d);
+            addAxis(cur, static_cast<size_t>(e), a);
             return true;
         }
         // 4. All-reduces of the remaining partial sums (before gathers grow the data), unless
@@ -181,7 +216,7 @@ struct Planner {
         auto allReduce = [&]() {
             for (int a = 0; a < mesh.rank(); ++a) {
                 if (!(cur.partial & bit(a)) || (to.partial & bit(a))) continue;
-                emit(out, CollectiveKind::AllReduce, a, bytesOf(cur));
+                emit(out, CollectiveKind::AllReduce, a, bytesNow());
                 cur.partial &= ~bit(a);
                 return true;
             }
@@ -196,9 +231,8 @@ struct Planner {
         for (size_t d = 0; d < rank; ++d) {
             const auto& c = cur.dims[d];
             if (c.empty() || commonPrefix(c, to.dims[d]) == c.size()) continue;
-            const int a = c.back();
-            emit(out, CollectiveKind::AllGather, a, bytesOf(cur) * axisSize(a));
-            cur.dims[d].pop_back();
+            emit(out, CollectiveKind::AllGather, c.back(), bytesNow() * axisSize(c.back()));
+            dropMinorAxis(cur, d);
             return true;
         }
         if (allReduce()) return true;
@@ -219,6 +253,7 @@ std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec
     if (from == to) return {};
     if (from.dims.size() != shape.size() || to.dims.size() != shape.size())
         throw std::logic_error("planReshard: spec rank does not match the tensor rank");
+    if (mesh.rank() > static_cast<int>(AxisDims{}.size())) throw std::logic_error("planReshard: more mesh axes than an AxisMask holds");
     for (const auto* s : {&from, &to}) {
         AxisMask seen = s->partial;
         for (const auto& d : s->dims)
@@ -239,7 +274,7 @@ std::vector<CollectiveCall> planReshard(const TensorSpec& from, const TensorSpec
     bool reducedEarly = false;
     for (bool defer : {false, true}) {
         if (defer && !reducedEarly) break;
-        Planner planner{shape, elementBytes, mesh, phase, defer};
+        Planner planner(shape, elementBytes, mesh, phase, defer, from, to);
         TensorSpec cur = from;
         std::vector<CollectiveCall> calls;
         // Every step removes a misplaced axis, a partial axis, or adds a wanted one, so the
