@@ -836,14 +836,16 @@ private slots:
     // Values that another value of their variable replaces at no greater cost are dropped before
     // each elimination (core/search/substitution.cpp). Tested at every variable (worth 0), where
     // it pays (the default) and nowhere: the same least cost, and the plan each gives costs the
-    // same when evaluated. Every built-in at one layer on 2x2x2 and 2x2x4 (issue 22's slow
-    // tables are on 3D meshes), without and with a memory limit, and random graphs on 2x2x2.
+    // same when evaluated. So too the elimination orders (core/search/factor.cpp): least weight
+    // and least fill everywhere, against the default's choice between them. Every built-in at
+    // one layer on 2x2x2 and 2x2x4 (issue 22's slow tables are on 3D meshes), without and with
+    // a memory limit, and random graphs on 2x2x2.
     void substitutionLeavesTheCost_data()
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("mesh");
         QTest::addColumn<double>("fraction"); ///< of the unlimited plan's memory; 0: no limit
-        // About 2 s a row (three solves); under ASan (10-20x slower) two models on 2x2x2.
+        // About 3 s a row (five solves); under ASan (10-20x slower) two models on 2x2x2.
         const std::set<std::string> sanitizedSet{"gpt2", "t5-base"};
         for (const auto& name : builtinModelNames())
             if (!kSanitized || sanitizedSet.count(name))
@@ -878,19 +880,28 @@ private slots:
         CostSettings settings;
         settings.readerGroupOfOp = readerGroupsOf(folded);
         CostModel cost(g, parseMesh(mesh.toStdString(), hw), hw, settings);
-        auto solve = [&](double worth, double limit) {
+        auto solve = [&](double worth, double limit, EliminationOrderRule rule) {
             PlannerSession session(cost, folded);
             session.setMemoryLimit(limit);
             session.setSubstituteWorth(worth);
+            session.setEliminationOrder(rule);
             return session.solve();
         };
-        const double limit = fraction > 0 ? fraction * solve(kInfinity, -1).breakdown.perDeviceBytes : -1;
-        const SearchResult nowhere = solve(kInfinity, limit);
-        for (double worth : {0.0, kSubstituteWorth}) {
-            const SearchResult r = solve(worth, limit);
+        const auto automatic = EliminationOrderRule::Auto;
+        const double limit = fraction > 0 ? fraction * solve(kInfinity, -1, automatic).breakdown.perDeviceBytes : -1;
+        const SearchResult nowhere = solve(kInfinity, limit, automatic);
+        const std::pair<double, EliminationOrderRule> variants[] = {{0.0, automatic},
+                                                                    {kSubstituteWorth, automatic},
+                                                                    {kSubstituteWorth, EliminationOrderRule::LeastWeight},
+                                                                    {kSubstituteWorth, EliminationOrderRule::LeastFill}};
+        for (const auto& [worth, rule] : variants) {
+            const SearchResult r = solve(worth, limit, rule);
             const double a = r.objective, b = nowhere.objective;
-            QVERIFY2(std::abs(a - b) <= 1e-12 * std::abs(b),
-                     qPrintable(QStringLiteral("worth %1: %2 against %3 tested nowhere").arg(worth).arg(a, 0, 'g', 17).arg(b, 0, 'g', 17)));
+            QVERIFY2(std::abs(a - b) <= 1e-12 * std::abs(b), qPrintable(QStringLiteral("worth %1, order %2: %3 against %4 tested nowhere")
+                                                                             .arg(worth)
+                                                                             .arg(static_cast<int>(rule))
+                                                                             .arg(a, 0, 'g', 17)
+                                                                             .arg(b, 0, 'g', 17)));
             QCOMPARE(r.fits, nowhere.fits);
             if (fraction == 0) // one price: the objective is the step, and the plan evaluates to it
                 QVERIFY(std::abs(r.breakdown.stepSeconds - nowhere.breakdown.stepSeconds) <= 1e-12 * nowhere.breakdown.stepSeconds);

@@ -205,7 +205,7 @@ std::shared_ptr<const ModeSolve> PlannerSession::Impl::solveMode(ClassTable& ct,
     std::sort(keep.begin(), keep.end());
     keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
     solve->keepVars = keep;
-    solve->elimination = eliminate(std::move(factors), domains, keep, threadCount(), substituteWorth);
+    solve->elimination = eliminate(std::move(factors), domains, keep, threadCount(), substituteWorth, orderRule);
     fillBoundaryTable(ct, rep, producerVarOfOutput, *solve);
     modeCache.remember(key, solve);
     return solve;

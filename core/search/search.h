@@ -100,6 +100,7 @@ struct SearchResult {
 };
 
 struct SharedSearchCaches;
+enum class EliminationOrderRule; // core/search/factor.h
 
 /// Keeps a folded graph and the solved block tables between solves, so that an edit (a lock,
 /// the memory limit) re-solves only the classes it touches and re-stitches.
@@ -130,10 +131,14 @@ public:
     /// the tests' reference.
     void setSkipDominatedModes(bool skip);
     /// Where an elimination first drops the values that another value of the same variable
-    /// replaces at no greater cost: at variables whose elimination costs `worth` times the test
-    /// (kSubstituteWorth by default, core/search/factor.h; 0 everywhere, infinity nowhere). The
-    /// least cost is the same either way; nowhere is the tests' reference.
+    /// replaces at no greater cost: at variables whose elimination work (the steps they take
+    /// part in) is `worth` times the test (kSubstituteWorth by default, core/search/factor.h;
+    /// 0 everywhere, infinity nowhere). The least cost is the same either way; nowhere is the
+    /// tests' reference.
     void setSubstituteWorth(double worth);
+    /// The elimination order of every table and of the top level (Auto by default, as
+    /// eliminate() takes it; the tests' switch: the least cost is the same in any order).
+    void setEliminationOrder(EliminationOrderRule rule);
     /// A class whose boundary table would exceed this many entries (default 4M) is not
     /// tabulated: its ops join the top level, each instance with its own recompute mode. The
     /// plan is the same either way (both are exact); only time and memory differ.

@@ -144,6 +144,7 @@ void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
 void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
 void PlannerSession::setSkipDominatedModes(bool skip) { impl_->skipDominatedModes = skip; }
 void PlannerSession::setSubstituteWorth(double worth) { impl_->substituteWorth = worth; }
+void PlannerSession::setEliminationOrder(EliminationOrderRule rule) { impl_->orderRule = rule; }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
 std::shared_ptr<SharedSearchCaches> PlannerSession::sharedCaches() const { return impl_->caches; }

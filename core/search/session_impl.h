@@ -111,6 +111,7 @@ struct PlannerSession::Impl {
     bool mixLayers = true;
     bool skipDominatedModes = true; ///< PlannerSession::setSkipDominatedModes
     double substituteWorth = kSubstituteWorth; ///< PlannerSession::setSubstituteWorth
+    EliminationOrderRule orderRule = EliminationOrderRule::Auto; ///< PlannerSession::setEliminationOrder
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
     int threads = 0;                                            // 0: every hardware thread

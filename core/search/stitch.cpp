@@ -110,7 +110,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
         }
     for (const auto& item : top.items) factors.push_back(itemFactor(item, tableOf(classOf(item.run), item.slot)));
 
-    EliminationResult eliminated = eliminate(std::move(factors), topDomain, {}, threadCount(), substituteWorth);
+    EliminationResult eliminated = eliminate(std::move(factors), topDomain, {}, threadCount(), substituteWorth, orderRule);
     const double objective = eliminated.remaining.values.empty() ? 0.0 : eliminated.remaining.values[0];
     if (!(objective < kInfinity)) throw InputError("no plan satisfies the locks (every combination is forbidden)");
     std::vector<int> assignment(topDomain.size(), 0);
