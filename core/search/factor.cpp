@@ -557,7 +557,6 @@ public:
     }
 
     bool done() const { return left_.empty(); }
-    const std::vector<int>& left() const { return left_; }
     /// The variable left with the least score.
     int greedy() const
     {
@@ -569,16 +568,14 @@ public:
         const Score &x = score_[static_cast<size_t>(a)], &y = score_[static_cast<size_t>(b)];
         return x.fill != y.fill ? x.fill < y.fill : x.weight != y.weight ? x.weight < y.weight : a < b;
     }
-    /// Eliminates `var` (one of left()), recording its step in `order` when given; returns the
-    /// step's size.
-    double eliminate(int var, EliminationOrder* order)
+    /// Eliminates `var` (one of the variables left), recording its step in `order`.
+    void eliminate(int var, EliminationOrder& order)
     {
         left_.erase(std::find(left_.begin(), left_.end(), var));
         pending_[static_cast<size_t>(var)] = false;
         const std::vector<int> neighbours = std::move(adjacent_[static_cast<size_t>(var)]);
         adjacent_[static_cast<size_t>(var)].clear();
-        const double stepSize = weightOf(neighbours, *domains_) * (*domains_)[static_cast<size_t>(var)];
-        if (order) addStep(*order, var, neighbours, *domains_);
+        addStep(order, var, neighbours, *domains_);
         std::vector<int> joined;
         for (int u : neighbours) {
             auto& a = adjacent_[static_cast<size_t>(u)];
@@ -598,7 +595,6 @@ public:
         affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
         for (int u : affected)
             if (pending_[static_cast<size_t>(u)]) score_[static_cast<size_t>(u)] = scoreOf(u);
-        return stepSize;
     }
 
 private:
@@ -634,7 +630,7 @@ EliminationOrder leastFillOrder(const std::vector<Factor>& factors, const std::v
     FillGraph graph(factors, domainSizes, kept);
     EliminationOrder order;
     order.work.assign(domainSizes.size(), 0);
-    while (!graph.done()) graph.eliminate(graph.greedy(), &order);
+    while (!graph.done()) graph.eliminate(graph.greedy(), order);
     return order;
 }
 
