@@ -63,6 +63,44 @@ LoadedModel oneLayerGpt2(std::int64_t batch)
     return loadModel("gpt2", o);
 }
 
+/// One edge of a graph: the producer's output slot read as the consumer's input.
+struct GraphEdge {
+    OpId producer = -1;
+    int slot = 0;
+    OpId consumer = -1;
+    int input = 0;
+};
+
+std::vector<GraphEdge> graphEdges(const Graph& g)
+{
+    std::vector<OpId> producerOf(g.tensors.size(), -1);
+    for (const auto& op : g.ops)
+        for (TensorId t : op.outputs) producerOf[static_cast<size_t>(t)] = op.id;
+    std::vector<GraphEdge> edges;
+    for (const auto& op : g.ops)
+        for (size_t i = 0; i < op.inputs.size(); ++i) {
+            const OpId p = producerOf[static_cast<size_t>(op.inputs[i])];
+            if (p < 0) continue;
+            const auto& outs = g.op(p).outputs;
+            const int slot = static_cast<int>(std::find(outs.begin(), outs.end(), op.inputs[i]) - outs.begin());
+            edges.push_back({p, slot, op.id, static_cast<int>(i)});
+        }
+    return edges;
+}
+
+/// Two plans of an edge's collectives agree call for call (and, where asked, to the second).
+void compareCollectivePlans(const std::vector<CollectiveCall>& got, const std::vector<CollectiveCall>& want, bool seconds)
+{
+    QCOMPARE(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+        QCOMPARE(got[k].kind, want[k].kind);
+        QCOMPARE(got[k].axis, want[k].axis);
+        QCOMPARE(got[k].bytes, want[k].bytes);
+        QCOMPARE(got[k].phase, want[k].phase);
+        if (seconds) QCOMPARE(got[k].seconds, want[k].seconds);
+    }
+}
+
 LoadedModel gpt3(int layers, std::int64_t batch)
 {
     ModelOptions o;
@@ -337,47 +375,35 @@ private slots:
         tensorOverlap.overlapTensorParallelBackward = true;
         const CostModel twoAtStage3(base, lm.graph, micro2), sixteen(base, lm.graph, micro16),
             chunked(base, lm.graph, overlapped), asyncBackward(base, lm.graph, tensorOverlap);
-        std::vector<OpId> producerOf(lm.graph.tensors.size(), -1);
-        for (const auto& op : lm.graph.ops)
-            for (TensorId t : op.outputs) producerOf[static_cast<size_t>(t)] = op.id;
         int compared = 0, timedDifferently = 0, overlapsSeen = 0;
-        for (const auto& op : lm.graph.ops)
-            for (size_t i = 0; i < op.inputs.size(); ++i) {
-                const OpId p = producerOf[static_cast<size_t>(op.inputs[i])];
-                if (p < 0) continue;
-                const int slot = static_cast<int>(std::find(lm.graph.op(p).outputs.begin(), lm.graph.op(p).outputs.end(), op.inputs[i]) -
-                                                  lm.graph.op(p).outputs.begin());
-                const int np = static_cast<int>(base.strategies(p).size()), nc = static_cast<int>(base.strategies(op.id).size());
-                for (int ps = 0; ps < np; ps += 5)
-                    for (int c = 0; c < nc; c += 3) {
-                        const TensorSpec& produced = base.outputSpec(p, ps, slot);
-                        const auto plan = base.edgePlan(produced, op.id, static_cast<int>(i), c);
-                        for (const CostModel* m : {&twoAtStage3, &sixteen, &chunked, &asyncBackward}) {
-                            const auto own = m->edgePlan(produced, op.id, static_cast<int>(i), c);
-                            QCOMPARE(own.size(), plan.size());
-                            for (size_t k = 0; k < own.size(); ++k) {
-                                QCOMPARE(own[k].kind, plan[k].kind);
-                                QCOMPARE(own[k].axis, plan[k].axis);
-                                QCOMPARE(own[k].bytes, plan[k].bytes);
-                                QCOMPARE(own[k].phase, plan[k].phase);
-                            }
-                            const EdgeCost shared = m->edgeCost(plan, produced, op.id, static_cast<int>(i), c);
-                            const EdgeCost alone = m->edgeCost(&produced, op.id, static_cast<int>(i), c);
-                            QCOMPARE(shared.exposedSeconds, alone.exposedSeconds);
-                            QCOMPARE(shared.exposedForwardSeconds, alone.exposedForwardSeconds);
-                            const EdgeCost times = m->edgeSeconds(plan, produced, op.id, static_cast<int>(i), c);
-                            QCOMPARE(times.seconds, alone.seconds);
-                            QCOMPARE(times.exposedSeconds, alone.exposedSeconds);
-                            QCOMPARE(times.exposedForwardSeconds, alone.exposedForwardSeconds);
-                            QVERIFY(times.collectives.empty());
-                            if (m != &twoAtStage3 && m != &sixteen && times.exposedSeconds != times.seconds) ++overlapsSeen;
-                            if (m == &twoAtStage3 && !plan.empty() &&
-                                shared.seconds != base.edgeCost(&produced, op.id, static_cast<int>(i), c).seconds)
-                                ++timedDifferently;
-                            ++compared;
-                        }
+        for (const GraphEdge& e : graphEdges(lm.graph)) {
+            const OpId p = e.producer;
+            const int slot = e.slot, i = e.input;
+            const auto& op = lm.graph.op(e.consumer);
+            const int np = static_cast<int>(base.strategies(p).size()), nc = static_cast<int>(base.strategies(op.id).size());
+            for (int ps = 0; ps < np; ps += 5)
+                for (int c = 0; c < nc; c += 3) {
+                    const TensorSpec& produced = base.outputSpec(p, ps, slot);
+                    const auto plan = base.edgePlan(produced, op.id, i, c);
+                    for (const CostModel* m : {&twoAtStage3, &sixteen, &chunked, &asyncBackward}) {
+                        compareCollectivePlans(m->edgePlan(produced, op.id, i, c), plan, false);
+                        if (QTest::currentTestFailed()) return;
+                        const EdgeCost shared = m->edgeCost(plan, produced, op.id, i, c);
+                        const EdgeCost alone = m->edgeCost(&produced, op.id, i, c);
+                        QCOMPARE(shared.exposedSeconds, alone.exposedSeconds);
+                        QCOMPARE(shared.exposedForwardSeconds, alone.exposedForwardSeconds);
+                        const EdgeCost times = m->edgeSeconds(plan, produced, op.id, i, c);
+                        QCOMPARE(times.seconds, alone.seconds);
+                        QCOMPARE(times.exposedSeconds, alone.exposedSeconds);
+                        QCOMPARE(times.exposedForwardSeconds, alone.exposedForwardSeconds);
+                        QVERIFY(times.collectives.empty());
+                        if (m != &twoAtStage3 && m != &sixteen && times.exposedSeconds != times.seconds) ++overlapsSeen;
+                        if (m == &twoAtStage3 && !plan.empty() && shared.seconds != base.edgeCost(&produced, op.id, i, c).seconds)
+                            ++timedDifferently;
+                        ++compared;
                     }
-            }
+                }
+        }
         QVERIFY(compared > 1000);
         // The micro-batch does change the timing (a consumer that splits the batch of 16 fewer
         // than 8 ways holds more than 2 samples per device, so its edges run in several
@@ -405,39 +431,28 @@ private slots:
         CostSettings settings;
         settings.training = training;
         const CostModel model(lm.graph, parseMesh("2x2x2", hw), hw, settings);
-        std::vector<OpId> producerOf(lm.graph.tensors.size(), -1);
-        for (const auto& op : lm.graph.ops)
-            for (TensorId t : op.outputs) producerOf[static_cast<size_t>(t)] = op.id;
         size_t compared = 0, shared = 0;
-        for (const auto& op : lm.graph.ops)
-            for (size_t i = 0; i < op.inputs.size(); ++i) {
-                const OpId p = producerOf[static_cast<size_t>(op.inputs[i])];
-                if (p < 0) continue;
-                const auto& outs = lm.graph.op(p).outputs;
-                const int slot = static_cast<int>(std::find(outs.begin(), outs.end(), op.inputs[i]) - outs.begin());
-                std::vector<TensorSpec> specs;
-                for (int ps = 0; ps < static_cast<int>(model.strategies(p).size()); ps += 7) specs.push_back(model.outputSpec(p, ps, slot));
-                const int nc = static_cast<int>(model.strategies(op.id).size());
-                const auto plans = model.edgePlans(specs, op.id, static_cast<int>(i), nc);
-                QCOMPARE(plans.size(), specs.size() * static_cast<size_t>(nc));
-                for (size_t v = 0; v < specs.size(); ++v)
-                    for (int c = 0; c < nc; ++c) {
-                        const auto& plan = plans[v * static_cast<size_t>(nc) + static_cast<size_t>(c)];
-                        const auto alone = model.edgePlan(specs[v], op.id, static_cast<int>(i), c);
-                        QCOMPARE(plan.size(), alone.size());
-                        for (size_t k = 0; k < plan.size(); ++k) {
-                            QCOMPARE(plan[k].kind, alone[k].kind);
-                            QCOMPARE(plan[k].axis, alone[k].axis);
-                            QCOMPARE(plan[k].bytes, alone[k].bytes);
-                            QCOMPARE(plan[k].seconds, alone[k].seconds);
-                            QCOMPARE(plan[k].phase, alone[k].phase);
-                        }
-                        ++compared;
-                    }
-                std::set<TensorSpec> layouts;
-                for (int c = 0; c < nc; ++c) layouts.insert(model.inputSpec(op.id, c, static_cast<int>(i)));
-                shared += static_cast<size_t>(nc) - layouts.size();
-            }
+        for (const GraphEdge& e : graphEdges(lm.graph)) {
+            const OpId p = e.producer;
+            const int slot = e.slot, i = e.input;
+            const auto& op = lm.graph.op(e.consumer);
+            std::vector<TensorSpec> specs;
+            for (int ps = 0; ps < static_cast<int>(model.strategies(p).size()); ps += 7)
+                specs.push_back(model.outputSpec(p, ps, slot));
+            const int nc = static_cast<int>(model.strategies(op.id).size());
+            const auto plans = model.edgePlans(specs, op.id, i, nc);
+            QCOMPARE(plans.size(), specs.size() * static_cast<size_t>(nc));
+            for (size_t v = 0; v < specs.size(); ++v)
+                for (int c = 0; c < nc; ++c) {
+                    const auto& plan = plans[v * static_cast<size_t>(nc) + static_cast<size_t>(c)];
+                    compareCollectivePlans(plan, model.edgePlan(specs[v], op.id, i, c), true);
+                    if (QTest::currentTestFailed()) return;
+                    ++compared;
+                }
+            std::set<TensorSpec> layouts;
+            for (int c = 0; c < nc; ++c) layouts.insert(model.inputSpec(op.id, c, i));
+            shared += static_cast<size_t>(nc) - layouts.size();
+        }
         qInfo("compared %zu, strategies sharing a layout %zu", compared, shared);
         QVERIFY(compared > 10000);
         QVERIFY(shared > 100); // strategies reading an input alike, whose forward half was shared
