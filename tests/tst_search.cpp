@@ -669,6 +669,84 @@ private slots:
                 1e-12 * first.breakdown.perDeviceBytes);
     }
 
+    // A search under a limit starts at price 0, as the unlimited search before it did; the
+    // session gives back that search's attempt (PlannerSession::Impl::lastUnpriced) only when
+    // nothing a solve depends on has changed since. Each row changes one input between the
+    // two solves (or none, or sets the same again): the second must reuse the first's attempt
+    // exactly when nothing changed, and equal a fresh session's solve either way.
+    void unpricedAttemptIsReusedOnlyWhenNothingChanged_data()
+    {
+        QTest::addColumn<int>("change");
+        QTest::addColumn<int>("reused");
+        const char* names[] = {"nothing",          "the same locks again", "a lock",
+                               "forced recompute", "no recompute",         "flat",
+                               "layers not mixed", "every class inlined",  "dominated modes solved",
+                               "no substitution",  "least-fill order"};
+        for (int change = 0; change < 11; ++change) QTest::newRow(names[change]) << change << (change < 2 ? 1 : 0);
+    }
+
+    void unpricedAttemptIsReusedOnlyWhenNothingChanged()
+    {
+        QFETCH(int, change);
+        QFETCH(int, reused);
+        const auto c = costed("gpt2", 2, "2x4");
+        auto apply = [&](PlannerSession& session) {
+            switch (change) {
+            case 1:
+                session.setLocks({});
+                break;
+            case 2:
+                session.setLocks({parseLockRequest("layers.*/mlp/fc1=h=y")});
+                break;
+            case 3:
+                session.setForcedRecompute(Recompute::Full);
+                break;
+            case 4:
+                session.setAllowRecompute(false);
+                break;
+            case 5:
+                session.setFlat(true);
+                break;
+            case 6:
+                session.setMixLayers(false);
+                break;
+            case 7:
+                session.setMaxTableEntries(0);
+                break;
+            case 8:
+                session.setSkipDominatedModes(false);
+                break;
+            case 9:
+                session.setSubstituteWorth(std::numeric_limits<double>::infinity());
+                break;
+            case 10:
+                session.setEliminationOrder(EliminationOrderRule::LeastFill);
+                break;
+            default:
+                break;
+            }
+        };
+        PlannerSession warm(*c->cost, c->folded);
+        warm.setMemoryLimit(-1);
+        const SearchResult fastest = warm.solve();
+        QCOMPARE(fastest.attemptsReused, 0);
+        const double limit = 2 * fastest.breakdown.perDeviceBytes; // the fastest plan fits
+        apply(warm);
+        warm.setMemoryLimit(limit);
+        const SearchResult again = warm.solve();
+        QCOMPARE(again.pricesTried, 1);
+        QCOMPARE(again.attemptsReused, reused);
+        PlannerSession fresh(*c->cost, c->folded);
+        apply(fresh);
+        fresh.setMemoryLimit(limit);
+        const SearchResult first = fresh.solve();
+        QCOMPARE(first.attemptsReused, 0);
+        QCOMPARE(again.strategyOfOp, first.strategyOfOp);
+        QCOMPARE(again.recomputeOfOp, first.recomputeOfOp);
+        QCOMPARE(again.breakdown.stepSeconds, first.breakdown.stepSeconds);
+        QCOMPARE(again.breakdown.perDeviceBytes, first.breakdown.perDeviceBytes);
+    }
+
     // A forced recompute mode (a published run costed as it ran) reaches the layers whether
     // their classes are tabulated or solved instance by instance: the same modes op by op
     // (full on the layers, none on embedding and head), step time and memory. (Inlined

@@ -116,7 +116,13 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     auto attemptAt = [&](double lambda, const std::optional<PriceSplit>& split = std::nullopt) {
         ++pricesTried;
         if (progress) progress->pricesTried.fetch_add(1, std::memory_order_relaxed);
-        Attempt a = solveAt(lambda, allowRecompute, split);
+        throwIfCancelled(); // a cancelled solve throws, as solveAt would, with an attempt at hand too
+        const bool unpriced = lambda == 0 && !split;
+        const bool known =
+            unpriced && lastUnpriced && lastUnpriced->inputs == solveInputs && lastUnpriced->recomputeAllowed == allowRecompute;
+        Attempt a = known ? lastUnpriced->attempt : solveAt(lambda, allowRecompute, split);
+        if (unpriced && !known) lastUnpriced = UnpricedAttempt{solveInputs, allowRecompute, a};
+        attemptsReused += known ? 1 : 0;
         if (!split) pricedObjectives.emplace_back(lambda, a.result.objective);
         return a;
     };

@@ -86,6 +86,8 @@ struct SearchResult {
     int opsSearched = 0;
     int tablesSolved = 0; ///< class tables computed (not taken from the cache)
     int pricesTried = 0;  ///< searches at a memory price (1 when the limit does not bind)
+    /// Of those, the unpriced one taken from the session's previous solve (the same inputs).
+    int attemptsReused = 0;
     /// The step time of the fastest plan with no memory limit (the first search, at price 0):
     /// with no locks, no plan of this model is faster under any limit or lock.
     double unpricedSeconds = 0;

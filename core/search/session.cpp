@@ -105,6 +105,10 @@ void PlannerSession::setLocks(const std::vector<LockRequest>& locks, bool requir
 void PlannerSession::setResolvedLocks(const std::vector<ResolvedLock>& locks)
 {
     Impl& d = *impl_;
+    const bool same =
+        std::equal(locks.begin(), locks.end(), d.locks.begin(), d.locks.end(),
+                   [](const ResolvedLock& a, const ResolvedLock& b) { return a.op == b.op && a.strategy == b.strategy; });
+    if (!same) ++d.solveInputs;
     d.locks = locks;
     std::fill(d.forced.begin(), d.forced.end(), -1);
     for (const auto& l : locks) d.forced[static_cast<size_t>(l.op)] = l.strategy;
@@ -138,13 +142,13 @@ void PlannerSession::setWarmStart(const WarmStart& warm)
 }
 
 void PlannerSession::setMemoryLimit(double bytes) { impl_->memoryLimit = bytes; }
-void PlannerSession::setAllowRecompute(bool allow) { impl_->allowRecompute = allow; }
-void PlannerSession::setForcedRecompute(std::optional<Recompute> mode) { impl_->forcedRecompute = mode; }
-void PlannerSession::setFlat(bool flat) { impl_->flat = flat; }
-void PlannerSession::setMixLayers(bool mix) { impl_->mixLayers = mix; }
-void PlannerSession::setSkipDominatedModes(bool skip) { impl_->skipDominatedModes = skip; }
-void PlannerSession::setSubstituteWorth(double worth) { impl_->substituteWorth = worth; }
-void PlannerSession::setEliminationOrder(EliminationOrderRule rule) { impl_->orderRule = rule; }
+void PlannerSession::setAllowRecompute(bool allow) { impl_->setInput(impl_->allowRecompute, allow); }
+void PlannerSession::setForcedRecompute(std::optional<Recompute> mode) { impl_->setInput(impl_->forcedRecompute, mode); }
+void PlannerSession::setFlat(bool flat) { impl_->setInput(impl_->flat, flat); }
+void PlannerSession::setMixLayers(bool mix) { impl_->setInput(impl_->mixLayers, mix); }
+void PlannerSession::setSkipDominatedModes(bool skip) { impl_->setInput(impl_->skipDominatedModes, skip); }
+void PlannerSession::setSubstituteWorth(double worth) { impl_->setInput(impl_->substituteWorth, worth); }
+void PlannerSession::setEliminationOrder(EliminationOrderRule rule) { impl_->setInput(impl_->orderRule, rule); }
 void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->cancel = cancel; }
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
 std::shared_ptr<SharedSearchCaches> PlannerSession::sharedCaches() const { return impl_->caches; }
@@ -162,6 +166,7 @@ void PlannerSession::useSharedCaches(std::shared_ptr<SharedSearchCaches> caches)
     if (caches->fingerprint != fingerprint)
         throw std::logic_error("PlannerSession::useSharedCaches: another graph, mesh or strategy set");
     impl_->caches = std::move(caches);
+    ++impl_->solveInputs;
 }
 
 double PlannerSession::cachedBytes() const { return impl_->modeCache.bytes(); }
@@ -169,7 +174,7 @@ double PlannerSession::cachedBytes() const { return impl_->modeCache.bytes(); }
 void PlannerSession::setStopAbove(double seconds) { impl_->stopAbove = seconds; }
 
 void PlannerSession::setThreads(int threads) { impl_->threads = threads; }
-void PlannerSession::setMaxTableEntries(double entries) { impl_->maxTableEntries = entries; }
+void PlannerSession::setMaxTableEntries(double entries) { impl_->setInput(impl_->maxTableEntries, entries); }
 
 SearchResult PlannerSession::solve()
 {
@@ -199,6 +204,7 @@ SearchResult PlannerSession::solve()
         }
     } restoreFold{d, saved};
     d.tablesSolved = 0;
+    d.attemptsReused = 0;
     d.pricedObjectives.clear();
     const double capacity = d.model.hardware().hbmBytes;
     const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
@@ -215,6 +221,7 @@ SearchResult PlannerSession::solve()
         out.method = d.flat ? "flat" : "folded";
         out.memoryLimitBytes = limited ? limit : 0;
         out.tablesSolved = d.tablesSolved;
+        out.attemptsReused = d.attemptsReused;
         out.pricesTried = pricesTried;
         out.strategyOfOp.clear();
         out.recomputeOfOp.clear();
@@ -245,6 +252,7 @@ SearchResult PlannerSession::solve()
     out.inlinedClasses = static_cast<int>(d.inlinedClasses().size());
     out.opsSearched = d.folded.searchedOps();
     out.tablesSolved = d.tablesSolved;
+    out.attemptsReused = d.attemptsReused;
     out.pricesTried = pricesTried;
     return std::move(out);
 }

@@ -121,6 +121,29 @@ struct PlannerSession::Impl {
     int threadCount() const { return threads > 0 ? threads : hardwareThreads; }
     double maxTableEntries = 4e6; ///< see PlannerSession::setMaxTableEntries
 
+    /// Counts the changes to what a solve's answer depends on (locks, recompute, flat, the
+    /// options above); the setters bump it only when a value changes (`setInput`).
+    std::uint64_t solveInputs = 0;
+    template <class T>
+    void setInput(T& field, const T& value)
+    {
+        if (field == value) return;
+        field = value;
+        ++solveInputs;
+    }
+    /// The last unpriced attempt (price 0, no split) and the inputs it was solved under. The
+    /// planner asks a combination for its fastest plan, then searches it under the limit, which
+    /// starts at price 0 again (core/plan/planner.cpp, Chooser::fastestFits then consider); with
+    /// layers inlined at the top level that second solve was most of the search (T5-3B on
+    /// 2x2x2, inference: 1.9 s of its 2.2 s). An attempt holds its decoded entries by
+    /// shared_ptr (ChosenRun), so it stays whole after later solves.
+    struct UnpricedAttempt {
+        std::uint64_t inputs = 0;
+        bool recomputeAllowed = true;
+        Attempt attempt;
+    };
+    std::optional<UnpricedAttempt> lastUnpriced;
+
     void throwIfCancelled() const
     {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
@@ -141,6 +164,7 @@ struct PlannerSession::Impl {
     int lastLowInstances = -1; ///< the previous solve's layers at the low price (bisectLowPricedLayers)
     std::vector<int> forced;   ///< per op: locked strategy or -1
     int tablesSolved = 0;
+    int attemptsReused = 0;                                  ///< this solve's, SearchResult::attemptsReused
     std::vector<std::pair<double, double>> pricedObjectives; ///< of the current solve (SearchResult::pricedObjectives)
 
     Impl(const CostModel& m, FoldedGraph f);
