@@ -747,6 +747,51 @@ private slots:
         QCOMPARE(again.breakdown.perDeviceBytes, first.breakdown.perDeviceBytes);
     }
 
+    // A search with a bar (PlannerSession::setStopAbove) stops its top level's elimination as
+    // soon as the elimination's lower bound reaches the bar (eliminate's stopWhen): bounded, with
+    // a bound at or over the bar and under the plan's own time, which a search run to the end
+    // would have given (old behaviour: the bound was the time itself). Under a bar just over the
+    // fastest plan it runs to the end and finds that plan. T5-base's layers inlined at the top
+    // level, as on 3D meshes (every table over the entry limit).
+    void boundedSearchStopsAtItsBar_data()
+    {
+        QTest::addColumn<double>("share"); ///< the bar as a share of the fastest plan's time
+        QTest::addColumn<bool>("bounded");
+        QTest::newRow("bar at 0.9") << 0.9 << true;
+        QTest::newRow("bar at 0.999") << 0.999 << true;
+        QTest::newRow("bar at 1.001") << 1.001 << false;
+    }
+
+    void boundedSearchStopsAtItsBar()
+    {
+        QFETCH(double, share);
+        QFETCH(bool, bounded);
+        const auto c = costed("t5-base", 2, "2x2");
+        auto session = [&] {
+            auto s = std::make_unique<PlannerSession>(*c->cost, c->folded);
+            s->setMemoryLimit(-1);
+            s->setMaxTableEntries(0);
+            return s;
+        };
+        const SearchResult fastest = session()->solve();
+        QCOMPARE(fastest.inlinedClasses, fastest.blockClasses);
+        // The search's own figure (its least at price 0), which a search run to the end gives as its bound.
+        const double time = fastest.searchedStepSeconds, bar = share * time;
+        auto barred = session();
+        barred->setStopAbove(bar);
+        const SearchResult r = barred->solve();
+        QCOMPARE(r.bounded, bounded);
+        if (bounded) {
+            QVERIFY2(r.lowerBound >= bar && r.lowerBound < time, qPrintable(QString("bound %1, bar %2, time %3")
+                                                                                .arg(r.lowerBound, 0, 'g', 15)
+                                                                                .arg(bar, 0, 'g', 15)
+                                                                                .arg(time, 0, 'g', 15)));
+        } else {
+            QCOMPARE(r.strategyOfOp, fastest.strategyOfOp);
+            QCOMPARE(r.searchedStepSeconds, time);
+        }
+    }
+
     // A forced recompute mode (a published run costed as it ran) reaches the layers whether
     // their classes are tabulated or solved instance by instance: the same modes op by op
     // (full on the layers, none on embedding and head), step time and memory. (Inlined

@@ -44,6 +44,9 @@ struct Attempt {
     SearchResult result;
     std::vector<ChosenRun> runs;
     std::vector<std::tuple<OpId, int, Recompute>> inlinedChoice; ///< ops solved at the top level
+    /// Stopped at its bound (PlannerSession::Impl::solveAt's `stopWhen`): no plan, and
+    /// `result.objective` only bounds the least at this price from below.
+    bool stopped = false;
 };
 
 } // namespace tp::search

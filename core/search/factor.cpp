@@ -666,6 +666,54 @@ double orderCost(const std::vector<Factor>& factors, const std::vector<int>& var
     return total;
 }
 
+/// The lower bound eliminate() offers its `stopWhen`: each factor's least entry, added up over
+/// the factors left. Eliminating v replaces the factors f_i over v by min_v sum_i f_i, whose
+/// least is at least the sum of theirs, so the bound never falls. Summed afresh at each step
+/// (the factors left are few) and lowered by a relative 1e-12, so that rounding in another
+/// order of additions than the elimination's never puts it above the least the elimination
+/// would compute.
+class RunningBound {
+public:
+    RunningBound(const std::function<bool(double)>& stopWhen, const std::vector<Factor>& factors) : stopWhen_(stopWhen)
+    {
+        if (!stopWhen_) return;
+        for (const Factor& f : factors) least_.push_back(leastOf(f));
+        alive_.assign(factors.size(), true);
+    }
+    void replace(const std::vector<size_t>& consumed, const Factor& merged)
+    {
+        if (!stopWhen_) return;
+        for (size_t i : consumed) alive_[i] = false;
+        least_.push_back(leastOf(merged));
+        alive_.push_back(true);
+    }
+    /// Whether to stop; if so, `result` says so with the bound.
+    bool stops(EliminationResult& result) const
+    {
+        if (!stopWhen_) return false;
+        double sum = 0;
+        for (size_t i = 0; i < least_.size(); ++i)
+            if (alive_[i]) sum += least_[i];
+        if (!std::isfinite(sum)) return false; // nothing fits: the caller reports that in full
+        const double bound = sum - 1e-12 * std::abs(sum);
+        if (!stopWhen_(bound)) return false;
+        result.stopped = true;
+        result.lowerBound = bound;
+        return true;
+    }
+
+private:
+    static double leastOf(const Factor& f)
+    {
+        double least = std::numeric_limits<double>::infinity();
+        for (double v : f.values) least = std::min(least, v);
+        return f.values.empty() ? 0.0 : least;
+    }
+    const std::function<bool(double)>& stopWhen_;
+    std::vector<double> least_;
+    std::vector<bool> alive_;
+};
+
 /// Below this many additions in all (a few milliseconds) the least-weight order is kept as it
 /// is: trying another costs more than it could save.
 constexpr double kTryAnotherOrder = 1e8;
@@ -678,7 +726,8 @@ constexpr double kFillMustPromise = 2.0 / 3.0;
 } // namespace
 
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& originalDomains, const std::vector<int>& keep,
-                            int threads, double substituteWorth, EliminationOrderRule rule)
+                            int threads, double substituteWorth, EliminationOrderRule rule,
+                            const std::function<bool(double)>& stopWhen)
 {
     EliminationResult result;
     std::vector<bool> kept(originalDomains.size(), false);
@@ -709,6 +758,8 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
     std::vector<size_t> ids;
     StepScratch scratch;
     SliceScratch slice;
+    RunningBound bound(stopWhen, factors);
+    if (bound.stops(result)) return result;
     for (int var : order.vars) {
         fs.clear();
         ids.clear();
@@ -720,11 +771,13 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
         EliminationStep step;
         Factor merged = eliminateOne(fs, var, domainSizes, step, threads, scratch, slice);
         for (size_t i : ids) alive[i] = false;
+        bound.replace(ids, merged);
         factors.push_back(std::move(merged));
         alive.push_back(true);
         const size_t newId = factors.size() - 1;
         for (int v : factors[newId].vars) touching[static_cast<size_t>(v)].push_back(newId);
         result.steps.push_back(std::move(step));
+        if (bound.stops(result)) return result;
     }
     std::vector<Factor> rest;
     for (size_t i = 0; i < factors.size(); ++i)

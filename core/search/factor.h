@@ -3,6 +3,7 @@
 // Variables are small integer domains (an op's strategy index, a tensor's spec index);
 // factors map an assignment of their variables to a cost (+inf = forbidden).
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct EliminationResult {
     std::vector<EliminationStep> steps; ///< in elimination order, over the reduced domains
     std::vector<int> reducedDomains;    ///< each variable's domain after the reduction
     ValueMap values;                    ///< the reduction's kept values
+    /// Set where `stopWhen` stopped the elimination: then `remaining` is empty, there is nothing
+    /// to decode, and `lowerBound` bounds the least from below.
+    bool stopped = false;
+    double lowerBound = 0;
 };
 
 /// Where testing a variable's values for substitutes pays (dropSubstitutableValues): the
@@ -59,9 +64,13 @@ enum class EliminationOrderRule {
 /// cost are dropped, where the test is worth `substituteWorth` (0: everywhere; infinity:
 /// nowhere). The least is the same; among equal least assignments another may be decoded.
 /// A large elimination step is split over up to `threads` threads; the result is the same.
+/// `stopWhen`, if given, is asked before the first step and after each with a lower bound on
+/// the least (the least entries of the factors left, added up: it never falls as the
+/// elimination goes on), where that bound is finite; the elimination stops where it says so.
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
                             int threads = 1, double substituteWorth = kSubstituteWorth,
-                            EliminationOrderRule rule = EliminationOrderRule::Auto);
+                            EliminationOrderRule rule = EliminationOrderRule::Auto,
+                            const std::function<bool(double)>& stopWhen = {});
 
 /// Fills the eliminated variables of `assignment` (indexed by variable id; kept variables
 /// already set) by replaying the steps backwards.

@@ -1,6 +1,7 @@
 #include "price_search.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "session_impl.h"
@@ -120,8 +121,16 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
         const bool unpriced = lambda == 0 && !split;
         const bool known =
             unpriced && lastUnpriced && lastUnpriced->inputs == solveInputs && lastUnpriced->recomputeAllowed == allowRecompute;
-        Attempt a = known ? lastUnpriced->attempt : solveAt(lambda, allowRecompute, split);
-        if (unpriced && !known) lastUnpriced = UnpricedAttempt{solveInputs, allowRecompute, a};
+        // The top level's elimination may stop as soon as its lower bound settles the search,
+        // as boundedOut below would with the attempt's least: at price 0 the least is the
+        // fastest plan's time, at a price the least less the price of the limit bounds every
+        // plan that fits (weak duality). A stopped attempt's objective is that bound, so
+        // boundedOut, asked with the same arithmetic, stops the search.
+        std::function<bool(double)> stopWhen;
+        if (!split && std::isfinite(stopAbove))
+            stopWhen = [this, lambda, limit](double least) { return least - lambda * limit >= stopAbove; };
+        Attempt a = known ? lastUnpriced->attempt : solveAt(lambda, allowRecompute, split, stopWhen);
+        if (unpriced && !known && !a.stopped) lastUnpriced = UnpricedAttempt{solveInputs, allowRecompute, a};
         attemptsReused += known ? 1 : 0;
         if (!split) pricedObjectives.emplace_back(lambda, a.result.objective);
         return a;

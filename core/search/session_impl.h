@@ -4,6 +4,7 @@
 // price_search.cpp and session.cpp each define the members of their step. Internal.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -288,7 +289,8 @@ struct PlannerSession::Impl {
     int splittableInstances() const;
 
     struct TopLevel; // one solveAt's top-level factor graph (stitch.cpp)
-    Attempt solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt);
+    Attempt solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt,
+                    const std::function<bool(double)>& stopWhen = {});
     void collectItems(TopLevel& top, double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split);
     void addTopVariables(TopLevel& top);
     void bindItemInputs(TopLevel& top);

@@ -78,7 +78,8 @@ int PlannerSession::Impl::splittableInstances() const
 }
 
 PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool recomputeAllowed,
-                                                            const std::optional<PriceSplit>& split)
+                                                            const std::optional<PriceSplit>& split,
+                                                            const std::function<bool(double)>& stopWhen)
 {
     throwIfCancelled();
     tables.clear();
@@ -110,7 +111,15 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
         }
     for (const auto& item : top.items) factors.push_back(itemFactor(item, tableOf(classOf(item.run), item.slot)));
 
-    EliminationResult eliminated = eliminate(std::move(factors), topDomain, {}, threadCount(), substituteWorth, orderRule);
+    EliminationResult eliminated =
+        eliminate(std::move(factors), topDomain, {}, threadCount(), substituteWorth, orderRule, stopWhen);
+    if (eliminated.stopped) {
+        attempt.stopped = true;
+        result.objective = eliminated.lowerBound;
+        result.lambda = lambda;
+        result.breakdown.stepSeconds = eliminated.lowerBound;
+        return attempt;
+    }
     const double objective = eliminated.remaining.values.empty() ? 0.0 : eliminated.remaining.values[0];
     if (!(objective < kInfinity)) throw InputError("no plan satisfies the locks (every combination is forbidden)");
     std::vector<int> assignment(topDomain.size(), 0);
