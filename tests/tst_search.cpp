@@ -792,6 +792,59 @@ private slots:
         }
     }
 
+    // Where the tables are large, a barred solve first bounds its least with no table
+    // (PlannerSession::Impl::tableFreeBound: each tabled run at its count times its class's
+    // least, each inlined op at its least node cost). A bar under that bound settles the
+    // search before any table is solved; a bar a hair over the least leaves the plan as it was,
+    // which a bound above the least would not (it would stop the search).
+    void tableFreeBoundStopsFirstAndNeverPassesTheLeast_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<double>("share"); ///< the bar as a share of the fastest plan's time
+        QTest::addColumn<bool>("bounded");
+        for (const char* mesh : {"2x2x2", "2x2x4"})
+            for (const char* model : {"t5-base", "switch-base-8"})
+                for (int layers : {4}) {
+                    QTest::addRow("%s %s x%d, bar at 0.5", model, mesh, layers) << model << mesh << layers << 0.5 << true;
+                    QTest::addRow("%s %s x%d, bar over the least", model, mesh, layers)
+                        << model << mesh << layers << 1 + 1e-9 << false;
+                }
+    }
+
+    void tableFreeBoundStopsFirstAndNeverPassesTheLeast()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        QFETCH(int, layers);
+        QFETCH(double, share);
+        QFETCH(bool, bounded);
+        const auto c = costed(model, layers, mesh);
+        auto session = [&] {
+            auto s = std::make_unique<PlannerSession>(*c->cost, c->folded);
+            s->setMemoryLimit(-1);
+            return s;
+        };
+        const SearchResult fastest = session()->solve();
+        QVERIFY(fastest.inlinedClasses < fastest.blockClasses); // some class is tabled
+        const double time = fastest.searchedStepSeconds, bar = share * time;
+        auto barred = session();
+        barred->setStopAbove(bar);
+        const SearchResult r = barred->solve();
+        QCOMPARE(r.bounded, bounded);
+        if (bounded) {
+            QCOMPARE(r.tablesSolved, 0); // settled before any table
+            QVERIFY2(r.lowerBound >= bar && r.lowerBound <= time, qPrintable(QString("bound %1, bar %2, time %3")
+                                                                                 .arg(r.lowerBound, 0, 'g', 15)
+                                                                                 .arg(bar, 0, 'g', 15)
+                                                                                 .arg(time, 0, 'g', 15)));
+        } else {
+            QCOMPARE(r.strategyOfOp, fastest.strategyOfOp);
+            QCOMPARE(r.searchedStepSeconds, time);
+        }
+    }
+
     // A forced recompute mode (a published run costed as it ran) reaches the layers whether
     // their classes are tabulated or solved instance by instance: the same modes op by op
     // (full on the layers, none on embedding and head), step time and memory. (Inlined

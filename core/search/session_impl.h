@@ -285,6 +285,20 @@ struct PlannerSession::Impl {
     /// Classes whose boundary is too wide for a table are not tabulated: their ops join the top
     /// level directly (exact all the same, only without sharing the solve between instances).
     std::set<ClassId> inlinedClasses();
+    /// A lower bound on solveAt's least at `lambda` without building a table (least_bound.cpp):
+    /// each tabled run at its count times its class's least (classLeast), each inlined op at its
+    /// least node cost. Edge costs are never negative, and a least over fewer constraints is no
+    /// higher.
+    double tableFreeBound(double lambda, bool recomputeAllowed);
+    /// Whether the tables a solve builds are large enough that tableFreeBound, tried first,
+    /// costs little beside them (their entries in all, kBoundFirstEntries).
+    bool tablesWorthBounding();
+    /// The runs at the top level: the fold's, and the siblings of inlined parents.
+    std::vector<Run> topRuns();
+    /// The least entry any table of class `cls` can hold at `lambda`: the class's factors
+    /// minimised over every variable, boundary included, under each mode, absorbed siblings at
+    /// their own least (`known`: per class, within one bound).
+    double classLeast(ClassId cls, double lambda, bool recomputeAllowed, std::map<ClassId, double>& known);
     /// Instances in table runs, the index PriceSplit::highFrom counts.
     int splittableInstances() const;
 

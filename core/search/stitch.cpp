@@ -1,6 +1,7 @@
 #include "stitch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "../util/error.h"
@@ -92,6 +93,21 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
     Attempt attempt;
     SearchResult& result = attempt.result;
 
+    // Where a bar is set, a bound with no table first: most combinations that cannot beat the
+    // bar are settled here, before the tables that are most of a solve's work. Lowered as
+    // eliminate's own bound is (RunningBound, core/search/factor.cpp): rounding in another
+    // order of additions never puts it above the least.
+    if (stopWhen && tablesWorthBounding()) {
+        const double bound = tableFreeBound(lambda, recomputeAllowed);
+        const double rounded = bound - 1e-12 * std::abs(bound);
+        if (std::isfinite(rounded) && stopWhen(rounded)) {
+            attempt.stopped = true;
+            result.objective = rounded;
+            result.lambda = lambda;
+            result.breakdown.stepSeconds = rounded;
+            return attempt;
+        }
+    }
     TopLevel top;
     collectItems(top, lambda, recomputeAllowed, split);
     top.modes = recomputeModes(lambda, recomputeAllowed, true);
@@ -142,13 +158,7 @@ void PlannerSession::Impl::collectItems(TopLevel& top, double lambda, bool recom
                                         const std::optional<PriceSplit>& split)
 {
     const std::set<ClassId> inlined = inlinedClasses();
-    // Instances at the top level: runs, plus the siblings of inlined parents.
-    std::vector<Run> topRuns = folded.runs;
-    for (const auto& group : folded.siblings)
-        if (inlined.count(ClassId{group.parentClass}))
-            for (int i : group.instances) topRuns.push_back(Run{group.classId, i, 1});
-
-    for (const auto& [run, slot] : splitRunsAtPrice(topRuns, folded.runs.size(), split)) {
+    for (const auto& [run, slot] : splitRunsAtPrice(topRuns(), folded.runs.size(), split)) {
         if (inlined.count(classOf(run))) {
             for (int a = 0; a < run.count; ++a) {
                 const BlockInstance& inst = instanceAt(classOf(run), InstanceId{run.firstInstance + a});
