@@ -578,7 +578,8 @@ private slots:
     // rise step by step and stay at or under the least a full elimination finds; asked to stop
     // at a share of that least, it stops with a bound at least that high, mostly before its
     // last step; asked for the least or more, it never stops (the bound stays a relative 1e-12
-    // under what the elimination would add up) and finds the least.
+    // under what the elimination would add up) and finds the least. Below kStopWorth additions
+    // (all of these graphs) it is not asked at all unless the caller lowers the worth.
     void eliminationStopsOnlyAtABoundOnTheLeast()
     {
         std::mt19937 rng(5);
@@ -604,11 +605,20 @@ private slots:
             if (!(least < inf) || least <= 0) continue;
             for (double share : {0.5, 0.9, 1.0, 1.5}) {
                 std::vector<double> seen;
-                const EliminationResult r =
-                    eliminate(factors, domains, {}, 1, kSubstituteWorth, EliminationOrderRule::Auto, [&](double bound) {
+                const EliminationResult r = eliminate(
+                    factors, domains, {}, 1, kSubstituteWorth, EliminationOrderRule::Auto,
+                    [&](double bound) {
                         seen.push_back(bound);
                         return bound >= share * least;
-                    });
+                    },
+                    0);
+                if (share == 0.5) { // at the default worth these small graphs are never stopped
+                    bool asked = false;
+                    const EliminationResult small = eliminate(factors, domains, {}, 1, kSubstituteWorth,
+                                                              EliminationOrderRule::Auto, [&](double) { return asked = true; });
+                    QVERIFY(!asked && !small.stopped);
+                    QCOMPARE(small.remaining.values, whole.remaining.values);
+                }
                 QVERIFY(!seen.empty());
                 QVERIFY(std::is_sorted(seen.begin(), seen.end()));
                 QVERIFY2(seen.back() <= least, qPrintable(QString("bound %1 over the least %2").arg(seen.back()).arg(least)));

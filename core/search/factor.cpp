@@ -727,7 +727,7 @@ constexpr double kFillMustPromise = 2.0 / 3.0;
 
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& originalDomains, const std::vector<int>& keep,
                             int threads, double substituteWorth, EliminationOrderRule rule,
-                            const std::function<bool(double)>& stopWhen)
+                            const std::function<bool(double)>& stopWhen, double stopWorth)
 {
     EliminationResult result;
     std::vector<bool> kept(originalDomains.size(), false);
@@ -758,7 +758,8 @@ EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>&
     std::vector<size_t> ids;
     StepScratch scratch;
     SliceScratch slice;
-    RunningBound bound(stopWhen, factors);
+    const std::function<bool(double)> noStop;
+    RunningBound bound(order.total >= stopWorth ? stopWhen : noStop, factors);
     if (bound.stops(result)) return result;
     for (int var : order.vars) {
         fs.clear();

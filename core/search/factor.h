@@ -51,6 +51,14 @@ struct EliminationResult {
 /// the untested instruction count and T5-base on 2x2x2 1.6x faster.
 inline constexpr double kSubstituteWorth = 64;
 
+/// Below this many additions in all (about a millisecond) eliminate() is not stopped part way
+/// (its `stopWorth`): finishing costs less than what its exact least saves later. The plan
+/// layer keeps a search's bound for later edits (core/plan/planner.cpp, State::record), and a
+/// bound stopped just at the bar settles nothing once a lock raises the bar (LLaMA-3 8B on 2x8,
+/// `bench lock`: an instance lock raises it 0.6%; with small top levels stopped too, 8
+/// combinations were searched again against 5, 9.5 ms against 5 ms).
+inline constexpr double kStopWorth = 1e6;
+
 /// Which greedy elimination order eliminate() takes (core/search/factor.cpp).
 enum class EliminationOrderRule {
     Auto,        ///< least weight, or least fill where that promises to save a third of the work
@@ -66,11 +74,13 @@ enum class EliminationOrderRule {
 /// A large elimination step is split over up to `threads` threads; the result is the same.
 /// `stopWhen`, if given, is asked before the first step and after each with a lower bound on
 /// the least (the least entries of the factors left, added up: it never falls as the
-/// elimination goes on), where that bound is finite; the elimination stops where it says so.
+/// elimination goes on), where that bound is finite and the elimination adds up to `stopWorth`
+/// additions or more (orderCost's count, on the domains before the reduction); the
+/// elimination stops where it says so.
 EliminationResult eliminate(std::vector<Factor> factors, const std::vector<int>& domainSizes, const std::vector<int>& keep,
                             int threads = 1, double substituteWorth = kSubstituteWorth,
                             EliminationOrderRule rule = EliminationOrderRule::Auto,
-                            const std::function<bool(double)>& stopWhen = {});
+                            const std::function<bool(double)>& stopWhen = {}, double stopWorth = kStopWorth);
 
 /// Fills the eliminated variables of `assignment` (indexed by variable id; kept variables
 /// already set) by replaying the steps backwards.
