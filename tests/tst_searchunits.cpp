@@ -23,6 +23,18 @@ namespace {
 
 constexpr double inf = kInfinity;
 
+/// A factor over `vars` (deduplicated) with costs 0-7, one entry in twenty forbidden.
+Factor randomCosts(std::mt19937& rng, const std::vector<int>& domains, std::vector<int> vars)
+{
+    std::sort(vars.begin(), vars.end());
+    vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+    size_t size = 1;
+    for (int v : vars) size *= static_cast<size_t>(domains[static_cast<size_t>(v)]);
+    Factor f{vars, std::vector<double>(size)};
+    for (double& x : f.values) x = rng() % 20 == 0 ? inf : static_cast<double>(rng() % 8);
+    return f;
+}
+
 MinPlus matrix(int n, std::vector<double> v)
 {
     MinPlus m;
@@ -522,15 +534,7 @@ private slots:
             const int n = 4 + static_cast<int>(rng() % 4);
             std::vector<int> domains(static_cast<size_t>(n));
             for (int& d : domains) d = 2 + static_cast<int>(rng() % 4);
-            auto randomFactor = [&](std::vector<int> vars) {
-                std::sort(vars.begin(), vars.end());
-                vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-                size_t size = 1;
-                for (int v : vars) size *= static_cast<size_t>(domains[static_cast<size_t>(v)]);
-                Factor f{vars, std::vector<double>(size)};
-                for (double& x : f.values) x = rng() % 20 == 0 ? inf : static_cast<double>(rng() % 8);
-                return f;
-            };
+            auto randomFactor = [&](std::vector<int> vars) { return randomCosts(rng, domains, std::move(vars)); };
             std::vector<Factor> factors;
             for (int v = 0; v < n; ++v) factors.push_back(randomFactor({v}));
             for (int k = 0; k < n + 2; ++k) {
@@ -589,15 +593,7 @@ private slots:
             std::vector<int> domains(static_cast<size_t>(n));
             for (int& d : domains) d = 2 + static_cast<int>(rng() % 4);
             std::vector<Factor> factors;
-            auto addFactor = [&](std::vector<int> vars) {
-                std::sort(vars.begin(), vars.end());
-                vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
-                size_t size = 1;
-                for (int v : vars) size *= static_cast<size_t>(domains[static_cast<size_t>(v)]);
-                Factor f{vars, std::vector<double>(size)};
-                for (double& x : f.values) x = rng() % 20 == 0 ? inf : static_cast<double>(rng() % 8);
-                factors.push_back(std::move(f));
-            };
+            auto addFactor = [&](std::vector<int> vars) { factors.push_back(randomCosts(rng, domains, std::move(vars))); };
             for (int v = 0; v < n; ++v) addFactor({v});
             for (int k = 0; k < n + 2; ++k) addFactor({static_cast<int>(rng() % n), static_cast<int>(rng() % n)});
             const EliminationResult whole = eliminate(factors, domains, {});

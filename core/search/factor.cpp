@@ -695,7 +695,7 @@ public:
         for (size_t i = 0; i < least_.size(); ++i)
             if (alive_[i]) sum += least_[i];
         if (!std::isfinite(sum)) return false; // nothing fits: the caller reports that in full
-        const double bound = sum - 1e-12 * std::abs(sum);
+        const double bound = roundedDownBound(sum);
         if (!stopWhen_(bound)) return false;
         result.stopped = true;
         result.lowerBound = bound;

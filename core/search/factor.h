@@ -51,6 +51,10 @@ struct EliminationResult {
 /// the untested instruction count and T5-base on 2x2x2 1.6x faster.
 inline constexpr double kSubstituteWorth = 64;
 
+/// A lower bound summed in another order of additions than an elimination's, lowered by a
+/// relative 1e-12 so that rounding never puts it above the least the elimination computes.
+inline double roundedDownBound(double sum) { return sum - 1e-12 * (sum < 0 ? -sum : sum); }
+
 /// Below this many additions in all (about a millisecond) eliminate() is not stopped part way
 /// (its `stopWorth`): finishing costs less than what its exact least saves later. The plan
 /// layer keeps a search's bound for later edits (core/plan/planner.cpp, State::record), and a

@@ -55,22 +55,20 @@ namespace {
 constexpr double kBoundFirstEntries = 1e5;
 } // namespace
 
-std::vector<Run> PlannerSession::Impl::topRuns()
+std::vector<Run> PlannerSession::Impl::topRuns(const std::set<ClassId>& inlined) const
 {
     std::vector<Run> runs = folded.runs; // as collectItems lays out the top level
-    const std::set<ClassId> inlined = inlinedClasses();
     for (const auto& group : folded.siblings)
         if (inlined.count(ClassId{group.parentClass}))
             for (int i : group.instances) runs.push_back(Run{group.classId, i, 1});
     return runs;
 }
 
-bool PlannerSession::Impl::tablesWorthBounding()
+bool PlannerSession::Impl::tablesWorthBounding(const std::set<ClassId>& inlined)
 {
-    const std::set<ClassId> inlined = inlinedClasses();
     std::set<ClassId> seen;
     double entries = 0;
-    for (const Run& run : topRuns()) {
+    for (const Run& run : topRuns(inlined)) {
         if (inlined.count(classOf(run)) || !seen.insert(classOf(run)).second) continue;
         ClassTable ct;
         ct.classId = classOf(run);
@@ -80,14 +78,13 @@ bool PlannerSession::Impl::tablesWorthBounding()
     return entries >= kBoundFirstEntries;
 }
 
-double PlannerSession::Impl::tableFreeBound(double lambda, bool recomputeAllowed)
+double PlannerSession::Impl::tableFreeBound(double lambda, bool recomputeAllowed, const std::set<ClassId>& inlined)
 {
-    const std::set<ClassId> inlined = inlinedClasses();
     std::vector<Recompute> modes = recomputeModes(lambda, recomputeAllowed, true);
     if (forcedRecompute) modes.push_back(*forcedRecompute); // solveAt's pinned modes
     std::map<ClassId, double> known;
     double bound = 0;
-    for (const Run& run : topRuns()) {
+    for (const Run& run : topRuns(inlined)) {
         if (!inlined.count(classOf(run))) {
             // A table item's entries are its class's table entries (a chained run's, sums of
             // run.count of them along the chain): none is below run.count times the least.

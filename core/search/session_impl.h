@@ -289,12 +289,12 @@ struct PlannerSession::Impl {
     /// each tabled run at its count times its class's least (classLeast), each inlined op at its
     /// least node cost. Edge costs are never negative, and a least over fewer constraints is no
     /// higher.
-    double tableFreeBound(double lambda, bool recomputeAllowed);
+    double tableFreeBound(double lambda, bool recomputeAllowed, const std::set<ClassId>& inlined);
     /// Whether the tables a solve builds are large enough that tableFreeBound, tried first,
     /// costs little beside them (their entries in all, kBoundFirstEntries).
-    bool tablesWorthBounding();
-    /// The runs at the top level: the fold's, and the siblings of inlined parents.
-    std::vector<Run> topRuns();
+    bool tablesWorthBounding(const std::set<ClassId>& inlined);
+    /// The runs at the top level: the fold's, and the siblings of the `inlined` parents.
+    std::vector<Run> topRuns(const std::set<ClassId>& inlined) const;
     /// The least entry any table of class `cls` can hold at `lambda`: the class's factors
     /// minimised over every variable, boundary included, under each mode, absorbed siblings at
     /// their own least (`known`: per class, within one bound).
@@ -305,7 +305,8 @@ struct PlannerSession::Impl {
     struct TopLevel; // one solveAt's top-level factor graph (stitch.cpp)
     Attempt solveAt(double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split = std::nullopt,
                     const std::function<bool(double)>& stopWhen = {});
-    void collectItems(TopLevel& top, double lambda, bool recomputeAllowed, const std::optional<PriceSplit>& split);
+    void collectItems(TopLevel& top, const std::set<ClassId>& inlined, double lambda, bool recomputeAllowed,
+                      const std::optional<PriceSplit>& split);
     void addTopVariables(TopLevel& top);
     void bindItemInputs(TopLevel& top);
     void inlinedFactors(const TopLevel& top, double lambda, std::vector<Factor>& factors);

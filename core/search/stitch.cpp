@@ -94,12 +94,10 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
     SearchResult& result = attempt.result;
 
     // Where a bar is set, a bound with no table first: most combinations that cannot beat the
-    // bar are settled here, before the tables that are most of a solve's work. Lowered as
-    // eliminate's own bound is (RunningBound, core/search/factor.cpp): rounding in another
-    // order of additions never puts it above the least.
-    if (stopWhen && tablesWorthBounding()) {
-        const double bound = tableFreeBound(lambda, recomputeAllowed);
-        const double rounded = bound - 1e-12 * std::abs(bound);
+    // bar are settled here, before the tables that are most of a solve's work.
+    const std::set<ClassId> inlined = inlinedClasses();
+    if (stopWhen && tablesWorthBounding(inlined)) {
+        const double rounded = roundedDownBound(tableFreeBound(lambda, recomputeAllowed, inlined));
         if (std::isfinite(rounded) && stopWhen(rounded)) {
             attempt.stopped = true;
             result.objective = rounded;
@@ -109,7 +107,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
         }
     }
     TopLevel top;
-    collectItems(top, lambda, recomputeAllowed, split);
+    collectItems(top, inlined, lambda, recomputeAllowed, split);
     top.modes = recomputeModes(lambda, recomputeAllowed, true);
     // A forced mode reaches inlined layers through their mode variables, pinned: the forced
     // mode on the instances of repeated blocks, none on the rest (as a class table does).
@@ -154,11 +152,10 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
 
 /// The top level's pieces: table items (a chained run as one, else one per instance; their
 /// tables solved at their price) and the instances and ops of inlined classes.
-void PlannerSession::Impl::collectItems(TopLevel& top, double lambda, bool recomputeAllowed,
+void PlannerSession::Impl::collectItems(TopLevel& top, const std::set<ClassId>& inlined, double lambda, bool recomputeAllowed,
                                         const std::optional<PriceSplit>& split)
 {
-    const std::set<ClassId> inlined = inlinedClasses();
-    for (const auto& [run, slot] : splitRunsAtPrice(topRuns(), folded.runs.size(), split)) {
+    for (const auto& [run, slot] : splitRunsAtPrice(topRuns(inlined), folded.runs.size(), split)) {
         if (inlined.count(classOf(run))) {
             for (int a = 0; a < run.count; ++a) {
                 const BlockInstance& inst = instanceAt(classOf(run), InstanceId{run.firstInstance + a});
