@@ -58,6 +58,26 @@ using test::opNamed;
 
 bool waitForPlan(Document& doc) { return test::waitForPlan(doc, kPlanTimeoutMs); }
 
+/// GPT-3 125M cut to 4 layers on 4x2, in `pipeline` stages split evenly (balanced, the head's
+/// stage would hold fewer layers).
+PlanSettings fourLayersOn4x2(int pipeline)
+{
+    PlanSettings s;
+    s.mesh = "4x2";
+    s.overrides = {"layers=4"};
+    s.pipeline = pipeline;
+    s.stageLayers = "even";
+    return s;
+}
+
+/// Shows `window` at `width` x `height`; whether it was exposed.
+bool showWindow(MainWindow& window, int width, int height)
+{
+    window.resize(width, height);
+    window.show();
+    return QTest::qWaitForWindowExposed(&window);
+}
+
 } // namespace
 
 class TestGui : public QObject {
@@ -92,6 +112,7 @@ private slots:
     void zeroAndMicroBatchAreChosenAndUndoable();
     void pipelineIsAnUndoableEdit();
     void lockingAPipelinedPlanPinsItsPipeline();
+    void everyPipelineStageCanBeShown();
     void balancedStagesShowAndUndo();
     void blockTimesAddUpToTheStep();
     void statusNamesTheMeshThatFits();
@@ -107,9 +128,7 @@ private slots:
 void TestGui::openGpt3ShowsOneClassTimes96()
 {
     MainWindow window(false);
-    window.resize(1600, 1000);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1600, 1000));
     PlanSettings base;
     base.mesh = "8x8";
     base.microBatch = 1;
@@ -1238,9 +1257,7 @@ void TestGui::devicesViewStepsThroughTheRowParallelMlp()
 void TestGui::compareViewMarksTheDifferencesOnTheGraph()
 {
     MainWindow window(false);
-    window.resize(1680, 1050);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1680, 1050));
     QVERIFY(window.openSource(QStringLiteral("gpt2"), quickSettings()));
     Document& doc = *window.document();
     QVERIFY(waitForPlan(doc));
@@ -1303,9 +1320,7 @@ void TestGui::savedPlanIsComparedOrRefused()
     QVERIFY(QFile::exists(lockedPath) && QFile::exists(otherPath));
 
     MainWindow window(false);
-    window.resize(1680, 1050);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1680, 1050));
     QVERIFY(window.openSource(QStringLiteral("gpt2"), quickSettings()));
     Document& doc = *window.document();
     QVERIFY(waitForPlan(doc));
@@ -1339,9 +1354,7 @@ QTEST_MAIN(TestGui)
 void TestGui::zeroAndMicroBatchAreChosenAndUndoable()
 {
     MainWindow window(false);
-    window.resize(1280, 800);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1280, 800));
     PlanSettings base;
     base.mesh = "2x8";
     QVERIFY(window.openSource(QStringLiteral("llama3-8b"), base));
@@ -1379,14 +1392,8 @@ void TestGui::zeroAndMicroBatchAreChosenAndUndoable()
 void TestGui::pipelineIsAnUndoableEdit()
 {
     MainWindow window(false);
-    window.resize(1280, 800);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
-    PlanSettings base;
-    base.mesh = "4x2";
-    base.overrides = {"layers=4"};
-    base.pipeline = 1; // from none to 2 stages and back (the default is auto)
-    base.stageLayers = "even"; // two stages of 2 layers (balanced, the head's stage holds fewer)
+    QVERIFY(showWindow(window, 1280, 800));
+    const PlanSettings base = fourLayersOn4x2(1); // from none to 2 stages and back (the default is auto)
     QVERIFY(window.openSource(QStringLiteral("gpt3-125m"), base));
     Document& doc = *window.document();
     QVERIFY(waitForPlan(doc));
@@ -1436,6 +1443,110 @@ void TestGui::pipelineIsAnUndoableEdit()
     QVERIFY(window.graphView()->sceneIndex().stageBand.empty()); // no pipeline, no band
 }
 
+// Any stage of a pipelined plan can be shown, not only the slowest: a click on its segment of
+// the stage band, its row in the Mesh & Hardware panel, or View > Next / Previous / Slowest
+// Pipeline Stage. Every view then shows that stage's graph, plan and baselines (of its own
+// graph: the first stage holds the embedding, the last the head), the selection follows to the
+// same op of its layers, the choice survives a re-plan, and exports keep the slowest stage.
+// GPT-3 125M, 4 layers on 4x2 in 2 even stages of 2 layers.
+void TestGui::everyPipelineStageCanBeShown()
+{
+    MainWindow window(false);
+    QVERIFY(showWindow(window, 1280, 800));
+    PlanSettings base = fourLayersOn4x2(2);
+    base.memoryLimit = "none";
+    QVERIFY(window.openSource(QStringLiteral("gpt3-125m"), base));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(doc.plan()->pipeline);
+    const PipelinePlan& pipeline = *doc.plan()->pipeline;
+    QCOMPARE(pipeline.stages.size(), size_t(2));
+    const int slowest = pipeline.stages[static_cast<size_t>(pipeline.slowest)].stage;
+    const int other = 1 - slowest;
+    const PipelineStagePlan& otherPlan = pipeline.stages[static_cast<size_t>(1 - pipeline.slowest)];
+    QCOMPARE(otherPlan.stage, other);
+    QCOMPARE(doc.shownStage(), slowest);
+    QCOMPARE(doc.workspace(), pipeline.stages[static_cast<size_t>(pipeline.slowest)].workspace.get());
+    // Every stage has baselines of its own graph (Planner fills them for the GUI's request).
+    for (const auto& st : pipeline.stages) {
+        QVERIFY(st.baselines.count("megatron") && st.baselineWorkspaces.count("megatron"));
+        QCOMPARE(st.baselineWorkspaces.at("megatron")->model.graph.ops.size(), st.workspace->model.graph.ops.size());
+    }
+    // Something selected in the slowest stage's layers: its second layer's fc1.
+    const SceneIndex& scene = window.graphView()->sceneIndex();
+    const std::string firstLayerOfSlowest = "layers." + std::to_string(2 * slowest + 1) + "/mlp/fc1";
+    const OpId fc1 = opNamed(doc, firstLayerOfSlowest);
+    QVERIFY(fc1 >= 0);
+    doc.setSelectedOp(fc1);
+
+    // A click on the other stage's segment of the band above the layers' card.
+    QCOMPARE(scene.stageSegments.size(), size_t(2));
+    QSignalSpy planSpy(&doc, &Document::planChanged);
+    const QPoint at = window.graphView()->mapFromScene(scene.stageSegments[static_cast<size_t>(other)].center());
+    QTest::mouseClick(window.graphView()->viewport(), Qt::LeftButton, {}, at);
+    QCOMPARE(planSpy.count(), 1); // at once: the stage was planned with the pipeline
+    QCOMPARE(doc.shownStage(), other);
+    QCOMPARE(doc.workspace(), otherPlan.workspace.get());
+    QCOMPARE(doc.plan()->result.breakdown.stepSeconds, otherPlan.result.breakdown.stepSeconds);
+    QCOMPARE(doc.plan()->megatronWorkspace, otherPlan.baselineWorkspaces.at("megatron"));
+    QCOMPARE(doc.plan()->megatron.breakdown.stepSeconds, otherPlan.baselines.at("megatron").breakdown.stepSeconds);
+    // Its own graph: the embedding on the first stage, the head on the last.
+    QCOMPARE(opNamed(doc, "embed/wte") >= 0, other == 0);
+    QCOMPARE(opNamed(doc, "head/lm_head") >= 0, other == 1);
+    // The same op of the layers shown: fc1 of this stage's second layer.
+    const std::string sameInOther = "layers." + std::to_string(2 * other + 1) + "/mlp/fc1";
+    QCOMPARE(doc.selectedOp(), opNamed(doc, sameInOther));
+    const QString band =
+        QStringLiteral("stage %1 of 2: %2-%3 of 4 (2 stages of 2)").arg(other + 1).arg(2 * other).arg(2 * other + 1);
+    QCOMPARE(std::count_if(scene.cardInfos.begin(), scene.cardInfos.end(), [&](const QString& l) { return l.contains(band); }),
+             1L);
+    QCOMPARE(QStringList(scene.stageBand.begin(), scene.stageBand.end()),
+             other == 0 ? (QStringList{QStringLiteral("1 · 2 *"), QStringLiteral("2 · 2")})
+                        : (QStringList{QStringLiteral("1 · 2"), QStringLiteral("2 · 2 *")}));
+    QVERIFY2(window.statusText().contains(QStringLiteral("shown: stage %1 (the slowest: %2)").arg(other + 1).arg(slowest + 1)),
+             qPrintable(window.statusText()));
+    auto* list = window.meshPanel()->findChild<QLabel*>(QStringLiteral("pipelineStageList"));
+    QVERIFY(list);
+    QCOMPARE(list->text().count(QStringLiteral("&#9664;")), 1);                     // the shown stage, marked
+    QVERIFY(list->text().contains(QStringLiteral("href='stage:%1'").arg(slowest))); // the other, a link
+    // The comparison with Megatron is of this stage's ops (another graph's plan would not fit).
+    const PlanWorkspace& ws = *doc.workspace();
+    const explain::PlanDiff diff = explain::comparePlans(*ws.costModel, ws.folded, doc.plan()->result, doc.plan()->megatron,
+                                                         doc.plan()->megatronWorkspace->costModel.get());
+    QCOMPARE(diff.other.stepSeconds, otherPlan.baselines.at("megatron").breakdown.stepSeconds);
+    // Exports and plan files keep the plan as planned: the slowest stage.
+    QCOMPARE(doc.plannedOutcome()->workspace, pipeline.stages[static_cast<size_t>(pipeline.slowest)].workspace);
+
+    // A re-plan that keeps the pipeline keeps the stage shown.
+    doc.setMemoryLimit(QStringLiteral("70GiB"));
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(doc.plan()->pipeline);
+    QCOMPARE(doc.shownStage(), other);
+    QCOMPARE(doc.workspace()->stage.stage, other);
+
+    // The panel's link, then the View menu's actions and their shortcuts.
+    emit list->linkActivated(QStringLiteral("stage:%1").arg(slowest));
+    QCOMPARE(doc.shownStage(), slowest);
+    QCOMPARE(doc.workspace(), doc.plannedOutcome()->workspace.get());
+    QAction *next = nullptr, *previous = nullptr, *slowestAction = nullptr;
+    for (QAction* a : window.findChildren<QAction*>()) {
+        if (a->shortcut() == QKeySequence(Qt::CTRL | Qt::Key_BracketRight)) next = a;
+        if (a->shortcut() == QKeySequence(Qt::CTRL | Qt::Key_BracketLeft)) previous = a;
+        if (a->shortcut() == QKeySequence(Qt::CTRL | Qt::Key_Backslash)) slowestAction = a;
+    }
+    QVERIFY(next && previous && slowestAction);
+    QVERIFY(!slowestAction->isEnabled());
+    QCOMPARE(next->isEnabled(), slowest == 0);
+    QCOMPARE(previous->isEnabled(), slowest == 1);
+    (slowest == 0 ? next : previous)->trigger();
+    QCOMPARE(doc.shownStage(), other);
+    QVERIFY(slowestAction->isEnabled());
+    slowestAction->trigger();
+    QCOMPARE(doc.shownStage(), slowest);
+    QVERIFY(!doc.showStage(2)); // no such stage: nothing changes
+    QCOMPARE(doc.shownStage(), slowest);
+}
+
 // A lock names the axes of the mesh its plan is shown on, a stage's mesh on a pipelined plan:
 // locking an op of a pipeline the planner chose (auto) pins that pipeline, in the same undo
 // step (Document::setLocks; a locked auto is planned without a pipeline: tst_pipeline).
@@ -1480,9 +1591,7 @@ void TestGui::lockingAPipelinedPlanPinsItsPipeline()
 void TestGui::balancedStagesShowAndUndo()
 {
     MainWindow window(false);
-    window.resize(1280, 800);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1280, 800));
     PlanSettings base;
     base.mesh = "4x2";
     base.batch = 16;
@@ -1548,9 +1657,7 @@ void TestGui::blockTimesAddUpToTheStep()
 void TestGui::statusNamesTheMeshThatFits()
 {
     MainWindow window(false);
-    window.resize(1280, 800);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1280, 800));
     PlanSettings base;
     base.mesh = "1";
     base.memoryLimit = "1GiB";
@@ -1582,9 +1689,7 @@ void TestGui::statusNamesTheMeshThatFits()
 void TestGui::windowFitsA1280x800Screen()
 {
     MainWindow window(false);
-    window.resize(1280, 800);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(showWindow(window, 1280, 800));
     QVERIFY(window.openSource(QStringLiteral("gpt2"), PlanSettings{}));
     QVERIFY(waitForPlan(*window.document()));
     QCoreApplication::processEvents();

@@ -2069,13 +2069,18 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     out.workspace = slowest.workspace;
     out.result = slowest.result;
     if (!request.compareBaselines.empty()) {
-        // The baselines of the slowest stage, on its own planner (its workspaces are cached).
-        PlanRequest r = stageRequestOf(staged.at(best->schedule.stages), best->schedule, best->microBatch, slowest.stage);
-        r.stageSplit = best->layersOfStage;
-        r.compareBaselines = request.compareBaselines;
-        PlannerResult withBaselines = stagePlanner(r).plan(r, cancel, progress);
-        out.baselines = std::move(withBaselines.baselines);
-        out.baselineWorkspaces = std::move(withBaselines.baselineWorkspaces);
+        // Every stage's baselines, each on its stage's own planner (its workspaces are cached),
+        // so that a view of any stage compares with baselines of the same graph.
+        for (PipelineStagePlan& st : best->stages) {
+            PlanRequest r = stageRequestOf(staged.at(best->schedule.stages), best->schedule, best->microBatch, st.stage);
+            r.stageSplit = best->layersOfStage;
+            r.compareBaselines = request.compareBaselines;
+            PlannerResult withBaselines = stagePlanner(r).plan(r, cancel, progress);
+            st.baselines = std::move(withBaselines.baselines);
+            st.baselineWorkspaces = std::move(withBaselines.baselineWorkspaces);
+        }
+        out.baselines = slowest.baselines;
+        out.baselineWorkspaces = slowest.baselineWorkspaces;
     }
     out.pipeline = std::move(best);
     return out;

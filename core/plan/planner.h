@@ -242,6 +242,11 @@ struct PipelineStagePlan {
     SearchResult result; ///< its step with its share of the bubble (CostSettings::pipelineBubble)
     double microBatches = 1; ///< per step and pipeline
     double sendSeconds = 0;  ///< point-to-point sends and receives to its neighbours per step
+    /// PlanRequest::compareBaselines on this stage's graph and mesh, by name, with the workspaces
+    /// of the settings each chose (filled for every stage of the chosen pipeline, so that a view
+    /// of any stage compares like with like).
+    std::map<std::string, SearchResult> baselines;
+    std::map<std::string, std::shared_ptr<const PlanWorkspace>> baselineWorkspaces;
     double stepSeconds() const { return result.breakdown.stepSeconds + sendSeconds; }
 };
 
@@ -279,8 +284,8 @@ struct PlannerResult {
     /// The baselines' chosen workspaces (the settings each chose), by name; the plan's own is
     /// `workspace`.
     std::map<std::string, std::shared_ptr<const PlanWorkspace>> baselineWorkspaces;
-    /// A pipelined request: every stage's plan; `workspace` and `result` are then the slowest
-    /// stage's.
+    /// A pipelined request: every stage's plan; `workspace`, `result`, `baselines` and
+    /// `baselineWorkspaces` are then the slowest stage's.
     std::optional<PipelinePlan> pipeline;
 };
 

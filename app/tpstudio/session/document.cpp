@@ -1,5 +1,6 @@
 #include "document.h"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 
@@ -24,6 +25,28 @@ bool sameLocks(const std::vector<LockRequest>& a, const std::vector<LockRequest>
 }
 
 bool endsWith(const QString& text, const char* suffix) { return text.endsWith(QLatin1String(suffix), Qt::CaseInsensitive); }
+
+/// The op of `to`'s graph that stands for `op` of `from`'s: the op of the same name, else the
+/// one at the same place in the same instance (or the last there is) of the block class of the
+/// same label (another pipeline stage holds other layers of the same class), else -1.
+OpId sameOpIn(const PlanWorkspace& from, OpId op, const PlanWorkspace& to)
+{
+    const Graph& graph = from.model.graph;
+    if (op < 0 || static_cast<size_t>(op) >= graph.ops.size()) return -1;
+    for (const auto& o : to.model.graph.ops)
+        if (o.name == graph.op(op).name) return o.id;
+    const FoldedGraph& f = from.folded;
+    const BlockClass& own = f.classes[static_cast<size_t>(f.classOfOp[static_cast<size_t>(op)])];
+    const size_t instance = static_cast<size_t>(f.instanceOfOp[static_cast<size_t>(op)]);
+    const auto& ops = own.instances[instance].ops;
+    const size_t place = static_cast<size_t>(std::find(ops.begin(), ops.end(), op) - ops.begin());
+    for (const BlockClass& other : to.folded.classes) {
+        if (other.label != own.label || other.instances.empty()) continue;
+        const auto& same = other.instances[std::min(instance, other.instances.size() - 1)].ops;
+        return place < same.size() ? same[place] : -1;
+    }
+    return -1;
+}
 
 } // namespace
 
@@ -108,6 +131,8 @@ void Document::openProject(const ProjectData& project, const QString& filePath, 
     for (const auto& label : project.expandedClasses) expandedClasses_ << QString::fromStdString(label);
     pendingSelection_ = project.selectedOp;
     plan_.reset();
+    planned_.reset();
+    chosenStage_ = -1;
     selectedOp_ = -1;
     open(project.settings, project.locks);
     if (modified) undo_.resetClean();
@@ -383,18 +408,60 @@ void Document::onPlanFinished(std::shared_ptr<const PlanOutcome> outcome)
 {
     const bool newModel = !plan_ || modelKeyOf(plan_->settings.toRequest({})) != modelKeyOf(outcome->settings.toRequest({}));
     appliedJob_ = outcome->jobId;
-    plan_ = std::move(outcome);
+    planned_ = std::move(outcome);
     if (newModel) {
+        chosenStage_ = -1;
+        plan_ = planned_;
         selectedOp_ = -1;
         if (!pendingSelection_.empty())
             for (const auto& op : plan_->workspace->model.graph.ops)
                 if (op.name == pendingSelection_) selectedOp_ = op.id;
         pendingSelection_.clear();
         emit modelChanged();
+        emit planChanged();
+        emit selectionChanged(selectedOp_);
+    } else {
+        // The stage chosen stays shown while the new pipeline has it.
+        if (!planned_->pipeline || chosenStage_ >= planned_->pipeline->schedule.stages) chosenStage_ = -1;
+        applyShown(showingStage(planned_, chosenStage_));
     }
+    emit searchFinished(planned_->jobId, planned_->result.searchMs);
+}
+
+void Document::applyShown(std::shared_ptr<const PlanOutcome> shown)
+{
+    // Another graph (another stage, or another pipeline's stage) numbers its ops otherwise.
+    const OpId selected = plan_ && shown && plan_->workspace != shown->workspace
+                              ? sameOpIn(*plan_->workspace, selectedOp_, *shown->workspace)
+                              : selectedOp_;
+    plan_ = std::move(shown);
     emit planChanged();
-    if (newModel) emit selectionChanged(selectedOp_);
-    emit searchFinished(plan_->jobId, plan_->result.searchMs);
+    if (selected != selectedOp_) {
+        selectedOp_ = selected;
+        emit selectionChanged(selectedOp_);
+    }
+}
+
+int Document::shownStage() const
+{
+    if (!plan_ || !plan_->pipeline) return -1;
+    if (chosenStage_ >= 0) return chosenStage_;
+    return plan_->pipeline->stages[static_cast<size_t>(plan_->pipeline->slowest)].stage;
+}
+
+bool Document::showStage(int stage)
+{
+    if (!planned_ || !planned_->pipeline || stagePlanIndex(*planned_->pipeline, stage) < 0) return false;
+    if (stage == shownStage()) return true;
+    chosenStage_ = stage;
+    applyShown(showingStage(planned_, stage));
+    return true;
+}
+
+void Document::showSlowestStage()
+{
+    if (!planned_ || !planned_->pipeline) return;
+    showStage(planned_->pipeline->stages[static_cast<size_t>(planned_->pipeline->slowest)].stage);
 }
 
 } // namespace tp

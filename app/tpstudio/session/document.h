@@ -45,8 +45,12 @@ public:
     EditHistory* undoStack() { return &undo_; }
     const PlanSettings& settings() const { return settings_; }
     const std::vector<LockRequest>& locks() const { return locks_; }
-    /// The latest plan applied (null before the first arrives).
+    /// The latest plan applied as the views show it (null before the first arrives): on a
+    /// pipelined plan, the shown stage's (showStage; the slowest stage's until another is chosen).
     std::shared_ptr<const PlanOutcome> plan() const { return plan_; }
+    /// The latest plan as planned: a pipelined plan's slowest stage, as exports and plan files
+    /// hold it (docs/formats.md), whichever stage is shown.
+    std::shared_ptr<const PlanOutcome> plannedOutcome() const { return planned_; }
     const PlanWorkspace* workspace() const { return plan_ ? plan_->workspace.get() : nullptr; }
     bool isSearching() const { return service_.latestJob() != appliedJob_ && lastError_.isEmpty(); }
     PlannerService& service() { return service_; }
@@ -84,6 +88,17 @@ public:
     OpId selectedOp() const { return selectedOp_; }
     void setSelectedOp(OpId op);
 
+    // The pipeline stage the views show: view state, not an edit (like the selection).
+    /// The shown pipeline stage (0-based), or -1 for a plan without a pipeline.
+    int shownStage() const;
+    /// Shows pipeline stage `stage` (0-based) in every view, the selection moved to the same op
+    /// of that stage's graph (or cleared where it has none). Returns false, changing nothing,
+    /// without a pipelined plan or for a stage it does not have. The choice holds across
+    /// re-plans while the pipeline has that stage.
+    bool showStage(int stage);
+    /// Back to the slowest stage, the one planned.
+    void showSlowestStage();
+
     // View state kept in the project file.
     QStringList expandedClasses() const { return expandedClasses_; }
     void setExpandedClasses(const QStringList& labels);
@@ -109,12 +124,16 @@ signals:
 private:
     void replan();
     void onPlanFinished(std::shared_ptr<const PlanOutcome> outcome);
+    /// Makes `shown` the plan the views show, the selection moved to its graph.
+    void applyShown(std::shared_ptr<const PlanOutcome> shown);
 
     PlannerService service_;
     EditHistory undo_;
     PlanSettings settings_;
     std::vector<LockRequest> locks_;
-    std::shared_ptr<const PlanOutcome> plan_;
+    std::shared_ptr<const PlanOutcome> planned_; ///< as planned
+    std::shared_ptr<const PlanOutcome> plan_;    ///< as shown (showingStage of planned_)
+    int chosenStage_ = -1;                       ///< the stage asked for by showStage; -1: the slowest
     quint64 appliedJob_ = 0;
     QString lastError_;
     OpId selectedOp_ = -1;

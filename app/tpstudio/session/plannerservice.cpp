@@ -12,6 +12,36 @@ PlanRequest guiPlanRequest(const PlanSettings& settings, const std::vector<LockR
     return request;
 }
 
+int stagePlanIndex(const PipelinePlan& pipeline, int stage)
+{
+    for (size_t i = 0; i < pipeline.stages.size(); ++i)
+        if (const PipelineStagePlan& st = pipeline.stages[i]; st.stage <= stage && stage < st.stage + st.standsFor)
+            return static_cast<int>(i);
+    return -1;
+}
+
+std::shared_ptr<const PlanOutcome> showingStage(const std::shared_ptr<const PlanOutcome>& planned, int stage)
+{
+    if (!planned || !planned->pipeline) return planned;
+    const int index = stagePlanIndex(*planned->pipeline, stage);
+    if (index < 0 || index == planned->pipeline->slowest) return planned;
+    const PipelineStagePlan& shown = planned->pipeline->stages[static_cast<size_t>(index)];
+    // The views compare a plan with baselines of its own graph: Planner fills them for every
+    // stage of a pipeline when asked (guiPlanRequest); without them the stage is not shown.
+    const auto megatron = shown.baselines.find("megatron"), dataParallel = shown.baselines.find("dp");
+    if (megatron == shown.baselines.end() || dataParallel == shown.baselines.end()) return planned;
+    auto out = std::make_shared<PlanOutcome>(*planned);
+    out->workspace = shown.workspace;
+    out->newWorkspace = true;
+    out->result = shown.result;
+    out->unlocked.reset(); // the search without locks is the slowest stage's
+    out->megatron = megatron->second;
+    out->dataParallel = dataParallel->second;
+    out->megatronWorkspace = shown.baselineWorkspaces.count("megatron") ? shown.baselineWorkspaces.at("megatron") : nullptr;
+    out->dataParallelWorkspace = shown.baselineWorkspaces.count("dp") ? shown.baselineWorkspaces.at("dp") : nullptr;
+    return out;
+}
+
 PlannerService::PlannerService(QObject* parent) :
     QObject(parent),
     planner_(std::make_shared<Planner>()),

@@ -43,6 +43,15 @@ struct PlanOutcome {
     double wallMs = 0;    ///< request to result, on the worker
 };
 
+/// The index into `pipeline.stages` of the stage plan that runs pipeline stage `stage`
+/// (0-based; PipelineStagePlan::standsFor), or -1 when no stage plan runs it.
+int stagePlanIndex(const PipelinePlan& pipeline, int stage);
+
+/// `planned` as the views show pipeline stage `stage`: the workspace, plan and baselines of the
+/// stage plan that runs it (stagePlanIndex), the rest as planned. `planned` itself when that is
+/// the slowest stage's plan (the one planned), when it has no pipeline, or no such stage.
+std::shared_ptr<const PlanOutcome> showingStage(const std::shared_ptr<const PlanOutcome>& planned, int stage);
+
 /// How far the newest job has got, for a status line while it runs.
 struct JobProgress {
     bool running = false;

@@ -247,12 +247,17 @@ private:
     void addStageBand(const QRectF& cardRect, const QColor& color)
     {
         std::vector<StageSegment> segments;
+        // The stages this card's plan runs: its own, and the middle stages it stands for.
+        int standsFor = 1;
+        if (pipeline)
+            for (const auto& st : pipeline->stages)
+                if (st.stage == stage.stage) standsFor = st.standsFor;
         int first = 0;
         for (size_t s = 0; s < stage.layersOfStage.size(); ++s) {
             const int layers = stage.layersOfStage[s];
             StageSegment seg;
             seg.layers = layers;
-            seg.shown = static_cast<int>(s) == stage.stage;
+            seg.shown = stage.stage <= static_cast<int>(s) && static_cast<int>(s) < stage.stage + standsFor;
             seg.labels = {tr("stage %1: %2 layers").arg(s + 1).arg(layers), QStringLiteral("%1 · %2").arg(s + 1).arg(layers),
                           QString::number(s + 1)};
             seg.tooltip = tr("stage %1 of %2: %3 layers, %4-%5")
@@ -267,14 +272,16 @@ private:
                         seg.tooltip += tr("; step %1, %2 per device")
                                            .arg(QString::fromStdString(formatSeconds(st.stepSeconds())),
                                                 QString::fromStdString(formatBytes(st.result.breakdown.perDeviceBytes)));
-            if (seg.shown) seg.tooltip += tr(" (the stage shown)");
+            seg.tooltip += seg.shown ? tr(" (the plan shown)") : tr("; click to show its plan");
             index_.stageBand.push_back(seg.labels[1] + (seg.shown ? QStringLiteral(" *") : QString()));
             segments.push_back(std::move(seg));
             first += layers;
         }
         constexpr double kBandH = 18, kBandGap = 6;
-        scene_.addItem(new StageBandItem(QRectF(cardRect.left(), cardRect.top() - kBandH - kBandGap, cardRect.width(), kBandH),
-                                         std::move(segments), color));
+        auto* band = new StageBandItem(QRectF(cardRect.left(), cardRect.top() - kBandH - kBandGap, cardRect.width(), kBandH),
+                                       std::move(segments), color);
+        index_.stageSegments = band->segmentRects();
+        scene_.addItem(band);
     }
 
     /// One run: its card (the first instance's ops when expanded), or, unfolded, one card per

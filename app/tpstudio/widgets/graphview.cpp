@@ -302,6 +302,13 @@ void GraphView::mousePressEvent(QMouseEvent* event)
                 event->accept();
                 return;
             }
+        // A stage of the pipeline's band: every view shows that stage's plan.
+        for (size_t stage = 0; stage < index_.stageSegments.size(); ++stage)
+            if (index_.stageSegments[stage].contains(scenePos)) {
+                document_->showStage(static_cast<int>(stage));
+                event->accept();
+                return;
+            }
         for (QGraphicsItem* item : items(event->pos())) {
             if (item->data(KindKey).toInt() == OpKindItem) {
                 document_->setSelectedOp(item->data(ValueKey).toInt());

@@ -51,6 +51,7 @@ struct SceneIndex {
     std::vector<int> instanceCardRun;          ///< per instance card: index into folded.runs
     std::map<std::pair<int, int>, QGraphicsItem*> instanceCardOf; ///< (class, instance) -> its card
     std::vector<QString> stageBand; ///< a pipelined plan's band over the split run: "3 · 12" per stage, " *" on the shown one
+    std::vector<QRectF> stageSegments; ///< per stage: its segment of the band in the scene (a click shows that stage)
     int badges = 0;                                               ///< collective badges drawn
     std::set<OpId> dotPlacedOps;                                  ///< displayed ops whose position came from Graphviz
 };

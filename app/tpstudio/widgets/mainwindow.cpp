@@ -292,6 +292,14 @@ void MainWindow::createActions()
         devicesDock_->raise();
         devices_->setFocus();
     });
+    // A pipelined plan's views show one stage (Document::showStage); these step through them.
+    view->addSeparator();
+    previousStage_ = view->addAction(tr("&Previous Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_BracketLeft), this,
+                                     [this] { stepStage(-1); });
+    nextStage_ = view->addAction(tr("Ne&xt Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_BracketRight), this,
+                                 [this] { stepStage(+1); });
+    slowestStage_ = view->addAction(tr("S&lowest Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_Backslash), this,
+                                    [this] { document_->showSlowestStage(); });
 
     // Plan
     QMenu* plan = menuBar()->addMenu(tr("&Plan"));
@@ -423,6 +431,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     connect(doc, &Document::planChanged, this, [this] {
         lastError_.clear();
         stack_->setCurrentWidget(graph_);
+        updateStageActions();
         updateStatus();
     });
     connect(doc, &Document::searchStarted, this, &MainWindow::updateStatus);
@@ -464,6 +473,7 @@ void MainWindow::setDocument(std::unique_ptr<Document> document)
     redo_->setEnabled(false);
     if (recovery_) recovery_->setDocument(doc);
     updateToolbar();
+    updateStageActions();
     updateStatus();
     updateTitle();
 }
@@ -542,11 +552,13 @@ void MainWindow::updateStatus()
                                                  .arg(plan->candidates.size()));
         if (plan->pipeline) {
             // The pipeline's step (the slowest stage's with its sends); the views show that stage.
-            const PipelineStagePlan& slowest = plan->pipeline->stages[static_cast<size_t>(plan->pipeline->slowest)];
-            parts << tr("pipeline %1 stages, step %2; shown: stage %3")
+            const int slowest = plan->pipeline->stages[static_cast<size_t>(plan->pipeline->slowest)].stage;
+            const int shown = document_->shownStage();
+            parts << tr("pipeline %1 stages, step %2; shown: stage %3%4")
                          .arg(plan->pipeline->schedule.stages)
                          .arg(QString::fromStdString(formatSeconds(plan->pipeline->stepSeconds)))
-                         .arg(slowest.stage + 1);
+                         .arg(shown + 1)
+                         .arg(shown == slowest ? tr(" (the slowest)") : tr(" (the slowest: %1)").arg(slowest + 1));
         } else {
             parts << tr("step %1").arg(QString::fromStdString(formatSeconds(b.stepSeconds)));
         }
@@ -648,7 +660,7 @@ void MainWindow::saveAs()
 
 void MainWindow::exportPlanJson()
 {
-    const auto plan = document_->plan();
+    const auto plan = document_->plannedOutcome(); // the slowest stage, as plan files hold it
     if (!plan) return;
     QString path = QFileDialog::getSaveFileName(this, tr("Export plan"), QString(), tr("Plans (*.tpplan.json)"));
     if (path.isEmpty()) return;
@@ -668,7 +680,7 @@ void MainWindow::exportPlanJson()
 
 void MainWindow::exportFormat(const QString& format)
 {
-    const auto plan = document_->plan();
+    const auto plan = document_->plannedOutcome(); // the slowest stage, as plan files hold it
     if (!plan) return;
     static const std::map<QString, QString> suffixes = {
         {QStringLiteral("csv"), QStringLiteral(".csv")},        {QStringLiteral("dot"), QStringLiteral(".dot")},
@@ -852,6 +864,27 @@ bool MainWindow::compareWithPlanFile(const QString& path, bool reportErrors)
     explain_->showCompareTab();
     statusBar()->showMessage(tr("Comparing with %1 (Explain > Compare plans; File > Open opens it)").arg(QFileInfo(path).fileName()), 8000);
     return true;
+}
+
+void MainWindow::stepStage(int delta)
+{
+    const auto plan = document_ ? document_->plan() : nullptr;
+    if (!plan || !plan->pipeline) return;
+    // Stages that run one plan (PipelineStagePlan::standsFor) are stepped over together.
+    const PipelinePlan& p = *plan->pipeline;
+    const int index = stagePlanIndex(p, document_->shownStage()) + delta;
+    if (index < 0 || index >= static_cast<int>(p.stages.size())) return;
+    document_->showStage(p.stages[static_cast<size_t>(index)].stage);
+}
+
+void MainWindow::updateStageActions()
+{
+    const auto plan = document_ ? document_->plan() : nullptr;
+    const int count = plan && plan->pipeline ? static_cast<int>(plan->pipeline->stages.size()) : 0;
+    const int index = count ? stagePlanIndex(*plan->pipeline, document_->shownStage()) : -1;
+    previousStage_->setEnabled(index > 0);
+    nextStage_->setEnabled(index >= 0 && index + 1 < count);
+    slowestStage_->setEnabled(count && index != plan->pipeline->slowest);
 }
 
 } // namespace tp

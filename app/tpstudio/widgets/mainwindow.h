@@ -102,6 +102,9 @@ private:
     void updateStatus();
     void updateTitle();
     void updateToolbar();
+    /// Shows the stage plan `delta` places before (-1) or after (+1) the shown one.
+    void stepStage(int delta);
+    void updateStageActions(); ///< enables the stage actions for the plan shown
     void showError(const QString& message);
     void addRecent(const QString& source);
     void rebuildRecentMenu();
@@ -118,6 +121,9 @@ private:
     Recovery* recovery_ = nullptr;
     QAction* cancelSearch_ = nullptr;
     QToolButton* cancelButton_ = nullptr;
+    QAction* previousStage_ = nullptr; ///< a pipelined plan: show the stage before the shown one
+    QAction* nextStage_ = nullptr;
+    QAction* slowestStage_ = nullptr;
     QAction* useFittingMesh_ = nullptr; ///< switches to the mesh the status bar names (PlanOutcome::fitsOn)
     QToolButton* fitButton_ = nullptr;
     QTimer* searchClock_ = nullptr; ///< refreshes the status line's progress while a search runs

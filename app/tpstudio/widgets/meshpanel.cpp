@@ -219,7 +219,12 @@ MeshPanel::MeshPanel(QWidget* parent) :
     stages_->setObjectName(QStringLiteral("pipelineStageList"));
     stages_->setTextFormat(Qt::RichText);
     stages_->setToolTip(tr("The stages the planner solves (the second stands for every middle stage): their layers, "
-                           "step with sends, and memory per device against the device's capacity"));
+                           "step with sends, and memory per device against the device's capacity. Click a stage to "
+                           "show its plan in every view (View > Next / Previous Pipeline Stage: Ctrl+] / Ctrl+[)"));
+    // A stage's number is a link: the views show that stage (Document::showStage).
+    connect(stages_, &QLabel::linkActivated, this, [this](const QString& link) {
+        if (document_ && link.startsWith(QLatin1String("stage:"))) document_->showStage(link.mid(6).toInt());
+    });
     form->addRow(tr("Stages"), stages_);
     form_ = form;
     mode_ = new QComboBox(this);
@@ -510,6 +515,7 @@ void MeshPanel::showStages()
     if (!pipelined) return;
     const PipelinePlan& p = *plan->pipeline;
     constexpr int kBar = 16;
+    const int shown = stagePlanIndex(p, document_->shownStage());
     QString rows;
     for (const auto& st : p.stages) {
         const PipelineStageInfo& info = st.workspace->stage;
@@ -518,9 +524,11 @@ void MeshPanel::showStages()
         const int filled = std::clamp(static_cast<int>(std::lround(share * kBar)), 0, kBar);
         const QString which = st.standsFor > 1 ? tr("%1-%2").arg(st.stage + 1).arg(st.stage + st.standsFor) : QString::number(st.stage + 1);
         const QString colour = st.result.fits ? QStringLiteral("#3a7bd5") : QStringLiteral("#d0021b");
+        const bool isShown = &st == &p.stages[static_cast<size_t>(std::max(shown, 0))];
         rows += tr("<tr><td>%1</td><td align='right'>%2</td><td align='right'>%3%4</td><td><span style='color:%5'>%6</span>"
                    "<span style='color:#d8d8d8'>%7</span> %8</td></tr>")
-                    .arg(which)
+                    .arg(isShown ? QStringLiteral("<b>%1 &#9664;</b>").arg(which)
+                                 : QStringLiteral("<a href='stage:%1'>%2</a>").arg(st.stage).arg(which))
                     .arg(info.layers)
                     .arg(QString::fromStdString(formatSeconds(st.stepSeconds())),
                          st.stage == p.stages[static_cast<size_t>(p.slowest)].stage ? tr(" (slowest)") : QString(), colour,
@@ -546,9 +554,13 @@ void MeshPanel::showMesh()
     const std::string summary = choiceSummary(document_->plan()->candidates);
     QString choice = summary.empty() ? tr("%1 (as set)").arg(QString::fromStdString(settingsText(candidateOf(chosen))))
                                      : tr("Chosen: %1").arg(QString::fromStdString(summary));
-    if (const auto& pipeline = document_->plan()->pipeline)
-        choice = tr("Pipeline: %1. Shown: the slowest stage's plan; %2")
-                     .arg(QString::fromStdString(pipelineSummary(*pipeline)), choice);
+    if (const auto& pipeline = document_->plan()->pipeline) {
+        const int shown = document_->shownStage();
+        const bool slowest = shown == pipeline->stages[static_cast<size_t>(pipeline->slowest)].stage;
+        choice = tr("Pipeline: %1. Shown: stage %2's plan%3; %4")
+                     .arg(QString::fromStdString(pipelineSummary(*pipeline)), QString::number(shown + 1),
+                          slowest ? tr(" (the slowest)") : QString(), choice);
+    }
     choice_->setText(choice);
     showStages();
     QStringList lines;

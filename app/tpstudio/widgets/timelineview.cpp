@@ -429,8 +429,9 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent), canvas_(new Timel
     connect(whole, &QToolButton::clicked, this, [this] { canvas_->showAll(); });
     show_ = new QComboBox(this);
     show_->addItem(tr("Pipeline schedule"));
-    show_->addItem(tr("Slowest stage's step"));
-    show_->setToolTip(tr("A pipelined plan: every stage's micro-batches and bubble, or the slowest stage's step op by op"));
+    show_->addItem(tr("Shown stage's step"));
+    show_->setToolTip(tr("A pipelined plan: every stage's micro-batches and bubble, or the step of the stage the views show "
+                         "(the slowest until another is chosen: View > Next Pipeline Stage) op by op"));
     show_->setVisible(false);
     connect(show_, &QComboBox::currentIndexChanged, this, [this] { refresh(); });
     auto* top = new QHBoxLayout;
@@ -567,10 +568,14 @@ void TimelineView::rebuild()
                             QString::fromStdString(formatSeconds(backward)), QString::fromStdString(formatSeconds(b.optimizerSeconds)),
                             QString::fromStdString(formatSeconds(b.commSeconds)),
                             QString::fromStdString(formatSeconds(t.exposedCommSeconds())));
-    if (plan->pipeline)
-        text += tr(" · the slowest pipeline stage (%1 of %2), its micro-batches together")
-                    .arg(plan->pipeline->stages[static_cast<size_t>(plan->pipeline->slowest)].stage + 1)
-                    .arg(plan->pipeline->schedule.stages);
+    if (plan->pipeline) {
+        const int slowest = plan->pipeline->stages[static_cast<size_t>(plan->pipeline->slowest)].stage;
+        const int shown = document_ ? document_->shownStage() : plan->workspace->stage.stage;
+        text += tr(" · pipeline stage %1 of %2%3, its micro-batches together")
+                    .arg(shown + 1)
+                    .arg(plan->pipeline->schedule.stages)
+                    .arg(shown == slowest ? tr(" (the slowest)") : QString());
+    }
     summary_->setText(text);
     canvas_->updateGeometry();
     canvas_->showAll();
