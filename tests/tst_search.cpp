@@ -771,6 +771,24 @@ private slots:
         QCOMPARE(again.breakdown.perDeviceBytes, first.breakdown.perDeviceBytes);
     }
 
+    // SearchProgress counts every solve and sums their times (tpplan bench pipeline:L reads
+    // them): a solve run to the end and one stopped at a bar under its least (bounded) alike.
+    void progressCountsEverySolve()
+    {
+        const auto c = costed("gpt2", 2, "2x4");
+        SearchProgress progress;
+        PlannerSession session(*c->cost, c->folded);
+        session.setProgress(&progress);
+        session.setMemoryLimit(-1);
+        const SearchResult whole = session.solve();
+        QVERIFY(!whole.bounded);
+        session.setStopAbove(whole.objective / 2);
+        const SearchResult stopped = session.solve();
+        QVERIFY(stopped.bounded);
+        QCOMPARE(progress.solves.load(), 2);
+        QCOMPARE(progress.solveMicroseconds.load(), std::llround(whole.searchMs * 1e3) + std::llround(stopped.searchMs * 1e3));
+    }
+
     // A search with a bar (PlannerSession::setStopAbove) stops its top level's elimination as
     // soon as the elimination's lower bound reaches the bar (eliminate's stopWhen): bounded, with
     // a bound at or over the bar and under the plan's own time, which a search run to the end

@@ -152,6 +152,8 @@ std::vector<std::string> caseList(const Suite& s)
     cases.push_back("costmodel");
     cases.push_back("lock");
     if (!s.quick) cases.push_back("pipeline"); // seconds per run: the full suite only
+    if (!s.quick)
+        for (int layers : {96, 1536}) cases.push_back("pipeline:" + std::to_string(layers));
     cases.push_back("gui");
     return cases;
 }
@@ -369,6 +371,39 @@ Json runPipelineCase(const Suite& s)
             {"search", found}};
 }
 
+/// Pipelines searched at depth (issue 19): GPT-3 175B's shape with `layers` layers on 8x8 in
+/// 8 stages, batch 64, no memory limit, the schedule, micro-batch and stage boundaries chosen,
+/// on one thread. `solve_ms` is the searches proper (PlannerSession::solve, summed through
+/// SearchProgress); the rest of `total` is linear in the ops (loading, cutting each probed
+/// stage, its cost model, evaluating the plans).
+Json runPipelineDepthCase(const Suite& s, int layers)
+{
+    PlanRequest request = planRequestFor(s, "gpt3-175b", "8x8", layers);
+    request.modelOptions.batch = 64;
+    request.memoryLimit = "none";
+    request.pipeline = 8;
+    request.schedule = "auto";
+    request.stageLayers = kDefaultStageLayers;
+    request.threads = 1;
+    SearchProgress progress;
+    PlannerResult r;
+    std::vector<double> solveMs;
+    const Sample total = medianOf(s.repetitions, [&] {
+        progress.solveMicroseconds = 0;
+        progress.solves = 0;
+        r = Planner().plan(request, nullptr, &progress);
+        solveMs.push_back(static_cast<double>(progress.solveMicroseconds.load()) / 1e3);
+    });
+    std::sort(solveMs.begin(), solveMs.end());
+    return {{"layers", layers},
+            {"total", sampleJson(total)},
+            {"solve_ms", solveMs[solveMs.size() / 2]}, // median, like the rest
+            {"solves", progress.solves.load()},
+            {"stages", r.pipeline ? r.pipeline->schedule.stages : 1},
+            {"virtual_stages", r.pipeline ? r.pipeline->schedule.virtualStages : 1},
+            {"step_time_s", r.pipeline ? r.pipeline->stepSeconds : r.result.breakdown.stepSeconds}};
+}
+
 /// Building the cost model of GPT-3 175B on 8x8 (every op's candidates and node costs) and
 /// evaluating Megatron's plan on it: the one-time set-up of a cold plan, on the largest built-in.
 Json runCostModelCase(const Suite& s)
@@ -530,6 +565,7 @@ Json runCase(const Suite& s, const std::string& spec)
     if (spec == "costmodel") return runCostModelCase(s);
     if (spec == "lock") return runLockCase(s);
     if (spec == "pipeline") return runPipelineCase(s);
+    if (parts.size() == 2 && parts[0] == "pipeline") return runPipelineDepthCase(s, std::stoi(parts[1]));
     if (spec == "gui") return runGuiCase(s);
     throw UsageError("bench: unknown case '" + spec + "'");
 }
@@ -571,6 +607,8 @@ Json assemble(const Suite& s, const std::vector<std::pair<std::string, Json>>& r
             doc["lock_resolve"] = j;
         else if (spec == "pipeline")
             doc["pipeline"] = j;
+        else if (parts[0] == "pipeline")
+            doc["pipeline_depth"].push_back(j);
         else if (spec == "gui")
             doc["gui"] = j;
     }

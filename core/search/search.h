@@ -8,6 +8,7 @@
 // chained blocks is one min-plus matrix power (repeated squaring, O(k^3 log r)).
 // A memory limit is met by a Lagrange multiplier on memory, found by chords on the dual.
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ void requireLockMatches(const Graph& graph, const std::vector<LockRequest>& lock
 struct SearchProgress {
     std::atomic<int> pricesTried{0};  ///< searches at a memory price started so far
     std::atomic<int> tablesSolved{0}; ///< class tables computed so far (not taken from a cache)
+    std::atomic<int> solves{0};       ///< searches finished so far (PlannerSession::solve)
+    /// Their wall time summed (SearchResult::searchMs): the search proper, without the linear
+    /// work around it (loading, cutting, costing and evaluating plans).
+    std::atomic<std::int64_t> solveMicroseconds{0};
 };
 
 struct SearchOptions {

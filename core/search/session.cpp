@@ -1,6 +1,7 @@
 // PlannerSession's public methods (search.h): settings, locks with refolding, and solve(),
 // which runs the memory-price search (price_search.cpp) and writes out and costs its answer.
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <sstream>
 
@@ -210,14 +211,22 @@ SearchResult PlannerSession::solve()
     const double limit = d.memoryLimit == 0 ? capacity : d.memoryLimit;
     const bool limited = limit > 0;
 
+    // The solve's own time (the tables, their stitching and the memory prices; not writing a
+    // strategy per op or the breakdown), also summed over every solve into the progress.
+    auto timeSolve = [&](SearchResult& r) {
+        r.searchMs = msSince(start);
+        r.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+        if (!d.progress) return;
+        d.progress->solves.fetch_add(1, std::memory_order_relaxed);
+        d.progress->solveMicroseconds.fetch_add(std::llround(r.searchMs * 1e3), std::memory_order_relaxed);
+    };
     int pricesTried = 0;
     Impl::Attempt best = d.searchPrices(limit, limited, pricesTried);
     SearchResult& out = best.result;
     out.pricedObjectives = d.pricedObjectives;
     if (out.bounded) {
         // No plan to write out: the caller has a faster one.
-        out.searchMs = msSince(start);
-        out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+        timeSolve(out);
         out.method = d.flat ? "flat" : "folded";
         out.memoryLimitBytes = limited ? limit : 0;
         out.tablesSolved = d.tablesSolved;
@@ -230,8 +239,7 @@ SearchResult PlannerSession::solve()
     // A solve without a limit says nothing about the price under one: the next limited solve
     // still starts from the last limited one's.
     if (limited) d.lastLambda = best.result.lambda;
-    out.searchMs = msSince(start);
-    out.searchCpuMs = 1000.0 * static_cast<double>(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+    timeSolve(out);
     // The answer so far is folded (a layout per stretch of identical instances); writing a
     // strategy per op is linear in the graph, like the breakdown, and is timed apart.
     const auto expandStart = Clock::now();
