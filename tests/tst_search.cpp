@@ -183,6 +183,64 @@ private slots:
         QCOMPARE(globMatch(pattern.toStdString(), name.toStdString()), matches);
     }
 
+    // Where nothing fits (a limit of one byte), the search answers the plan that needs least
+    // memory and, of those, the fastest (PlannerSession::Impl::leastMemoryPlan): equal to brute
+    // force over every assignment, each costed whole by evaluatePlan, on random small graphs.
+    void leastMemoryPlanWhereNothingFits_data()
+    {
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<int>("seed");
+        for (int seed = 0; seed < (kSanitized ? 4 : 25); ++seed) {
+            QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed;
+            QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed;
+        }
+    }
+
+    void leastMemoryPlanWhereNothingFits()
+    {
+        QFETCH(QString, mesh);
+        QFETCH(int, seed);
+        std::mt19937 rng(static_cast<unsigned>(seed) * 104729u + 7u);
+        const Hardware hw = testHardware();
+        for (int ops = 8; ops >= 2; --ops) {
+            std::mt19937 attempt(rng());
+            Graph g = randomGraph(attempt, ops);
+            validateGraph(g);
+            const CostModel model(g, parseMesh(mesh.toStdString(), hw), hw);
+            if (combinations(model) > 3000) continue;
+            SearchOptions options;
+            options.memoryLimitBytes = 1;
+            options.allowRecompute = false;
+            const SearchResult r = searchPlan(model, foldGraph(g), options);
+            QVERIFY(!r.fits);
+            // Every assignment, odometer order: the least memory, then the least time at it.
+            std::vector<int> strategyOfOp(g.ops.size(), 0);
+            double leastBytes = kInfinity, leastSeconds = kInfinity;
+            for (;;) {
+                const Breakdown b = evaluatePlan(model, nullptr, strategyOfOp, {}, "brute").breakdown;
+                if (b.perDeviceBytes < leastBytes * (1 - 1e-12) ||
+                    (b.perDeviceBytes <= leastBytes * (1 + 1e-12) && b.stepSeconds < leastSeconds)) {
+                    leastSeconds =
+                        b.perDeviceBytes < leastBytes * (1 - 1e-12) ? b.stepSeconds : std::min(leastSeconds, b.stepSeconds);
+                    leastBytes = std::min(leastBytes, b.perDeviceBytes);
+                }
+                size_t k = 0;
+                while (k < g.ops.size() && ++strategyOfOp[k] == static_cast<int>(model.strategies(static_cast<OpId>(k)).size()))
+                    strategyOfOp[k++] = 0;
+                if (k == g.ops.size()) break;
+            }
+            QVERIFY2(std::abs(r.breakdown.perDeviceBytes - leastBytes) <= 1e-9 * leastBytes,
+                     qPrintable(QStringLiteral("memory %1 vs brute force %2").arg(r.breakdown.perDeviceBytes).arg(leastBytes)));
+            QVERIFY2(std::abs(r.breakdown.stepSeconds - leastSeconds) <= 1e-9 * leastSeconds,
+                     qPrintable(QStringLiteral("step %1 vs brute force %2 (%3 ops)")
+                                    .arg(r.breakdown.stepSeconds, 0, 'g', 12)
+                                    .arg(leastSeconds, 0, 'g', 12)
+                                    .arg(ops)));
+            return;
+        }
+        QFAIL("no small enough graph generated");
+    }
+
     // 200+ random small graphs on meshes 4 and 2x2: the search equals brute force.
     void exactOnRandomGraphs_data()
     {

@@ -1132,6 +1132,11 @@ CostModel::Floor CostModel::floor(double limitBytes, const OpChoices& choices) c
             hulls.push_back(&forcedHulls.back());
         }
         counts.push_back(n);
+        // A hull's steps grow steeper towards its least memory: its last is its steepest.
+        if (const auto& hull = *hulls.back(); hull.size() > 1) {
+            const auto &before = hull[hull.size() - 2], &last = hull.back();
+            out.leastBytesPrice = std::max(out.leastBytesPrice, (last.second - before.second) / (before.first - last.first));
+        }
         out.bytes += n * hulls.back()->back().first;
         seconds += n * hulls.back()->front().second;
         bytes += n * hulls.back()->front().first;

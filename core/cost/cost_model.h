@@ -246,6 +246,9 @@ public:
         /// where a search under the limit finds its plan (PlannerSession starts there).
         double price = 0;
         double fastestSeconds = 0, fastestBytes = 0; ///< of every op's fastest choice
+        /// The price past which every op's cheapest node choice is one of least memory (the
+        /// steepest step of any op's time-memory hull): where a plan of `bytes` is sought.
+        double leastBytesPrice = 0;
     };
     Floor floor(double limitBytes = std::numeric_limits<double>::infinity(), const std::map<OpId, int>& forced = {}) const;
     /// Ops that choose alike, as floor and nodeDifferenceFloor group them: per (op class, the

@@ -60,6 +60,10 @@ using namespace search;
 
 namespace {
 
+/// A memory price (seconds per byte) at which a byte outweighs any step time: the cheapest plan
+/// there is the one that needs least memory, the fastest of those.
+constexpr double kTopPrice = 1e6;
+
 /// A cold price search's first price makes the fastest plan's excess memory cost this share of
 /// its step time. Only where the search starts: any value gives the same plan (tried 0 to 10%
 /// on five built-ins: 3% needed the fewest searches, docs/PERFORMANCE.md).
@@ -110,6 +114,49 @@ std::optional<PlannerSession::Impl::Attempt> PlannerSession::Impl::boundAtStartP
     return stoppedAt(std::move(first), proved, -std::numeric_limits<double>::infinity());
 }
 
+// Where the node costs alone hold more than the limit (CostModel::floor: no plan holds less),
+// nothing fits and the answer is the plan that needs least memory, the fastest of those, in one
+// to three solves instead of the strides from price 0 (DeepSeek-V3 inference on 2x2x2: ten).
+// The least memory is found at the top price (a byte outweighs any time there, but the times are
+// lost in the rounding of so large an objective); the fastest plan holding it at the first price
+// of the strides where one is the cheapest (there any plan of that memory and less time would
+// be cheaper). The strides start just past the price where every op's node choice is one of
+// least memory, where only the edges' time can keep a plan off it; a plan there holding the
+// node floor's memory (no plan holds less) needs no top price at all.
+template <class AttemptAt>
+PlannerSession::Impl::Attempt PlannerSession::Impl::leastMemoryPlan(double limit, AttemptAt&& attemptAt)
+{
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const CostModel::Floor floor = model.floor(limit);
+    // Over a bar, the caller has a plan that fits: this combination cannot beat it.
+    auto stopped = [&](Attempt a) {
+        const double proved = dualOf(a, limit);
+        return stoppedAt(std::move(a), proved, -kInf);
+    };
+    auto answer = [](Attempt a) {
+        a.result.fits = false;
+        a.result.unpricedSeconds = -kInf; // not solved
+        return a;
+    };
+    const double start = std::max(1e-12, lastLambda > 0 && lastLambda < kTopPrice ? lastLambda : 2 * floor.leastBytesPrice);
+    std::optional<Attempt> first;
+    if (start < kTopPrice) {
+        first = attemptAt(start);
+        if (first->stopped) return stopped(std::move(*first));
+        if (first->result.breakdown.perDeviceBytes <= floor.bytes * (1 + 1e-12)) return answer(std::move(*first));
+    }
+    Attempt top = attemptAt(kTopPrice);
+    if (top.stopped) return stopped(std::move(top));
+    const double least = top.result.breakdown.perDeviceBytes;
+    if (first && first->result.breakdown.perDeviceBytes <= least) return answer(std::move(*first));
+    for (double price = start * 8; price < kTopPrice; price *= 8) {
+        Attempt r = attemptAt(price);
+        if (r.stopped) return stopped(std::move(r));
+        if (r.result.breakdown.perDeviceBytes <= least) return answer(std::move(r));
+    }
+    return answer(std::move(top));
+}
+
 PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, bool limited, int& pricesTried)
 {
     // Each attempt needs only the plan's step time and memory; the full breakdown (every
@@ -137,6 +184,8 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     };
     if (limited)
         if (std::optional<Attempt> bounded = boundAtStartPrice(limit, attemptAt)) return std::move(*bounded);
+    // The node costs alone over the limit (no plan holds less): nothing fits (leastMemoryPlan).
+    if (limited && model.floor(limit).bytes > limit) return leastMemoryPlan(limit, attemptAt);
     Attempt best = attemptAt(0);
     const double unpriced = best.result.breakdown.stepSeconds;
     best.result.unpricedSeconds = unpriced;
@@ -192,7 +241,6 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     // line at a higher price has a smaller slope), so when three prices in a row leave it
     // unchanged, the highest price (the least memory any plan needs) is tried at once: if even
     // that plan does not fit, nothing does.
-    constexpr double kTopPrice = 1e6;
     int unchanged = 0;
     bool topTried = false;
     // A previous solve that fit nothing left its price at the top: start there (once).

@@ -326,6 +326,10 @@ struct PlannerSession::Impl {
     /// reaches the bar (else nothing). `attemptAt` solves at a price.
     template <class AttemptAt>
     std::optional<Attempt> boundAtStartPrice(double limit, AttemptAt&& attemptAt);
+    /// Where nothing fits (the node costs alone hold more than the limit): the plan that needs
+    /// least memory, the fastest of those (price_search.cpp).
+    template <class AttemptAt>
+    Attempt leastMemoryPlan(double limit, AttemptAt&& attemptAt);
 };
 
 } // namespace tp

@@ -275,31 +275,8 @@ void MainWindow::createActions()
     minimap->setCheckable(true);
     minimap->setChecked(true);
     connect(minimap, &QAction::toggled, graph_, &GraphView::setMinimapVisible);
-    view->addSeparator();
-    for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
-    // The toggle would hide a dock that is only behind a tab; this one always brings it forward.
-    view->addAction(tr("&Explain Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this, [this] {
-        explainDock_->show();
-        explainDock_->raise();
-    });
-    view->addAction(tr("Step &Timeline"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T), this, [this] {
-        timelineDock_->show();
-        timelineDock_->raise();
-        timeline_->setFocus();
-    });
-    view->addAction(tr("&Devices of Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D), this, [this] {
-        devicesDock_->show();
-        devicesDock_->raise();
-        devices_->setFocus();
-    });
-    // A pipelined plan's views show one stage (Document::showStage); these step through them.
-    view->addSeparator();
-    previousStage_ = view->addAction(tr("&Previous Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_BracketLeft), this,
-                                     [this] { stepStage(-1); });
-    nextStage_ = view->addAction(tr("Ne&xt Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_BracketRight), this,
-                                 [this] { stepStage(+1); });
-    slowestStage_ = view->addAction(tr("S&lowest Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_Backslash), this,
-                                    [this] { document_->showSlowestStage(); });
+    createDockActions(view);
+    createStageActions(view);
 
     // Plan
     QMenu* plan = menuBar()->addMenu(tr("&Plan"));
@@ -864,6 +841,39 @@ bool MainWindow::compareWithPlanFile(const QString& path, bool reportErrors)
     explain_->showCompareTab();
     statusBar()->showMessage(tr("Comparing with %1 (Explain > Compare plans; File > Open opens it)").arg(QFileInfo(path).fileName()), 8000);
     return true;
+}
+
+void MainWindow::createDockActions(QMenu* view)
+{
+    view->addSeparator();
+    for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+    // The toggle would hide a dock that is only behind a tab; this one always brings it forward.
+    view->addAction(tr("&Explain Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E), this, [this] {
+        explainDock_->show();
+        explainDock_->raise();
+    });
+    view->addAction(tr("Step &Timeline"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_T), this, [this] {
+        timelineDock_->show();
+        timelineDock_->raise();
+        timeline_->setFocus();
+    });
+    view->addAction(tr("&Devices of Selected Op"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_D), this, [this] {
+        devicesDock_->show();
+        devicesDock_->raise();
+        devices_->setFocus();
+    });
+}
+
+void MainWindow::createStageActions(QMenu* view)
+{
+    // A pipelined plan's views show one stage (Document::showStage); these step through them.
+    view->addSeparator();
+    previousStage_ = view->addAction(tr("&Previous Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_BracketLeft), this,
+                                     [this] { stepStage(-1); });
+    nextStage_ = view->addAction(tr("Ne&xt Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_BracketRight), this,
+                                 [this] { stepStage(+1); });
+    slowestStage_ = view->addAction(tr("S&lowest Pipeline Stage"), QKeySequence(Qt::CTRL | Qt::Key_Backslash), this,
+                                    [this] { document_->showSlowestStage(); });
 }
 
 void MainWindow::stepStage(int delta)

@@ -102,6 +102,8 @@ private:
     void updateStatus();
     void updateTitle();
     void updateToolbar();
+    void createDockActions(QMenu* view);  ///< View > each dock, and bringing Explain, Timeline, Devices forward
+    void createStageActions(QMenu* view); ///< View > Previous / Next / Slowest Pipeline Stage
     /// Shows the stage plan `delta` places before (-1) or after (+1) the shown one.
     void stepStage(int delta);
     void updateStageActions(); ///< enables the stage actions for the plan shown
