@@ -46,6 +46,17 @@ std::unique_ptr<Costed> costed(const QString& model, int layers, const QString& 
     return c;
 }
 
+/// Rows (mesh, seed) of random small graphs: `seeds` seeds on meshes 4 and 2x2 each.
+void addRandomGraphRows(int seeds)
+{
+    QTest::addColumn<QString>("mesh");
+    QTest::addColumn<int>("seed");
+    for (int seed = 0; seed < seeds; ++seed) {
+        QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed;
+        QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed;
+    }
+}
+
 /// Exhaustive minimum of sum(node) + sum(edges) over every strategy combination, by depth-first
 /// enumeration in topological order (edge costs are added once both ends are assigned).
 double bruteForce(const CostModel& model)
@@ -186,15 +197,7 @@ private slots:
     // Where nothing fits (a limit of one byte), the search answers the plan that needs least
     // memory and, of those, the fastest (PlannerSession::Impl::leastMemoryPlan): equal to brute
     // force over every assignment, each costed whole by evaluatePlan, on random small graphs.
-    void leastMemoryPlanWhereNothingFits_data()
-    {
-        QTest::addColumn<QString>("mesh");
-        QTest::addColumn<int>("seed");
-        for (int seed = 0; seed < (kSanitized ? 4 : 25); ++seed) {
-            QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed;
-            QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed;
-        }
-    }
+    void leastMemoryPlanWhereNothingFits_data() { addRandomGraphRows(kSanitized ? 4 : 25); }
 
     void leastMemoryPlanWhereNothingFits()
     {
@@ -242,17 +245,7 @@ private slots:
     }
 
     // 200+ random small graphs on meshes 4 and 2x2: the search equals brute force.
-    void exactOnRandomGraphs_data()
-    {
-        QTest::addColumn<QString>("mesh");
-        QTest::addColumn<int>("seed");
-        // 220 cases; under ASan (10-20x slower) 24 of them.
-        const int seeds = kSanitized ? 12 : 110;
-        for (int seed = 0; seed < seeds; ++seed) {
-            QTest::newRow(qPrintable(QStringLiteral("mesh4-%1").arg(seed))) << "4" << seed;
-            QTest::newRow(qPrintable(QStringLiteral("mesh2x2-%1").arg(seed))) << "2x2" << seed;
-        }
-    }
+    void exactOnRandomGraphs_data() { addRandomGraphRows(kSanitized ? 12 : 110); } // 220 cases; under ASan 24
 
     void exactOnRandomGraphs()
     {

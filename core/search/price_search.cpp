@@ -103,10 +103,10 @@ double coldStartPrice(double fastestSeconds, double excessBytes, double floorPri
 // proves the bar by itself, one solve instead of two (weak duality holds at any price; LLaMA-3
 // 8B on 2x8: 30 of the 34 combinations asked). The unpriced plan is then not known.
 template <class AttemptAt>
-std::optional<PlannerSession::Impl::Attempt> PlannerSession::Impl::boundAtStartPrice(double limit, AttemptAt&& attemptAt)
+std::optional<PlannerSession::Impl::Attempt> PlannerSession::Impl::boundAtStartPrice(double limit, const CostModel::Floor& floor,
+                                                                                     AttemptAt&& attemptAt)
 {
     if (!std::isfinite(stopAbove) || lastLambda > 0) return std::nullopt;
-    const CostModel::Floor floor = model.floor(limit);
     if (!floor.priced || !(floor.price > 0) || !std::isfinite(floor.seconds)) return std::nullopt;
     Attempt first = attemptAt(coldStartPrice(floor.fastestSeconds, floor.fastestBytes - limit, floor.price));
     const double proved = dualOf(first, limit);
@@ -124,10 +124,10 @@ std::optional<PlannerSession::Impl::Attempt> PlannerSession::Impl::boundAtStartP
 // least memory, where only the edges' time can keep a plan off it; a plan there holding the
 // node floor's memory (no plan holds less) needs no top price at all.
 template <class AttemptAt>
-PlannerSession::Impl::Attempt PlannerSession::Impl::leastMemoryPlan(double limit, AttemptAt&& attemptAt)
+PlannerSession::Impl::Attempt PlannerSession::Impl::leastMemoryPlan(double limit, const CostModel::Floor& floor,
+                                                                    AttemptAt&& attemptAt)
 {
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    const CostModel::Floor floor = model.floor(limit);
     // Over a bar, the caller has a plan that fits: this combination cannot beat it.
     auto stopped = [&](Attempt a) {
         const double proved = dualOf(a, limit);
@@ -182,10 +182,11 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
         if (!split) pricedObjectives.emplace_back(lambda, a.result.objective);
         return a;
     };
+    // The node costs' floor under the limit (CostModel::floor), worked out once for the steps below.
+    const CostModel::Floor floor = limited ? model.floor(limit) : CostModel::Floor{};
     if (limited)
-        if (std::optional<Attempt> bounded = boundAtStartPrice(limit, attemptAt)) return std::move(*bounded);
-    // The node costs alone over the limit (no plan holds less): nothing fits (leastMemoryPlan).
-    if (limited && model.floor(limit).bytes > limit) return leastMemoryPlan(limit, attemptAt);
+        if (std::optional<Attempt> bounded = boundAtStartPrice(limit, floor, attemptAt)) return std::move(*bounded);
+    if (limited && floor.bytes > limit) return leastMemoryPlan(limit, floor, attemptAt); // no plan holds less: none fits
     Attempt best = attemptAt(0);
     const double unpriced = best.result.breakdown.stepSeconds;
     best.result.unpricedSeconds = unpriced;
@@ -226,7 +227,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::searchPrices(double limit, b
     // of a step), or where the node costs alone cross the limit (CostModel::floor), whichever
     // is higher: from there the 8x strides and chords below take a few searches, not ten.
     const double excess = best.result.breakdown.perDeviceBytes - limit;
-    const double guess = coldStartPrice(unpriced, excess, model.floor(limit).price);
+    const double guess = coldStartPrice(unpriced, excess, floor.price);
     const double start = lastLambda > 0 ? lastLambda : std::max(1e-12, guess);
     if (lastOverLambda > 0 && lastOverLambda < start) {
         Attempt r = attemptAt(lastOverLambda);

@@ -325,11 +325,11 @@ struct PlannerSession::Impl {
     /// exceed the limit: the dual at the estimated start price, as a bounded attempt when it
     /// reaches the bar (else nothing). `attemptAt` solves at a price.
     template <class AttemptAt>
-    std::optional<Attempt> boundAtStartPrice(double limit, AttemptAt&& attemptAt);
-    /// Where nothing fits (the node costs alone hold more than the limit): the plan that needs
-    /// least memory, the fastest of those (price_search.cpp).
+    std::optional<Attempt> boundAtStartPrice(double limit, const CostModel::Floor& floor, AttemptAt&& attemptAt);
+    /// Where nothing fits (`floor`, the node costs under the limit, holds more than it): the plan
+    /// that needs least memory, the fastest of those (price_search.cpp).
     template <class AttemptAt>
-    Attempt leastMemoryPlan(double limit, AttemptAt&& attemptAt);
+    Attempt leastMemoryPlan(double limit, const CostModel::Floor& floor, AttemptAt&& attemptAt);
 };
 
 } // namespace tp
