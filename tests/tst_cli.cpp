@@ -58,11 +58,15 @@ private slots:
         QTest::newRow("more stages than layers")
             << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "8x2", "--pipeline", "8"}
             << "--pipeline 8: more stages than the 4 layers";
-        // Gemma-3's local and global layers fold into runs of each kind (tst_fold
-        // layerKindsAreClassesOfTheirOwn): no one run for the stages to split.
-        QTest::newRow("pipeline over layer kinds")
-            << QStringList{"plan", "gemma3-27b", "--set", "layers=12", "--seq", "1024", "--mesh", "2x2", "--pipeline", "2"}
-            << "--pipeline 2: the layers of 'layers.*' lie in 2 runs between layers of another kind";
+        // Gemma-3's five local layers and a global one: stages hold whole patterns of six.
+        QTest::newRow("stage layers over layer kinds")
+            << QStringList{"plan",   "gemma3-27b", "--set",      "layers=18", "--seq",          "1024",
+                           "--mesh", "2x2",        "--pipeline", "2",         "--stage-layers", "5,13"}
+            << "--stage-layers 5,13: the layers repeat in a pattern of 6 (e.g. local and global attention), and a stage holds "
+               "whole patterns";
+        QTest::newRow("more stages than patterns")
+            << QStringList{"plan", "gemma3-27b", "--set", "layers=18", "--seq", "1024", "--mesh", "4x2", "--pipeline", "4"}
+            << "--pipeline 4: more stages than the 3 patterns of 6 layers of 'layers.*'";
         QTest::newRow("chunks not dividing")
             << QStringList{"plan", "gpt2", "--set", "layers=4", "--mesh", "2x2", "--pipeline", "2", "--schedule", "interleaved:3"}
             << "--schedule interleaved:3: 3 chunks per device do not divide the 2 layers per stage";

@@ -56,6 +56,34 @@ std::uint32_t bigEndian(const std::string& bytes, size_t at)
     return v;
 }
 
+/// Overrides that make a small model of `model`'s family: none for gpt2; Gemma-3 with two local
+/// layers to one global; DeepSeek-V3 with 2 dense layers and 4 experts.
+std::vector<std::string> smallOf(const std::string& model)
+{
+    if (model == "gemma3-27b")
+        return {"hidden=256", "heads=4", "kv_heads=2",    "head_dim=64",       "ffn=1024",
+                "vocab=1024", "seq=128", "positions=128", "sliding_window=32", "global_every=3"};
+    if (model == "deepseek-v3")
+        return {"dense_layers=2",
+                "hidden=64",
+                "heads=4",
+                "kv_heads=4",
+                "ffn=128",
+                "vocab=256",
+                "q_lora_rank=32",
+                "kv_lora_rank=16",
+                "qk_nope_head_dim=16",
+                "qk_rope_head_dim=8",
+                "v_head_dim=16",
+                "experts=4",
+                "experts_per_token=2",
+                "expert_ffn=32",
+                "shared_expert_ffn=32",
+                "seq=32",
+                "positions=32"};
+    return {};
+}
+
 } // namespace
 
 class TestExport : public QObject {
@@ -343,14 +371,38 @@ for name, p in toy.named_parameters():
         QTest::addColumn<QString>("schedule");
         QTest::addColumn<QString>("expected"); // layers of each virtual stage
         QTest::addColumn<QString>("stageLayers");
+        QTest::addColumn<QString>("model"); // gpt2, or a small one of the model of that name (smallOf)
         // 10 layers over 4 stages: 2, 3, 3, 2 (the extra layers to the middle stages).
-        QTest::newRow("1F1B, uneven") << 10 << "4x2" << 4 << "1f1b" << "2 3 3 2" << "even";
-        QTest::newRow("interleaved") << 8 << "2x2" << 2 << "interleaved:2" << "2 2 2 2" << "even";
+        QTest::newRow("1F1B, uneven") << 10 << "4x2" << 4 << "1f1b"
+                                      << "2 3 3 2"
+                                      << "even"
+                                      << "gpt2";
+        QTest::newRow("interleaved") << 8 << "2x2" << 2 << "interleaved:2"
+                                     << "2 2 2 2"
+                                     << "even"
+                                     << "gpt2";
         // Boundaries given: 1 and 3 at the ends, 10 - 4 = 6 over the two middle stages.
-        QTest::newRow("1F1B, ends given") << 10 << "4x2" << 4 << "1f1b" << "1 3 3 3" << "1,3";
+        QTest::newRow("1F1B, ends given") << 10 << "4x2" << 4 << "1f1b"
+                                          << "1 3 3 3"
+                                          << "1,3"
+                                          << "gpt2";
         // 12 layers as 6 + 2 + 4 over 3 stages of 2 chunks: rank r's chunk k is virtual
         // stage k * 3 + r, with half its layers.
-        QTest::newRow("interleaved, ends given") << 12 << "6x1" << 3 << "interleaved:2" << "3 1 2 3 1 2" << "6,4";
+        QTest::newRow("interleaved, ends given") << 12 << "6x1" << 3 << "interleaved:2"
+                                                 << "3 1 2 3 1 2"
+                                                 << "6,4"
+                                                 << "gpt2";
+        // Two local layers to one global, 14 layers: 4 patterns of 3 over 2 stages, the two
+        // layers after the last whole pattern on the last stage: 6 and 6 + 2.
+        QTest::newRow("layer kinds") << 14 << "2x2" << 2 << "1f1b"
+                                     << "6 8"
+                                     << "even"
+                                     << "gemma3-27b";
+        // Two dense layers before 6 MoE layers, which the stages split 3 and 3: 2 + 3 and 3.
+        QTest::newRow("dense layers first") << 8 << "2x2" << 2 << "1f1b"
+                                            << "5 3"
+                                            << "even"
+                                            << "deepseek-v3";
     }
     void pytorchPipelineCutsStages()
     {
@@ -360,11 +412,13 @@ for name, p in toy.named_parameters():
         QFETCH(QString, schedule);
         QFETCH(QString, expected);
         QFETCH(QString, stageLayers);
+        QFETCH(QString, model);
         const QString python = pythonWithTorch();
         if (python.isEmpty()) QSKIP("no python3 with torch");
         PlanRequest request;
-        request.model = "gpt2";
+        request.model = model.toStdString();
         request.modelOptions.batch = 8;
+        request.modelOptions.overrides = smallOf(request.model);
         request.modelOptions.overrides.push_back("layers=" + std::to_string(layers));
         request.mesh = mesh.toStdString();
         request.pipeline = stages;

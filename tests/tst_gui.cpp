@@ -114,6 +114,7 @@ private slots:
     void lockingAPipelinedPlanPinsItsPipeline();
     void everyPipelineStageCanBeShown();
     void balancedStagesShowAndUndo();
+    void stagesOverLayerKindsShowTheirBand();
     void blockTimesAddUpToTheStep();
     void statusNamesTheMeshThatFits();
     void timelineDrawsThePlanSelectsAndZooms();
@@ -1630,6 +1631,34 @@ void TestGui::balancedStagesShowAndUndo()
     QCOMPARE(doc.settings().stageLayers, std::string("auto"));
     QCOMPARE(doc.plan()->pipeline->layersOfStage, (std::vector<int>{5, 3}));
     QCOMPARE(split->currentData().toString(), QStringLiteral("auto"));
+}
+
+// A stack of two layer kinds (Gemma-3's local and global layers, here two local to one global,
+// 14 layers: 4 patterns of 3 and two layers after them) in 2 stages on 4x2: the stages hold
+// whole patterns (6 layers each, the last also the two after them), and the first card of the
+// stack carries the band, in the model's layers.
+void TestGui::stagesOverLayerKindsShowTheirBand()
+{
+    MainWindow window(false);
+    QVERIFY(showWindow(window, 1280, 800));
+    PlanSettings s = fourLayersOn4x2(2);
+    s.overrides = {"layers=14",  "hidden=256", "heads=4",       "kv_heads=2",        "head_dim=64",   "ffn=1024",
+                   "vocab=1024", "seq=128",    "positions=128", "sliding_window=32", "global_every=3"};
+    QVERIFY(window.openSource(QStringLiteral("gemma3-27b"), s));
+    Document& doc = *window.document();
+    QVERIFY(waitForPlan(doc));
+    QVERIFY(doc.plan()->pipeline);
+    QCOMPARE(doc.plan()->pipeline->layersOfStage, (std::vector<int>{6, 6}));
+    const SceneIndex& scene = window.graphView()->sceneIndex();
+    const int shown = doc.shownStage();
+    // 6 + (6 + 2) layers: stage 1 holds 0-5, stage 2 holds 6-13.
+    const QString band = shown == 0 ? QStringLiteral("stage 1 of 2: 0-5 of 14 (2 stages of 6-8)")
+                                    : QStringLiteral("stage 2 of 2: 6-13 of 14 (2 stages of 6-8)");
+    QCOMPARE(std::count_if(scene.cardInfos.begin(), scene.cardInfos.end(), [&](const QString& l) { return l.contains(band); }),
+             1L);
+    QCOMPARE(int(scene.stageBand.size()), 2);
+    QVERIFY2(scene.stageBand[0].startsWith(QStringLiteral("1 · 6")) && scene.stageBand[1].startsWith(QStringLiteral("2 · 8")),
+             qPrintable(QStringList(scene.stageBand.begin(), scene.stageBand.end()).join(" | ")));
 }
 
 // The outline's, cards' and block chart's times are what each op adds to the step: the

@@ -37,6 +37,28 @@ PlanRequest smallGpt(int layers, std::int64_t batch, const std::string& mesh, in
     return r;
 }
 
+/// A small Gemma-3 (hidden 256, 4 heads, sequence 128, vocabulary 1024) with `layers` layers,
+/// two local (a window of 32) to one global.
+PlanRequest smallGemma(int layers, std::int64_t batch, const std::string& mesh)
+{
+    PlanRequest r;
+    r.model = "gemma3-27b";
+    r.modelOptions.batch = batch;
+    r.modelOptions.overrides = {"layers=" + std::to_string(layers),
+                                "hidden=256",
+                                "heads=4",
+                                "kv_heads=2",
+                                "head_dim=64",
+                                "ffn=1024",
+                                "vocab=1024",
+                                "seq=128",
+                                "positions=128",
+                                "sliding_window=32",
+                                "global_every=3"};
+    r.mesh = mesh;
+    return r;
+}
+
 QString errorOf(const std::function<void()>& f)
 {
     try {
@@ -232,7 +254,7 @@ private slots:
         const FoldedGraph folded = foldGraph(m.graph);
         const StageSplit split = splitIntoStages(folded, {3, 1});
         const StageCutter cutter(m.graph, folded);
-        QCOMPARE(split.runLength, 6);
+        QCOMPARE(split.stackLayers, 6);
         QCOMPARE(split.countOfStage, (std::vector<int>{2, 2, 2}));
         size_t ops = 0;
         for (int s = 0; s < 3; ++s) {
@@ -253,6 +275,91 @@ private slots:
         QCOMPARE(splitIntoStages(foldGraph(loadModel(smallGpt(7, 8, "1").model, smallGpt(7, 8, "1").modelOptions).graph), {3, 1})
                      .countOfStage,
                  (std::vector<int>{2, 3, 2}));
+    }
+
+    // The layers stages split: one run of identical layers (period 1), or a stack of several
+    // kinds repeating in a pattern (Gemma-3: five local layers then a global one), in whole
+    // patterns; the stack's kind outside it is counted before it (DeepSeek-V3's three dense
+    // layers ahead of its 58 MoE layers) and after it (Gemma-3 27B: 62 = 10 x 6 + 2).
+    void layerStacks_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("overrides");
+        // blocks of the stack, its period in blocks, layers in a period, layers before and after
+        QTest::addColumn<QList<int>>("shape");
+        QTest::newRow("gpt2") << "gpt2" << QStringList{} << QList<int>{12, 1, 1, 0, 0};
+        QTest::newRow("gemma3-27b") << "gemma3-27b" << QStringList{"seq=1024"} << QList<int>{60, 6, 6, 0, 2};
+        // The fold cuts the global layers in two blocks (tpplan fold): a period of 7 blocks, 6 layers.
+        QTest::newRow("gemma3, 13 layers") << "gemma3-27b" << QStringList{"seq=1024", "layers=13"} << QList<int>{14, 7, 6, 0, 1};
+        QTest::newRow("gemma2-like alternation")
+            << "gemma3-27b" << QStringList{"seq=1024", "layers=42", "global_every=2"} << QList<int>{42, 2, 2, 0, 0};
+        // Five local layers, a global one and a local one: no pattern repeats, the five are one
+        // run and the other two come after it.
+        QTest::newRow("seven layers, one global")
+            << "gemma3-27b" << QStringList{"seq=1024", "layers=7"} << QList<int>{5, 1, 1, 0, 2};
+        QTest::newRow("deepseek-v3") << "deepseek-v3" << QStringList{"seq=1024"} << QList<int>{58, 1, 1, 3, 0};
+    }
+    void layerStacks()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, overrides);
+        QFETCH(QList<int>, shape);
+        ModelOptions options;
+        options.batch = 8;
+        for (const QString& o : overrides) options.overrides.push_back(o.toStdString());
+        const LoadedModel m = loadModel(model.toStdString(), options);
+        const FoldedGraph folded = foldGraph(m.graph);
+        const std::optional<LayerStack> stack = layerStack(folded);
+        QVERIFY(stack);
+        const StageCutter cutter(m.graph, folded);
+        QCOMPARE((QList<int>{int(stack->layers.size()), stack->period, cutter.layersPerPeriod(), cutter.layersBefore(),
+                             cutter.layersAfter()}),
+                 shape);
+        QCOMPARE(stack->label, std::string("layers.*"));
+        // Every period of the stack holds the same classes in the same order.
+        for (size_t i = size_t(stack->period); i < stack->layers.size(); ++i)
+            QCOMPARE(stack->layers[i].first, stack->layers[i - size_t(stack->period)].first);
+    }
+
+    // A stack of two kinds (two local layers, then a global one; 14 layers: 4 patterns and two
+    // local layers after them) cut into stages of whole patterns: every op once, the middle
+    // stages the same graph (each with one global layer per pattern), the two layers after the
+    // stack on the last stage; the splits and errors count in patterns.
+    void stagesOverLayerKinds()
+    {
+        PlanRequest r = smallGemma(14, 16, "4x2");
+        const LoadedModel m = loadModel(r.model, r.modelOptions);
+        const FoldedGraph folded = foldGraph(m.graph);
+        const StageSplit split = splitIntoStages(folded, {4, 1});
+        QCOMPARE(split.stackLayers, 12);
+        QCOMPARE(split.period, 3);
+        QCOMPARE(split.countOfStage, (std::vector<int>{3, 3, 3, 3}));
+        const StageCutter cutter(m.graph, folded);
+        QCOMPARE(containerLayersOfStage(split.countOfStage, split.period, cutter.layersPerPeriod(), cutter.layersBefore(),
+                                        cutter.layersAfter()),
+                 (std::vector<int>{3, 3, 3, 5}));
+        size_t ops = 0;
+        std::vector<size_t> opsOfStage;
+        for (int s = 0; s < 4; ++s) {
+            const StageGraph g = cutter.cut(s, 4, split.firstOfStage[size_t(s)], split.countOfStage[size_t(s)]);
+            ops += g.graph.ops.size();
+            opsOfStage.push_back(g.graph.ops.size());
+        }
+        QCOMPARE(ops, m.graph.ops.size());
+        QCOMPARE(opsOfStage[1], opsOfStage[2]);
+        // 26 ops a layer (tpplan fold): the last stage holds two layers more than a middle one, and the head.
+        QVERIFY(opsOfStage[3] > opsOfStage[2] + 2 * 26);
+        // Four patterns over 3 stages: the extra pattern on the second, in layers.
+        QCOMPARE(evenSplit(12, 3, 3), (std::vector<int>{3, 6, 3}));
+        QCOMPARE(splitWithEnds(12, 3, 6, 3, 3), (std::vector<int>{6, 3, 3}));
+        QCOMPARE(stageLayersWord({3, 6, 3}, 3), std::string("even"));
+        QVERIFY(
+            errorOf([] { splitWithEnds(12, 3, 4, 3, 3); }).startsWith("--stage-layers 4,3: the layers repeat in a pattern of 3"));
+        QVERIFY(errorOf([&] { splitIntoStages(folded, {8, 1}); }).contains("more stages than the 4 patterns of 3 layers"));
+        QVERIFY(errorOf([&] { splitIntoStages(folded, {2, 1}, {4, 8}); }).contains("in whole patterns of 3"));
+        QVERIFY(errorOf([&] {
+                    splitIntoStages(folded, {2, 3});
+                }).contains("3 chunks per device do not divide the 2 patterns of 3 layers"));
     }
 
     // Where the boundaries fall: evenly (the extras to the middle stages from the second on), or
@@ -587,6 +694,88 @@ private slots:
             }
         }
         qInfo("%d pipelines planned one by one", pipelines);
+        QVERIFY2(near(chosen, best, 1e-12) || (std::isinf(chosen) && std::isinf(best)),
+                 qPrintable(QString("planner %1 s, brute force %2 s").arg(chosen, 0, 'g', 12).arg(best, 0, 'g', 12)));
+    }
+
+    // The same over a stack of two layer kinds in a pattern of 3 (smallGemma: 14 layers, 4
+    // patterns and two layers after them): the planner's pipeline is the best of every stage
+    // count, schedule, micro-batch and split in whole patterns (of whole chunks of patterns),
+    // each planned with its boundaries fixed, and of the plan without a pipeline.
+    void balancedPipelineOverLayerKindsEqualsBruteForce_data()
+    {
+        QTest::addColumn<QString>("limit");
+        QTest::addColumn<int>("stages"); // kAuto or fixed
+        QTest::addColumn<int>("vocabulary");
+        QTest::newRow("auto") << "" << kAuto << 1024;
+        QTest::newRow("auto, tight memory") << "40MiB" << kAuto << 1024;
+        // A vocabulary of 32768 at hidden 256: the head outweighs the layers, and the
+        // boundaries move patterns off the last stage.
+        QTest::newRow("2 stages, large head") << "" << 2 << 32768;
+        QTest::newRow("4 stages, large head") << "" << 4 << 32768;
+    }
+    void balancedPipelineOverLayerKindsEqualsBruteForce()
+    {
+        QFETCH(QString, limit);
+        QFETCH(int, stages);
+        QFETCH(int, vocabulary);
+        const double inf = std::numeric_limits<double>::infinity();
+        PlanRequest r = smallGemma(14, 16, "4x2");
+        r.modelOptions.overrides.push_back("vocab=" + std::to_string(vocabulary));
+        r.memoryLimit = limit.toStdString();
+        r.pipeline = stages;
+        r.schedule = "auto";
+        r.stageLayers = "auto";
+        const PlannerResult got = Planner().plan(r);
+        const double chosen =
+            got.pipeline ? got.pipeline->stepSeconds : (got.result.fits ? got.result.breakdown.stepSeconds : inf);
+        double best = inf;
+        if (stages == kAuto) {
+            PlanRequest flat = r;
+            flat.pipeline = 1;
+            flat.schedule = "1f1b";
+            flat.stageLayers = "even";
+            const PlannerResult f = Planner().plan(flat);
+            best = f.result.fits ? f.result.breakdown.stepSeconds : inf;
+        }
+        const int layers = 12, period = 3, units = layers / period;
+        int pipelines = 0;
+        for (int p : {2, 4}) {
+            if (stages != kAuto && p != stages) continue;
+            const int stages = p;
+            Planner planner;
+            for (int v = 1; v <= units / stages; ++v) {
+                if (units % (stages * v) != 0) continue;
+                const int chunk = period * v;
+                std::vector<std::string> splits = {"even"};
+                for (int a = chunk; a < layers; a += chunk)
+                    for (int c = chunk; c < layers || stages == 2; c += chunk) {
+                        const int b = layers - a - (stages == 2 ? 0 : (stages - 2) * c);
+                        if (b >= chunk && b % chunk == 0) splits.push_back(std::to_string(a) + "," + std::to_string(b));
+                        if (stages == 2) break;
+                    }
+                for (const std::string& split : splits)
+                    for (std::int64_t m : {1, 2, 4, 8, 0}) {
+                        PlanRequest fixed = r;
+                        fixed.pipeline = stages;
+                        fixed.schedule = v == 1 ? "1f1b" : "interleaved:" + std::to_string(v);
+                        fixed.microBatch = m;
+                        fixed.stageLayers = split;
+                        const PlannerResult one = planner.plan(fixed);
+                        QVERIFY(one.pipeline);
+                        ++pipelines;
+                        for (int n : one.pipeline->layersOfStage) QCOMPARE(n % chunk, 0);
+                        const bool fits = std::all_of(one.pipeline->stages.begin(), one.pipeline->stages.end(),
+                                                      [](const auto& st) { return st.result.fits; });
+                        if (fits) best = std::min(best, one.pipeline->stepSeconds);
+                    }
+            }
+        }
+        QStringList split;
+        if (got.pipeline)
+            for (int n : got.pipeline->layersOfStage) split << QString::number(n);
+        qInfo("%d pipelines planned one by one; chosen: %s", pipelines,
+              got.pipeline ? qPrintable(split.join(',')) : "no pipeline");
         QVERIFY2(near(chosen, best, 1e-12) || (std::isinf(chosen) && std::isinf(best)),
                  qPrintable(QString("planner %1 s, brute force %2 s").arg(chosen, 0, 'g', 12).arg(best, 0, 'g', 12)));
     }

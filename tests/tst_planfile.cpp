@@ -200,6 +200,19 @@ private slots:
             << "1f1b" << "layers_of_stage" << "[4,4]" << "/pipeline/layers_of_stage: has 2 entries for 4 stages" << false << "even";
         QTest::newRow("absurd boundaries")
             << "1f1b" << "layers_of_stage" << "[1e15,1,1,1]" << "/pipeline/layers_of_stage/0" << true << "even";
+        // The stack's shape (a graph file's exports count the model's layers from it).
+        QTest::newRow("graph file, period 0") << "1f1b"
+                                              << "period"
+                                              << "0"
+                                              << "/pipeline/period" << true << "even";
+        QTest::newRow("graph file, absurd layers after the stack") << "1f1b"
+                                                                   << "layers_after"
+                                                                   << "1e15"
+                                                                   << "/pipeline/layers_after" << true << "even";
+        QTest::newRow("graph file, layers per period not a number") << "1f1b"
+                                                                    << "layers_per_period"
+                                                                    << "\"six\""
+                                                                    << "/pipeline/layers_per_period" << true << "even";
     }
     void pipelinedPlanRoundTrips()
     {

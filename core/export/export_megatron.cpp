@@ -96,7 +96,9 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
     const int pp = stage.stage >= 0 ? stage.schedule.stages : 1;
     out << "--tensor-model-parallel-size " << tp << "\n";
     out << "--pipeline-model-parallel-size " << pp << "\n";
-    const std::vector<int>& split = stage.layersOfStage;
+    // Megatron-LM counts every layer, the stack's kind before and after it too.
+    const std::vector<int> split =
+        containerLayersOfStage(stage.layersOfStage, stage.period, stage.layersPerPeriod, stage.layersBefore, stage.layersAfter);
     const bool even = std::adjacent_find(split.begin(), split.end(), std::not_equal_to<>()) == split.end();
     // Uneven boundaries as Megatron-LM sets them: the first and last stage's layers, the middle
     // stages sharing the rest evenly (its only uneven split), chunks per rank then by count.
@@ -113,7 +115,8 @@ std::string exportMegatron(const PlanWorkspace& ws, const SearchResult& result)
                    return text;
                }() << ".\n";
     if (pp > 1 && stage.schedule.virtualStages > 1 && stage.layers % stage.schedule.virtualStages == 0) {
-        if (even) out << "--num-layers-per-virtual-pipeline-stage " << stage.layers / stage.schedule.virtualStages << "\n";
+        if (even)
+            out << "--num-layers-per-virtual-pipeline-stage " << split.front() / stage.schedule.virtualStages << "\n";
         else out << "--num-virtual-stages-per-pipeline-rank " << stage.schedule.virtualStages << "\n";
     }
     if (pp > 1)

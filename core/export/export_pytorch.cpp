@@ -127,10 +127,13 @@ std::string pyTuple(const std::vector<T>& items, F&& text)
 void pipelineConstants(std::ostream& py, const PipelineStageInfo& stage)
 {
     const int p = stage.schedule.stages, v = stage.schedule.virtualStages;
-    // Chunk k of rank r holds 1/V of rank r's layers (V divides each: splitIntoStages).
+    // Chunk k of rank r holds 1/V of rank r's layers of the stack (V divides each:
+    // splitIntoStages); the stack's kind before it goes with the first chunk, after it with the
+    // last (containerLayersOfStage).
     std::vector<int> layers;
     for (int k = 0; k < v; ++k)
         for (int n : stage.layersOfStage) layers.push_back(n / v);
+    layers = containerLayersOfStage(layers, stage.period, stage.layersPerPeriod, stage.layersBefore, stage.layersAfter);
     const std::string& label = stage.layerLabel;
     const std::string container = label.size() > 2 && label.ends_with(".*") ? label.substr(0, label.size() - 2) : label;
     auto quoted = [](const std::string& x) { return pyString(x); };

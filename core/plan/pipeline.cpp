@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 
@@ -71,55 +72,146 @@ std::string stageMeshText(const Mesh& mesh, int stages)
 }
 
 namespace {
-int runsOfClass(const FoldedGraph& folded, int classId)
-{
-    return static_cast<int>(
-        std::count_if(folded.runs.begin(), folded.runs.end(), [&](const Run& r) { return r.classId == classId; }));
-}
-} // namespace
 
-const Run* stagedRun(const FoldedGraph& folded)
+constexpr const char* kNoLayerStack = "the model has no run of repeated layers to split into stages";
+
+/// Every top-level block in topological order, as (class, instance): the runs expanded.
+std::vector<std::pair<int, int>> topLevelBlocks(const FoldedGraph& folded)
 {
-    const Run* best = nullptr;
-    std::int64_t bestOps = 0;
+    std::vector<std::pair<int, int>> blocks;
+    for (const auto& run : folded.runs)
+        for (int i = 0; i < run.count; ++i) blocks.emplace_back(run.classId, run.firstInstance + i);
+    return blocks;
+}
+
+/// A candidate stack: blocks [first, first + length) of the top-level blocks, repeating with
+/// `period`; its whole periods hold `ops` ops.
+struct Stretch {
+    int first = 0, length = 0, period = 1;
+    std::int64_t ops = 0;
+};
+
+/// Periods worth trying beyond 1: the distances between successive runs of one class (a class
+/// that lies in one run only repeats with no longer period), the shortest first, at most 64.
+std::vector<int> candidatePeriods(const FoldedGraph& folded)
+{
+    std::map<int, int> lastStart; // class -> its last run's first block
+    std::set<int> periods;
+    int at = 0;
     for (const auto& run : folded.runs) {
-        const std::int64_t ops =
-            static_cast<std::int64_t>(run.count) * folded.classes[static_cast<size_t>(run.classId)].opsPerInstance();
-        if (run.count > 1 && ops > bestOps) {
-            best = &run;
-            bestOps = ops;
+        if (const auto it = lastStart.find(run.classId); it != lastStart.end() && at - it->second >= 2)
+            periods.insert(at - it->second);
+        lastStart[run.classId] = at;
+        at += run.count;
+    }
+    std::vector<int> out(periods.begin(), periods.end());
+    if (out.size() > 64) out.resize(64);
+    return out;
+}
+
+/// The best stretch of period `period` over `blocks` (no ops when none has two whole periods).
+Stretch bestStretch(const FoldedGraph& folded, const std::vector<std::pair<int, int>>& blocks, int period)
+{
+    auto opsOf = [&](int block) {
+        return static_cast<std::int64_t>(
+            folded.classes[static_cast<size_t>(blocks[static_cast<size_t>(block)].first)].opsPerInstance());
+    };
+    Stretch best;
+    const int n = static_cast<int>(blocks.size());
+    auto consider = [&](int first, int length) {
+        const int whole = length / period * period;
+        if (whole < 2 * period) return;
+        // A period of one class only is a run (period 1), not a pattern of kinds.
+        bool kinds = period == 1;
+        for (int i = first + 1; i < first + period && !kinds; ++i) kinds = blocks[size_t(i)].first != blocks[size_t(first)].first;
+        if (!kinds) return;
+        Stretch s{first, length, period, 0};
+        for (int i = first; i < first + whole; ++i) s.ops += opsOf(i);
+        if (s.ops > best.ops) best = s;
+    };
+    // Maximal stretches whose every block matches the one a period before it.
+    int start = -1;
+    for (int i = period; i <= n; ++i) {
+        const bool same = i < n && blocks[size_t(i)].first == blocks[size_t(i - period)].first;
+        if (same && start < 0) start = i - period;
+        if (!same && start >= 0) {
+            consider(start, i - start);
+            start = -1;
         }
     }
-    // A stack of several layer kinds (Gemma-3: five local layers to one global) folds into
-    // runs of each kind between the others' (core/fold/fold.cpp): stages split one run, so such
-    // a stack has none to split.
-    if (best && runsOfClass(folded, best->classId) > 1) return nullptr;
     return best;
 }
 
-std::string noStagedRunReason(const FoldedGraph& folded)
+} // namespace
+
+std::optional<LayerStack> layerStack(const FoldedGraph& folded)
 {
+    const auto blocks = topLevelBlocks(folded);
+    // Period 1: the runs themselves (a stretch of one class over several runs is no chain).
+    Stretch best;
+    int at = 0;
     for (const auto& run : folded.runs) {
-        const int runs = runsOfClass(folded, run.classId);
-        if (run.count > 1 && runs > 1)
-            return "the layers of '" + folded.classes[static_cast<size_t>(run.classId)].label + "' lie in " + std::to_string(runs) +
-                   " runs between layers of another kind (a stack of several layer kinds, e.g. local and global attention), and "
-                   "stages split one run of identical layers";
+        const std::int64_t ops =
+            static_cast<std::int64_t>(run.count) * folded.classes[static_cast<size_t>(run.classId)].opsPerInstance();
+        if (run.count > 1 && ops > best.ops) best = Stretch{at, run.count, 1, ops};
+        at += run.count;
     }
-    return "the model has no run of repeated layers to split into stages";
+    for (int period : candidatePeriods(folded)) {
+        const Stretch s = bestStretch(folded, blocks, period);
+        if (s.ops > best.ops) best = s; // ties keep the shorter period
+    }
+    if (best.ops == 0) return std::nullopt;
+    LayerStack stack;
+    stack.period = best.period;
+    const int whole = best.length / best.period * best.period;
+    std::set<std::string> labels;
+    for (int i = best.first; i < best.first + whole; ++i) {
+        stack.layers.push_back(blocks[size_t(i)]);
+        const std::string& label = folded.classes[size_t(blocks[size_t(i)].first)].label;
+        if (i < best.first + best.period && labels.insert(label).second) stack.label += (stack.label.empty() ? "" : "+") + label;
+    }
+    for (int i = 0; i < static_cast<int>(blocks.size()); ++i) {
+        if (i >= best.first && i < best.first + whole) continue;
+        if (!labels.count(folded.classes[size_t(blocks[size_t(i)].first)].label)) continue;
+        (i < best.first ? stack.layersBefore : stack.layersAfter) += 1;
+    }
+    return stack;
 }
 
-std::vector<int> evenSplit(int layers, int stages)
+std::vector<int> containerLayersOfStage(const std::vector<int>& split, int period, int layersPerPeriod, int layersBefore,
+                                        int layersAfter)
 {
-    std::vector<int> counts(static_cast<size_t>(stages), layers / stages);
-    for (int extra = 0; extra < layers % stages; ++extra) counts[static_cast<size_t>(1 + extra % (stages - 1))] += 1;
+    std::vector<int> out;
+    for (int n : split) out.push_back(n / std::max(1, period) * layersPerPeriod);
+    if (!out.empty()) {
+        out.front() += layersBefore;
+        out.back() += layersAfter;
+    }
+    return out;
+}
+
+std::vector<int> evenSplit(int layers, int stages, int period)
+{
+    const int units = layers / period;
+    std::vector<int> counts(static_cast<size_t>(stages), units / stages);
+    for (int extra = 0; extra < units % stages; ++extra) counts[static_cast<size_t>(1 + extra % (stages - 1))] += 1;
+    for (int& n : counts) n *= period;
     return counts;
 }
 
-std::vector<int> splitWithEnds(int layers, int stages, int first, int last)
+std::vector<int> splitWithEnds(int layers, int stages, int first, int last, int period)
 {
     const std::string flag = "--stage-layers " + std::to_string(first) + "," + std::to_string(last);
     if (stages < 2) throw InputError(flag + ": needs --pipeline 2 or more");
+    if (period > 1 && (first % period != 0 || last % period != 0))
+        throw InputError(flag + ": the layers repeat in a pattern of " + std::to_string(period) +
+                         " (e.g. local and global attention), and a stage holds whole patterns: give multiples of " +
+                         std::to_string(period));
+    if (period > 1) {
+        std::vector<int> counts = splitWithEnds(layers / period, stages, first / period, last / period, 1);
+        for (int& n : counts) n *= period;
+        return counts;
+    }
     const int middle = layers - first - last;
     if (first < 1 || last < 1 || (stages == 2 ? middle != 0 : middle < stages - 2))
         throw InputError(flag + ": " + std::to_string(layers) + " layers over " + std::to_string(stages) +
@@ -155,47 +247,49 @@ std::pair<int, int> parseStageLayers(const std::string& word)
                      "': use auto, even, or F,L (the first and the last stage's layers, each at least 1)");
 }
 
-std::string stageLayersWord(const std::vector<int>& split)
+std::string stageLayersWord(const std::vector<int>& split, int period)
 {
     int layers = 0;
     for (int n : split) layers += n;
-    if (split.size() < 2 || split == evenSplit(layers, static_cast<int>(split.size()))) return "even";
+    if (split.size() < 2 || split == evenSplit(layers, static_cast<int>(split.size()), period)) return "even";
     return std::to_string(split.front()) + "," + std::to_string(split.back());
 }
 
 StageSplit splitIntoStages(const FoldedGraph& folded, const PipelineSchedule& schedule, const std::vector<int>& counts)
 {
-    const Run* best = stagedRun(folded);
+    const std::optional<LayerStack> stack = layerStack(folded);
     const int p = schedule.stages;
-    if (!best) throw InputError("--pipeline " + std::to_string(p) + ": " + noStagedRunReason(folded));
-    const BlockClass& layer = folded.classes[static_cast<size_t>(best->classId)];
-    const int layers = best->count;
-    if (p > layers)
-        throw InputError("--pipeline " + std::to_string(p) + ": more stages than the " + std::to_string(layers) + " layers of '" +
-                         layer.label + "'");
+    if (!stack) throw InputError("--pipeline " + std::to_string(p) + ": " + kNoLayerStack);
+    const int layers = static_cast<int>(stack->layers.size()), q = stack->period;
+    // What a stage holds whole: a layer, or a period of a pattern of kinds.
+    const std::string unit = q == 1 ? "layers" : "patterns of " + std::to_string(q) + " layers";
+    if (p > layers / q)
+        throw InputError("--pipeline " + std::to_string(p) + ": more stages than the " + std::to_string(layers / q) + " " + unit +
+                         " of '" + stack->label + "'");
     StageSplit split;
-    split.classId = best->classId;
-    split.runFirstInstance = best->firstInstance;
-    split.runLength = layers;
-    split.label = layer.label;
+    split.stackLayers = layers;
+    split.period = q;
+    split.label = stack->label;
     const int v = schedule.virtualStages;
     if (counts.empty()) {
-        split.countOfStage = evenSplit(layers, p);
-        if (v > 1 && layers % (p * v) != 0)
+        split.countOfStage = evenSplit(layers, p, q);
+        if (v > 1 && (layers / q) % (p * v) != 0)
             throw InputError("--schedule interleaved:" + std::to_string(v) + ": " + std::to_string(v) +
-                             " chunks per device do not divide the " + std::to_string(layers / p) + " layers per stage of '" +
-                             layer.label + "' (" + std::to_string(layers) + " layers over " + std::to_string(p) + " stages)");
+                             " chunks per device do not divide the " + std::to_string(layers / q / p) + " " + unit +
+                             " per stage of '" + stack->label + "' (" + std::to_string(layers / q) + " over " +
+                             std::to_string(p) + " stages)");
     } else {
         int total = 0;
         for (int n : counts) total += n;
         if (static_cast<int>(counts.size()) != p || total != layers ||
-            std::any_of(counts.begin(), counts.end(), [](int n) { return n < 1; }))
-            throw InputError("--stage-layers: the stages' layers must be " + std::to_string(p) + " counts of at least 1 adding up to the " +
-                             std::to_string(layers) + " layers of '" + layer.label + "'");
+            std::any_of(counts.begin(), counts.end(), [&](int n) { return n < q || n % q != 0; }))
+            throw InputError("--stage-layers: the stages' layers must be " + std::to_string(p) + " counts of at least " +
+                             (q == 1 ? "1" : "one pattern, in whole patterns of " + std::to_string(q) + ",") +
+                             " adding up to the " + std::to_string(layers) + " layers of '" + stack->label + "'");
         for (int s = 0; s < p; ++s)
-            if (v > 1 && counts[static_cast<size_t>(s)] % v != 0)
+            if (v > 1 && counts[static_cast<size_t>(s)] / q % v != 0)
                 throw InputError("--stage-layers: stage " + std::to_string(s + 1) + "'s " +
-                                 std::to_string(counts[static_cast<size_t>(s)]) + " layers do not divide into the " +
+                                 std::to_string(counts[static_cast<size_t>(s)] / q) + " " + unit + " do not divide into the " +
                                  std::to_string(v) + " chunks per device of --schedule interleaved:" + std::to_string(v));
         split.countOfStage = counts;
     }
@@ -391,33 +485,72 @@ std::vector<int> balanceStages(int layers, const PipelineSchedule& schedule, con
 StageCutter::StageCutter(const Graph& graph, const FoldedGraph& folded) :
     graph_(graph), order_(graph.topologicalOrder()), producers_(graph.producers()), consumers_(graph.consumers())
 {
-    const Run* run = stagedRun(folded);
-    if (!run) throw InputError("--pipeline: " + noStagedRunReason(folded));
-    const BlockClass& layer = folded.classes.at(static_cast<size_t>(run->classId));
-    runLength_ = run->count;
-    label_ = layer.label;
-    // Each op's place: its instance of the run; else before the run's first op in topological
+    const std::optional<LayerStack> stack = layerStack(folded);
+    if (!stack) throw InputError(std::string("--pipeline: ") + kNoLayerStack);
+    layers_ = static_cast<int>(stack->layers.size());
+    period_ = stack->period;
+    label_ = stack->label;
+    // Each op's place: its layer of the stack; else before the stack's first op in topological
     // order (the first stage's) or after it (the last stage's).
     placeOfOp_.assign(graph.ops.size(), kAfterRun);
-    std::vector<char> inRun(graph.ops.size(), 0);
-    for (int i = 0; i < runLength_; ++i)
-        for (OpId op : layer.instances[static_cast<size_t>(run->firstInstance + i)].ops) {
+    std::vector<char> inStack(graph.ops.size(), 0);
+    for (int i = 0; i < layers_; ++i) {
+        const auto [classId, instance] = stack->layers[static_cast<size_t>(i)];
+        for (OpId op : folded.classes.at(static_cast<size_t>(classId)).instances.at(static_cast<size_t>(instance)).ops) {
             placeOfOp_[static_cast<size_t>(op)] = i;
-            inRun[static_cast<size_t>(op)] = 1;
+            inStack[static_cast<size_t>(op)] = 1;
         }
-    const OpId runStart = layer.instances[static_cast<size_t>(run->firstInstance)].ops.front();
-    for (OpId op : order_) {
-        if (op == runStart) break;
-        if (!inRun[static_cast<size_t>(op)]) placeOfOp_[static_cast<size_t>(op)] = kBeforeRun;
     }
+    const auto [firstClass, firstInstance] = stack->layers.front();
+    const OpId stackStart =
+        folded.classes.at(static_cast<size_t>(firstClass)).instances.at(static_cast<size_t>(firstInstance)).ops.front();
+    for (OpId op : order_) {
+        if (op == stackStart) break;
+        if (!inStack[static_cast<size_t>(op)]) placeOfOp_[static_cast<size_t>(op)] = kBeforeRun;
+    }
+    countContainerLayers(*stack);
     rankOfOp_.assign(graph.ops.size(), 0);
-    opsOfPlace_.assign(static_cast<size_t>(runLength_) + 2, {});
+    opsOfPlace_.assign(static_cast<size_t>(layers_) + 2, {});
     for (size_t i = 0; i < order_.size(); ++i) {
         const OpId op = order_[i];
         rankOfOp_[static_cast<size_t>(op)] = static_cast<int>(i);
         const int place = placeOfOp_[static_cast<size_t>(op)];
         opsOfPlace_[static_cast<size_t>(place == kBeforeRun ? 0 : place == kAfterRun ? 1 : 2 + place)].push_back(op);
     }
+}
+
+void StageCutter::countContainerLayers(const LayerStack& stack)
+{
+    layersPerPeriod_ = period_;
+    layersBefore_ = stack.layersBefore;
+    layersAfter_ = stack.layersAfter;
+    // "layers.12/attn/q" is layer 12 of the container "layers" when the label is "layers.*".
+    const std::string label = label_.substr(0, label_.find('+'));
+    if (label.size() < 3 || !label.ends_with(".*")) return;
+    const std::string prefix = label.substr(0, label.size() - 1);
+    std::set<int> before, inPeriod, inStack, after;
+    for (size_t op = 0; op < graph_.ops.size(); ++op) {
+        const std::string& name = graph_.ops[op].name;
+        if (name.rfind(prefix, 0) != 0) continue;
+        int index = -1;
+        const auto [end, ec] = std::from_chars(name.data() + prefix.size(), name.data() + name.size(), index);
+        if (ec != std::errc() || (end != name.data() + name.size() && *end != '/' && *end != '.')) continue;
+        const int place = placeOfOp_[op];
+        if (place == kBeforeRun)
+            before.insert(index);
+        else if (place == kAfterRun)
+            after.insert(index);
+        else {
+            inStack.insert(index);
+            if (place < period_) inPeriod.insert(index);
+        }
+    }
+    // Whole layers in every period only (a fold that cut a layer at a period's edge counts blocks).
+    if (inPeriod.empty() || inStack.size() != inPeriod.size() * static_cast<size_t>(layers_ / period_)) return;
+    layersPerPeriod_ = static_cast<int>(inPeriod.size());
+    for (int i : inStack) before.erase(i), after.erase(i);
+    layersBefore_ = static_cast<int>(before.size());
+    layersAfter_ = static_cast<int>(after.size());
 }
 
 std::vector<std::string> StageCutter::modulesOutsideRun(bool beforeRun) const
@@ -436,7 +569,7 @@ std::vector<std::string> StageCutter::modulesOutsideRun(bool beforeRun) const
 
 StageGraph StageCutter::cut(int stage, int stages, int first, int count) const
 {
-    if (stage < 0 || stage >= stages || first < 0 || count < 1 || first + count > runLength_)
+    if (stage < 0 || stage >= stages || first < 0 || count < 1 || first + count > layers_)
         throw std::logic_error("StageCutter: no such stage");
     auto mine = [&](OpId op) {
         if (op < 0) return false;

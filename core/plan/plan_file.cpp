@@ -59,6 +59,11 @@ json pipelineToJson(const PipelinePlan& p, const std::string& wholeMesh)
     j["stage"] = p.stages.at(static_cast<size_t>(p.slowest)).stage;
     j["layers_of_stage"] = p.layersOfStage.empty() ? p.stages.at(static_cast<size_t>(p.slowest)).workspace->stage.layersOfStage
                                                    : p.layersOfStage;
+    const PipelineStageInfo& shown = p.stages.at(static_cast<size_t>(p.slowest)).workspace->stage;
+    j["period"] = shown.period;
+    j["layers_per_period"] = shown.layersPerPeriod;
+    j["layers_before"] = shown.layersBefore;
+    j["layers_after"] = shown.layersAfter;
     json list = json::array();
     for (const auto& st : p.stages) {
         const PipelineStageInfo& info = st.workspace->stage;
@@ -299,6 +304,18 @@ void readStoredStage(const JsonReader& r, const json& pipeline, PlanWorkspace& w
     }
     if (!found) r.fail("/pipeline/per_stage", "has no entry for stage " + std::to_string(stage));
     if (std::vector<int> split = readLayersOfStage(r, pipeline, schedule); !split.empty()) info.layersOfStage = std::move(split);
+    // The stack's shape (written since the layer stacks of several kinds; 1, 0, 0 before).
+    auto count = [&](const char* key, std::int64_t fallback, std::int64_t least) {
+        const json* v = r.optional(pipeline, key);
+        const std::int64_t n = v ? r.integer(*v, std::string("/pipeline/") + key, least) : fallback;
+        if (n > kMaxStoredLayers)
+            r.fail(std::string("/pipeline/") + key, "is " + std::to_string(n) + ", at most " + std::to_string(kMaxStoredLayers));
+        return static_cast<int>(n);
+    };
+    info.period = count("period", 1, 1);
+    info.layersPerPeriod = count("layers_per_period", info.period, 1);
+    info.layersBefore = count("layers_before", 0, 0);
+    info.layersAfter = count("layers_after", 0, 0);
 }
 
 // A pipelined plan's stage (its "pipeline" object): the whole model in `ws` becomes the stage

@@ -255,6 +255,10 @@ void cutStage(PlanWorkspace& ws, int stage, const PipelineSchedule& schedule, co
     info.receivedBytes = cut.receivedBytes;
     info.sentBytes = cut.sentBytes;
     info.layersOfStage = cutAt.countOfStage;
+    info.period = cutAt.period;
+    info.layersPerPeriod = shared->layersPerPeriod();
+    info.layersBefore = shared->layersBefore();
+    info.layersAfter = shared->layersAfter();
     info.firstStageModules = shared->modulesOutsideRun(true);
     info.lastStageModules = shared->modulesOutsideRun(false);
     ws.model.source = whole.source;
@@ -1555,16 +1559,17 @@ std::vector<std::pair<int, int>> stagesToSolve(int stages)
 namespace {
 
 /// The pipelines a request leaves open: (stages, schedule) pairs, `--pipeline auto` every
-/// divisor of the outermost mesh axis from 2 up to the layers, `--schedule auto` 1F1B and every
-/// interleaving whose chunks divide the layers per stage (of `fixedSplit` when the boundaries
+/// divisor of the outermost mesh axis from 2 up to the stack's periods, `--schedule auto` 1F1B
+/// and every interleaving whose chunks divide the periods per stage (of `fixedSplit` when the boundaries
 /// are fixed).
-std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const PlanRequest& request, const Mesh& mesh,
-                                                                        int layers, const std::vector<int>& fixedSplit)
+std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const PlanRequest& request, const Mesh& mesh, int layers,
+                                                                         int period, const std::vector<int>& fixedSplit)
 {
+    const int units = layers / period; // what a stage holds whole: a layer, or a pattern of kinds
     std::vector<int> stages = {request.pipeline};
     if (request.pipeline == kAuto) {
         stages.clear();
-        for (int p = 2; p <= mesh.axes.at(0).size && p <= layers; ++p)
+        for (int p = 2; p <= mesh.axes.at(0).size && p <= units; ++p)
             if (mesh.axes[0].size % p == 0) stages.push_back(p);
     }
     std::vector<std::pair<int, std::vector<std::string>>> out;
@@ -1572,10 +1577,11 @@ std::vector<std::pair<int, std::vector<std::string>>> pipelineCandidates(const P
         std::vector<std::string> schedules = {request.schedule};
         if (request.schedule == "auto") {
             schedules = {"1f1b"};
-            for (int v = 2; v <= layers / p; ++v) {
-                // Chunks divide every stage's layers: the even split's, or the fixed split's.
-                const bool divides = fixedSplit.empty() ? layers % (p * v) == 0
-                                                        : std::all_of(fixedSplit.begin(), fixedSplit.end(), [&](int n) { return n % v == 0; });
+            for (int v = 2; v <= units / p; ++v) {
+                // Chunks divide every stage's periods: the even split's, or the fixed split's.
+                const bool divides = fixedSplit.empty() ? units % (p * v) == 0
+                                                        : std::all_of(fixedSplit.begin(), fixedSplit.end(),
+                                                                      [&](int n) { return n / period % v == 0; });
                 if (divides) schedules.push_back("interleaved:" + std::to_string(v));
             }
         }
@@ -1645,12 +1651,13 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
     PipelinePlan plan;
     plan.schedule = parseSchedule(stages, schedule);
     plan.microBatch = microBatch;
-    // A floor (bound) balances in single layers: it bounds every schedule of its stage count,
-    // whose splits are those of their chunks, all among the single-layer ones.
-    const int layers = request.stageCutter->runLength(), chunk = bound ? 1 : plan.schedule.virtualStages;
+    // A floor (bound) balances in single periods: it bounds every schedule of its stage count,
+    // whose splits are those of their chunks, all among the single-period ones.
+    const int layers = request.stageCutter->layers(), period = request.stageCutter->period();
+    const int chunk = period * (bound ? 1 : plan.schedule.virtualStages);
     const auto [firstLayers, lastLayers] = parseStageLayers(request.stageLayers);
     const std::vector<int> start =
-        firstLayers > 0 ? splitWithEnds(layers, stages, firstLayers, lastLayers) : evenSplit(layers, stages);
+        firstLayers > 0 ? splitWithEnds(layers, stages, firstLayers, lastLayers, period) : evenSplit(layers, stages, period);
     // Every stage solved for this pipeline, by stage and range; a stage that stopped at its bar
     // is not kept (balanceStages remembers the bar).
     std::map<std::tuple<int, int, int>, PipelineStagePlan> solved;
@@ -1728,11 +1735,11 @@ PipelinePlan Planner::planStages(const PlanRequest& request, int stages, const s
 
 namespace {
 
-/// The instances of the run that stages split (0 when there is none).
-int layersOf(const FoldedGraph& folded)
+/// The layers of the stack that stages split and its period ({0, 1} when there is none).
+std::pair<int, int> stackOf(const FoldedGraph& folded)
 {
-    const Run* run = stagedRun(folded);
-    return run ? run->count : 0;
+    const std::optional<LayerStack> stack = layerStack(folded);
+    return stack ? std::pair{static_cast<int>(stack->layers.size()), stack->period} : std::pair{0, 1};
 }
 
 bool fitsAll(const PipelinePlan& p)
@@ -1891,7 +1898,8 @@ void addStagedRequests(std::map<int, PlanRequest>& staged, const PlanRequest& wh
             r.wholeFold = std::make_shared<const FoldedGraph>(foldGraph(r.wholeModel->graph));
         }
         if (same != staged.end()) r.stageCutter = same->second.stageCutter;
-        else if (layersOf(*r.wholeFold) > 0) r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold);
+        else if (stackOf(*r.wholeFold).first > 0)
+            r.stageCutter = std::make_shared<const StageCutter>(r.wholeModel->graph, *r.wholeFold);
         staged.emplace(stages, std::move(r));
     }
 }
@@ -1983,13 +1991,13 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     addStagedRequests(staged, whole, mesh, {firstCount});
     const PlanRequest& any = staged.begin()->second;
     requireLockMatches(any.wholeModel->graph, locksOf(request));
-    const int layers = layersOf(*any.wholeFold);
+    const auto [layers, period] = stackOf(*any.wholeFold);
     // A fixed schedule is checked against the layers here: the stage planners' later
     // combinations share the graph their first one checked (Planner::State::slotFor).
     std::vector<int> fixedSplit;
     if (!automatic) {
-        splitIntoStages(*any.wholeFold, PipelineSchedule{request.pipeline, 1}); // a run of at least P layers
-        if (firstLayers > 0) fixedSplit = splitWithEnds(layers, request.pipeline, firstLayers, lastLayers);
+        splitIntoStages(*any.wholeFold, PipelineSchedule{request.pipeline, 1}); // a stack of at least P periods
+        if (firstLayers > 0) fixedSplit = splitWithEnds(layers, request.pipeline, firstLayers, lastLayers, period);
         splitIntoStages(*any.wholeFold, parseSchedule(request.pipeline, request.schedule == "auto" ? "1f1b" : request.schedule),
                         fixedSplit);
     }
@@ -1997,7 +2005,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
     checkMicroBatch(request.microBatch, batch);
     const std::vector<std::int64_t> micro =
         request.microBatch == kAuto ? microBatchCandidates(batch) : std::vector<std::int64_t>{request.microBatch};
-    const auto candidates = pipelineCandidates(request, mesh, layers, fixedSplit);
+    const auto candidates = pipelineCandidates(request, mesh, layers, period, fixedSplit);
     if (candidates.empty()) return plan(whole, cancel, progress); // auto, and no pipeline can be laid out
     // Every pipeline keeps the model states on the devices that run them: at least the whole
     // model's states (ZeRO 3 over every device) over all of them. Past the limit no pipeline

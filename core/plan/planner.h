@@ -124,13 +124,16 @@ double memoryLimitBytes(double limit, const Hardware& hardware);
 struct PipelineStageInfo {
     int stage = -1; ///< -1: not a stage (the whole model)
     PipelineSchedule schedule;
-    std::string layerLabel;      ///< the run the stages split, e.g. "layers.*"
-    int firstLayer = 0;          ///< of the run, 0-based
-    int layers = 0;              ///< instances of the run on this stage
+    std::string layerLabel;      ///< the stack the stages split, e.g. "layers.*" (LayerStack)
+    int firstLayer = 0;          ///< of the stack, 0-based
+    int layers = 0;              ///< layers of the stack on this stage
     double receivedBytes = 0;    ///< per step, whole batch: what it receives from the stage before
     double sentBytes = 0;        ///< per step, whole batch: what it sends to the stage after
     MeshAxis link;               ///< the full mesh's outermost axis, which the stages lie along
-    std::vector<int> layersOfStage;             ///< every stage's layers of the run (StageSplit)
+    std::vector<int> layersOfStage;             ///< every stage's layers of the stack (StageSplit)
+    int period = 1;                             ///< of the stack, in blocks: boundaries fall between whole periods
+    int layersPerPeriod = 1;                    ///< StageCutter's: the model's layers in a period
+    int layersBefore = 0, layersAfter = 0;      ///< StageCutter's: the container's layers outside the stack
     std::vector<std::string> firstStageModules; ///< the first stage's modules outside the run (the embedding)
     std::vector<std::string> lastStageModules;  ///< the last stage's (the head and the loss)
 };

@@ -270,7 +270,8 @@ void Document::setLocks(const std::vector<LockRequest>& locks, const QString& de
     if (plan_ && plan_->pipeline && !locks.empty()) {
         pinned.pipeline = plan_->pipeline->schedule.stages;
         pinned.schedule = scheduleWord(plan_->pipeline->schedule);
-        pinned.stageLayers = stageLayersWord(plan_->pipeline->layersOfStage);
+        pinned.stageLayers =
+            stageLayersWord(plan_->pipeline->layersOfStage, plan_->pipeline->stages.front().workspace->stage.period);
     }
     if (pinned == settings_) {
         undo_.push(

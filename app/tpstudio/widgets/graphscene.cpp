@@ -224,20 +224,56 @@ private:
                    : nullptr;
     }
 
-    /// On a pipeline stage's plan, the run the stages split says where the stage lies in the
-    /// whole model: "stage 8 of 8: 84-95 of 96 (8 stages of 12)", first on the card's info line.
-    QString stageBand(const BlockClass& bc, const Run& run) const
+    /// Every stage's layers of the model's layer container (the layers of the stack's kind
+    /// before and after it included): what the band and its texts count.
+    std::vector<int> containerLayers() const
     {
-        if (stage.stage < 0 || bc.label != stage.layerLabel || run.count != stage.layers) return {};
-        int total = 0;
-        for (int n : stage.layersOfStage) total += n;
-        const auto [low, high] = std::minmax_element(stage.layersOfStage.begin(), stage.layersOfStage.end());
+        return containerLayersOfStage(stage.layersOfStage, stage.period, stage.layersPerPeriod, stage.layersBefore,
+                                      stage.layersAfter);
+    }
+
+    /// Whether run `ri` is the first of the stack the stages split: the run itself (a period of
+    /// one layer), or the first run of one of the pattern's kinds (Gemma-3's five local layers).
+    bool startsStageStack(int ri) const
+    {
+        const Run& run = f.runs[static_cast<size_t>(ri)];
+        auto ofStack = [&](const Run& r) {
+            const std::string& label = f.classes[static_cast<size_t>(r.classId)].label;
+            const std::string& kinds = stage.layerLabel;
+            for (size_t at = 0; at <= kinds.size();) {
+                const size_t end = std::min(kinds.find('+', at), kinds.size());
+                if (kinds.compare(at, end - at, label) == 0) return true;
+                at = end + 1;
+            }
+            return false;
+        };
+        if (stage.stage < 0 || !ofStack(run)) return false;
+        if (stage.period <= 1) return run.count == stage.layers;
+        for (int before = 0; before < ri; ++before)
+            if (ofStack(f.runs[static_cast<size_t>(before)])) return false;
+        return true;
+    }
+
+    /// On a pipeline stage's plan, the first card of the stack the stages split says where the
+    /// stage lies in the whole model: "stage 8 of 8: 84-95 of 96 (8 stages of 12)", first on the
+    /// card's info line.
+    QString stageBand(int ri) const
+    {
+        if (!startsStageStack(ri)) return {};
+        const std::vector<int> layers = containerLayers();
+        int total = 0, first = 0;
+        for (size_t s = 0; s < layers.size(); ++s) {
+            if (static_cast<int>(s) < stage.stage) first += layers[s];
+            total += layers[s];
+        }
+        const int mine = layers.at(static_cast<size_t>(stage.stage));
+        const auto [low, high] = std::minmax_element(layers.begin(), layers.end());
         const QString sizes = *low == *high ? QString::number(*low) : QStringLiteral("%1-%2").arg(*low).arg(*high);
         return tr("stage %1 of %2: %3-%4 of %5 (%2 stages of %6)")
             .arg(stage.stage + 1)
             .arg(stage.schedule.stages)
-            .arg(stage.firstLayer)
-            .arg(stage.firstLayer + stage.layers - 1)
+            .arg(first)
+            .arg(first + mine - 1)
             .arg(total)
             .arg(sizes);
     }
@@ -253,8 +289,9 @@ private:
             for (const auto& st : pipeline->stages)
                 if (st.stage == stage.stage) standsFor = st.standsFor;
         int first = 0;
-        for (size_t s = 0; s < stage.layersOfStage.size(); ++s) {
-            const int layers = stage.layersOfStage[s];
+        const std::vector<int> counts = containerLayers();
+        for (size_t s = 0; s < counts.size(); ++s) {
+            const int layers = counts[s];
             StageSegment seg;
             seg.layers = layers;
             seg.shown = stage.stage <= static_cast<int>(s) && static_cast<int>(s) < stage.stage + standsFor;
@@ -301,7 +338,7 @@ private:
         // The card shows the run's first instance (every instance has the same ops).
         InstanceNodes rep = instanceNodes(run.classId, run.firstInstance);
         const InstanceSummary repSummary = instanceSummary(bc.instances[static_cast<size_t>(run.firstInstance)]);
-        const QString band = stageBand(bc, run);
+        const QString band = stageBand(ri);
         const QString info = (band.isEmpty() ? QString() : band + QStringLiteral(" · ")) +
                              countOf(bc.opsPerInstance(), "op", "ops") + QStringLiteral(" · ") +
                              QString::fromStdString(formatSeconds(repSummary.seconds)) +
