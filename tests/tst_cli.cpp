@@ -72,6 +72,9 @@ private slots:
             << "--schedule interleaved:3: 3 chunks per device do not divide the 2 layers per stage";
         QTest::newRow("schedule word") << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "--schedule", "zigzag"}
                                        << "--schedule 'zigzag': use auto, 1f1b or interleaved:V";
+        QTest::newRow("scatter-gather word")
+            << QStringList{"plan", "gpt2", "--mesh", "2x2", "--pipeline", "2", "--scatter-gather", "maybe"}
+            << "--scatter-gather 'maybe': use on or off";
         QTest::newRow("stage layers word") << QStringList{"plan", "gpt2", "--stage-layers", "balanced"}
                                            << "--stage-layers 'balanced': use auto, even, or F,L";
         QTest::newRow("stage layers with auto stages")

@@ -492,6 +492,48 @@ private slots:
         qInfo("at most %d evaluations", mostEvaluations);
     }
 
+    // A stage's sends: with scatter-gather (Megatron-LM's default) each device sends its
+    // 1/devices share of the boundary activations; without it, the tensor as the stage's plan
+    // holds it. Small GPT (batch 8, sequence 128, hidden 256, bf16) in 2 stages on 2x2, micro-batch
+    // 1: stage 1 sends 8 x 128 x 256 x 2 = 524,288 B a step over the outer axis, m micro-batches
+    // a step, 1F1B's factor (m + 1) / m. Megatron's layout (TP 2, m = 8) holds the hidden state
+    // whole on each device: twice the share; data parallelism (m = 4) splits it over the batch:
+    // the share itself.
+    void sendsWithAndWithoutScatterGather_data()
+    {
+        QTest::addColumn<QString>("baseline");
+        QTest::addColumn<bool>("scatterGather");
+        QTest::addColumn<double>("bytesPerDevice");
+        QTest::addColumn<double>("microBatches"); // the 8 sequences of a replica, one at a time
+        QTest::newRow("megatron, scatter-gather") << "megatron" << true << 524288.0 / 2 << 8.0;
+        QTest::newRow("megatron, whole tensors") << "megatron" << false << 524288.0 << 8.0;
+        QTest::newRow("dp, scatter-gather") << "dp" << true << 524288.0 / 2 << 4.0;
+        QTest::newRow("dp, whole tensors") << "dp" << false << 524288.0 / 2 << 4.0;
+    }
+    void sendsWithAndWithoutScatterGather()
+    {
+        QFETCH(QString, baseline);
+        QFETCH(bool, scatterGather);
+        QFETCH(double, bytesPerDevice);
+        QFETCH(double, microBatches);
+        PlanRequest r = smallGpt(4, 8, "2x2");
+        r.pipeline = 2;
+        r.schedule = "1f1b";
+        r.microBatch = 1;
+        r.baseline = baseline.toStdString();
+        r.pipelineScatterGather = scatterGather;
+        const PlannerResult got = Planner().plan(r);
+        QVERIFY(got.pipeline);
+        const PipelineStagePlan& first = got.pipeline->stages.front();
+        QCOMPARE(first.stage, 0);
+        const PipelineStageInfo& info = first.workspace->stage;
+        QCOMPARE(info.sentBytes, 524288.0);
+        QCOMPARE(first.microBatches, microBatches);
+        const double m = microBatches;
+        const double expected = 2 * (bytesPerDevice / info.link.link.bandwidth + m * info.link.link.latency) * (m + 1) / m;
+        QVERIFY2(near(first.sendSeconds, expected, 1e-12), qPrintable(QString("%1 vs %2").arg(first.sendSeconds).arg(expected)));
+    }
+
     // Pipelines that cannot be built are refused with one line naming the constraint.
     void badPipelines_data()
     {

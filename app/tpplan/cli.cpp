@@ -169,6 +169,8 @@ Options parseArguments(const std::vector<std::string>& args)
             o.overlapGradients = parseSwitch(a, value());
         else if (a == "--tp-overlap")
             o.overlapTensorParallel = parseSwitch(a, value());
+        else if (a == "--scatter-gather")
+            o.pipelineScatterGather = parseSwitch(a, value());
         else if (a == "--grad-bucket") {
             const std::string v = value();
             try {

@@ -40,6 +40,7 @@ struct Options {
     bool overlapGradients = true;        ///< --grad-overlap on|off
     double gradientBucketMiB = 25;       ///< --grad-bucket MiB
     bool overlapTensorParallel = false;  ///< --tp-overlap on|off
+    bool pipelineScatterGather = true;   ///< --scatter-gather on|off
     int zero = kAuto;                    ///< --zero auto|0|1|2|3
     std::string zeroShard = "auto";      ///< --zero-shard auto|all|node
     std::string reshardAfterForward = "auto"; ///< --reshard-after-forward auto|on|off

@@ -37,6 +37,7 @@ void rejectPlanningOptions(const Options& o)
         {o.recompute != d.recompute, "--recompute"},
         {o.overlapGradients != d.overlapGradients, "--grad-overlap"},
         {o.overlapTensorParallel != d.overlapTensorParallel, "--tp-overlap"},
+        {o.pipelineScatterGather != d.pipelineScatterGather, "--scatter-gather"},
         {o.gradientBucketMiB != d.gradientBucketMiB, "--grad-bucket"},
         {o.zero != d.zero, "--zero"},
         {o.zeroShard != d.zeroShard, "--zero-shard"},

@@ -42,6 +42,7 @@ PlanRequest planRequest(const Options& o, const std::string& model)
     r.overlapGradients = o.overlapGradients;
     r.gradientBucketMiB = o.gradientBucketMiB;
     r.overlapTensorParallel = o.overlapTensorParallel;
+    r.pipelineScatterGather = o.pipelineScatterGather;
     r.zero = o.zero;
     r.zeroShard = o.zeroShard;
     r.reshardAfterForward = o.reshardAfterForward;

@@ -76,6 +76,10 @@ struct CostSettings {
     /// Megatron's asynchronous tensor-parallel all-reduce: the input-gradient collective of a
     /// column-parallel matmul runs under its weight-gradient matmul.
     bool overlapTensorParallelBackward = false;
+    /// A pipeline stage sends its boundary activations as Megatron-LM does by default: each
+    /// device of a tensor-parallel group its 1/devices share, gathered on the receiver
+    /// (scatter-gather); off, each device sends the tensor as the stage's plan lays it out.
+    bool pipelineScatterGather = true;
     /// ZeRO over each weight's data-parallel axes (those its gradient is partial over): 0
     /// replicates the model states; 1 shards the optimizer states (Megatron's distributed
     /// optimizer: reduce-scatter of gradients, all-gather of updated parameters); 2 also the

@@ -62,6 +62,7 @@ PublishedRun readRun(const JsonReader& r, const json& run, const std::string& pa
     r.within(path + "/recompute", "", [&] { return recomputeOf(q.recompute); });
     q.overlapGradients = flag(r, run, path, "grad_overlap", true);
     q.overlapTensorParallel = flag(r, run, path, "tp_overlap", false);
+    q.pipelineScatterGather = flag(r, run, path, "scatter_gather", true);
     q.memoryLimit = "none"; // the run ran: cost it as it was, whatever the capacity says
     if (const json* s = r.optional(run, "step_s")) {
         p.stepSeconds = r.number(*s, path + "/step_s");

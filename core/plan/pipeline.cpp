@@ -612,15 +612,20 @@ StageGraph StageCutter::cut(int stage, int stages, int first, int count) const
     for (TensorId t : order) {
         const Tensor& old = graph_.tensor(t);
         TensorRole role = old.role;
-        if (received(t)) {
-            role = TensorRole::Input;
-            result.receivedBytes += static_cast<double>(old.bytes());
-        }
         const auto& readers = consumers_[static_cast<size_t>(t)];
         const bool sent = std::any_of(readers.begin(), readers.end(), [&](OpId c) { return !mine(c); });
-        if (sent && mine(producers_[static_cast<size_t>(t)])) result.sentBytes += static_cast<double>(old.bytes());
+        const bool sends = sent && mine(producers_[static_cast<size_t>(t)]);
+        if (received(t)) role = TensorRole::Input;
         if (sent && role == TensorRole::Activation) role = TensorRole::Output;
         newId[t] = out.addTensor(old.name, old.shape, old.dtype, role);
+        if (received(t)) {
+            result.receivedBytes += static_cast<double>(old.bytes());
+            result.receivedTensors.push_back(newId[t]);
+        }
+        if (sends) {
+            result.sentBytes += static_cast<double>(old.bytes());
+            result.sentTensors.push_back(newId[t]);
+        }
     }
     for (OpId id : ops) {
         const Op& op = graph_.op(id);

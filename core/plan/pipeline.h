@@ -130,6 +130,7 @@ struct StageGraph {
     Graph graph;
     double receivedBytes = 0; ///< of the tensors it receives from other stages, for the whole batch
     double sentBytes = 0;     ///< of its tensors that later stages read, for the whole batch
+    std::vector<TensorId> receivedTensors, sentTensors; ///< those tensors, in this graph
 };
 
 /// Cuts stages from the whole graph: each op's place (its layer of the stack, or before or after

@@ -37,12 +37,16 @@ void addSelfContainedFields(json& doc, const PlanContext& ctx, const CostModel& 
     if (!isUnchangedPreset(model.hardware())) doc["hardware"]["spec"] = hardwareToJson(model.hardware());
     doc["overlap_chunks"] = model.settings().overlapChunks;
     const CostSettings& s = model.settings();
-    doc["framework"] = {
-        {"grad_overlap", s.overlapGradientReduction},    {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
-        {"tp_overlap", s.overlapTensorParallelBackward}, {"zero", s.zeroStage},
-        {"zero_shard", s.zeroAcrossNodes ? "all" : "node"}, {"reshard_after_forward", s.reshardAfterForward},
-        {"grad_bytes_per_param", s.gradBytesPerParam},   {"optimizer_bytes_per_param", s.optimizerBytesPerParam},
-        {"fp8_matmuls", s.fp8Matmuls}};
+    doc["framework"] = {{"grad_overlap", s.overlapGradientReduction},
+                        {"grad_bucket_mib", s.gradientBucketBytes / (1024.0 * 1024.0)},
+                        {"tp_overlap", s.overlapTensorParallelBackward},
+                        {"scatter_gather", s.pipelineScatterGather},
+                        {"zero", s.zeroStage},
+                        {"zero_shard", s.zeroAcrossNodes ? "all" : "node"},
+                        {"reshard_after_forward", s.reshardAfterForward},
+                        {"grad_bytes_per_param", s.gradBytesPerParam},
+                        {"optimizer_bytes_per_param", s.optimizerBytesPerParam},
+                        {"fp8_matmuls", s.fp8Matmuls}};
 }
 
 json pipelineToJson(const PipelinePlan& p, const std::string& wholeMesh)
@@ -506,6 +510,7 @@ LoadedPlan readPlanJson(const json& doc, const std::string& origin)
         };
         flag("grad_overlap", settings.overlapGradientReduction);
         flag("tp_overlap", settings.overlapTensorParallelBackward);
+        flag("scatter_gather", settings.pipelineScatterGather);
         flag("reshard_after_forward", settings.reshardAfterForward);
         flag("fp8_matmuls", settings.fp8Matmuls);
         if (const json* v = r.optional(*fw, "grad_bucket_mib")) {

@@ -18,6 +18,7 @@
 #include "../cost/baselines.h"
 #include "../cost/collectives.h"
 #include "../search/evaluate.h"
+#include "../sharding/strategy.h"
 #include "../util/error.h"
 #include "../util/format.h"
 #include "../util/key_builder.h"
@@ -150,6 +151,7 @@ CostSettings costSettingsOf(const PlanRequest& request)
     settings.gradientBucketBytes = request.gradientBucketMiB * 1024 * 1024;
     settings.overlapGradientReduction = request.overlapGradients;
     settings.overlapTensorParallelBackward = request.overlapTensorParallel;
+    settings.pipelineScatterGather = request.pipelineScatterGather;
     if (request.zero < kAuto || request.zero > 3)
         throw InputError("ZeRO stage " + std::to_string(request.zero) + ": use auto, 0, 1, 2 or 3");
     settings.zeroStage = std::max(0, request.zero);
@@ -254,6 +256,8 @@ void cutStage(PlanWorkspace& ws, int stage, const PipelineSchedule& schedule, co
     StageGraph cut = shared->cut(stage, schedule.stages, info.firstLayer, info.layers);
     info.receivedBytes = cut.receivedBytes;
     info.sentBytes = cut.sentBytes;
+    info.receivedTensors = cut.receivedTensors;
+    info.sentTensors = cut.sentTensors;
     info.layersOfStage = cutAt.countOfStage;
     info.period = cutAt.period;
     info.layersPerPeriod = shared->layersPerPeriod();
@@ -1531,15 +1535,47 @@ double microBatchesOf(const PlanWorkspace& ws, const SearchResult& r)
     return std::max(1.0, std::ceil(static_cast<double>(batch) / replicas / static_cast<double>(micro)));
 }
 
+/// The bytes one device holds of the tensors `tensors` of a stage's graph under its plan: each
+/// as its producer writes it (sent) or as its first reader reads it (received, a graph input).
+double localBytesOf(const PipelineStagePlan& plan, const std::vector<TensorId>& tensors, bool sent)
+{
+    const PlanWorkspace& ws = *plan.workspace;
+    const CostModel& cm = *ws.costModel;
+    const Graph& graph = cm.graph();
+    const auto producers = graph.producers();
+    const auto consumers = graph.consumers();
+    double bytes = 0;
+    for (TensorId t : tensors) {
+        const Tensor& tensor = graph.tensor(t);
+        const OpId op = sent ? producers[static_cast<size_t>(t)]
+                             : (consumers[static_cast<size_t>(t)].empty() ? -1 : consumers[static_cast<size_t>(t)].front());
+        if (op < 0) {
+            bytes += static_cast<double>(tensor.bytes());
+            continue;
+        }
+        const std::vector<TensorId>& operands = sent ? graph.op(op).outputs : graph.op(op).inputs;
+        const size_t k = static_cast<size_t>(std::find(operands.begin(), operands.end(), t) - operands.begin());
+        const OpStrategy& s = cm.strategies(op).at(static_cast<size_t>(plan.result.strategyOfOp.at(static_cast<size_t>(op))));
+        const TensorSpec spec = sent ? outputSpec(cm.signature(op), s, k) : inputSpec(cm.signature(op), s, k);
+        bytes += static_cast<double>(spec.shardNumel(tensor.shape, ws.mesh) * dtypeBytes(tensor.dtype));
+    }
+    return bytes;
+}
+
 /// The stage's point-to-point traffic per step: activations to the next stage and gradients
-/// back, both ways on its boundaries, each device sending its 1/devices share (Megatron's
-/// scatter-gather over the tensor-parallel group) over the pipeline axis's link, once per
-/// micro-batch and per chunk (interleaved), through the bubble as every per-micro-batch cost.
+/// back, both ways on its boundaries, over the pipeline axis's link, once per micro-batch and
+/// per chunk (interleaved), through the bubble as every per-micro-batch cost. Each device sends
+/// its 1/devices share (Megatron's scatter-gather over the tensor-parallel group), or without
+/// scatter-gather the tensors as its plan holds them (a tensor replicated over the
+/// tensor-parallel group sent whole by each of its devices).
 double sendSecondsOf(const PipelineStagePlan& plan)
 {
     const PlanWorkspace& ws = *plan.workspace;
     const PipelineStageInfo& info = ws.stage;
-    const double perDevice = std::max(info.receivedBytes, info.sentBytes) / static_cast<double>(ws.mesh.devices());
+    const double perDevice =
+        ws.costModel->settings().pipelineScatterGather
+            ? std::max(info.receivedBytes, info.sentBytes) / static_cast<double>(ws.mesh.devices())
+            : std::max(localBytesOf(plan, info.receivedTensors, false), localBytesOf(plan, info.sentTensors, true));
     if (perDevice <= 0 || info.link.link.bandwidth <= 0) return 0;
     const double oneWay = perDevice / info.link.link.bandwidth + plan.microBatches * info.link.link.latency;
     return 2 * oneWay * info.schedule.virtualStages * pipelinedFactor(ws.costModel->settings(), plan.microBatches);

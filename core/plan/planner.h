@@ -50,6 +50,9 @@ struct PlanRequest {
     /// has no term for the SMs NCCL takes from the GEMM it hides under, and hiding it fully
     /// undercuts Korthikanti et al.'s measured backward times (docs/FIDELITY.md).
     bool overlapTensorParallel = false;
+    /// Pipeline sends split over the tensor-parallel group (--scatter-gather on|off;
+    /// CostSettings::pipelineScatterGather; Megatron-LM's --no-scatter-gather-tensors-in-pipeline is off).
+    bool pipelineScatterGather = true;
     /// ZeRO stage over the data-parallel axes (--zero): 0 none, 1 optimizer states (Megatron's
     /// distributed optimizer), 2 also gradients, 3 also parameters (FSDP); CostSettings::zeroStage.
     /// -1 (auto): Planner::plan chooses the stage.
@@ -129,6 +132,7 @@ struct PipelineStageInfo {
     int layers = 0;              ///< layers of the stack on this stage
     double receivedBytes = 0;    ///< per step, whole batch: what it receives from the stage before
     double sentBytes = 0;        ///< per step, whole batch: what it sends to the stage after
+    std::vector<TensorId> receivedTensors, sentTensors; ///< in the stage's graph (StageGraph's)
     MeshAxis link;               ///< the full mesh's outermost axis, which the stages lie along
     std::vector<int> layersOfStage;             ///< every stage's layers of the stack (StageSplit)
     int period = 1;                             ///< of the stack, in blocks: boundaries fall between whole periods
