@@ -566,6 +566,95 @@ private slots:
     // a step, 1F1B's factor (m + 1) / m. Megatron's layout (TP 2, m = 8) holds the hidden state
     // whole on each device: twice the share; data parallelism (m = 4) splits it over the batch:
     // the share itself.
+    // The stage graphs of one stage count repeat the same layers, each with ops of its own;
+    // their sessions share op-to-op edges by content (CrossGraphEdges, as Planner::stagePlanner
+    // gives them). A session reading edges that other stage graphs (other splits, the other
+    // stage, another micro-batch) planned and priced finds the plan a session alone finds, to
+    // the bit. (q, k and v read one tensor and only the first pays its gradient's reduction:
+    // a content key without who pays gives k and v q's edge, and the plans part.)
+    void edgesSharedAcrossStageGraphs_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("mesh");
+        QTest::newRow("gpt, 4x2") << QString("gpt") << QString("4x2");
+        QTest::newRow("gpt, 2x2x2x2") << QString("gpt") << QString("2x2x2x2");
+        QTest::newRow("gemma, 4x2") << QString("gemma") << QString("4x2");
+        // As many key and value heads as query heads: q, k and v are one class.
+        QTest::newRow("gemma with q, k, v alike, 4x2") << QString("gemma kv_heads=4") << QString("4x2");
+    }
+    void edgesSharedAcrossStageGraphs()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, mesh);
+        const bool gemma = model.startsWith("gemma");
+        PlanRequest base = gemma ? smallGemma(12, 16, mesh.toStdString()) : smallGpt(8, 16, mesh.toStdString());
+        if (model.contains(' ')) base.modelOptions.overrides.push_back(model.section(' ', 1).toStdString());
+        // Splits in whole periods (3 for the small Gemma, 1 for GPT).
+        const std::vector<std::vector<int>> splits =
+            gemma ? std::vector<std::vector<int>>{{6, 6}, {3, 9}, {9, 3}} : std::vector<std::vector<int>>{{4, 4}, {3, 5}, {6, 2}};
+        const std::shared_ptr<CrossGraphEdges> shared = makeCrossGraphEdges();
+        int solved = 0;
+        for (std::int64_t micro : {2, 4})
+            for (const auto& split : splits)
+                for (int stage : {0, 1}) {
+                    PlanRequest r = base;
+                    r.pipeline = 2;
+                    r.schedule = "1f1b";
+                    r.microBatch = micro;
+                    r.pipelineStage = stage;
+                    r.stageSplit = split;
+                    const auto ws = preparePlan(r);
+                    PlannerSession alone(*ws->costModel, ws->folded);
+                    PlannerSession sharing(*ws->costModel, ws->folded);
+                    sharing.useCrossGraphEdges(shared);
+                    // q, k and v split over their output features, their input not over that
+                    // axis: the input's gradient is partial, and q alone reduces it.
+                    if (gemma)
+                        for (PlannerSession* session : {&alone, &sharing})
+                            session->setLocks({parseLockRequest("layers.*/attn_norm=b=x"),
+                                               parseLockRequest("layers.*/attn/q=f=y"), parseLockRequest("layers.*/attn/k=f=y"),
+                                               parseLockRequest("layers.*/attn/v=f=y")});
+                    const SearchResult a = alone.solve(), b = sharing.solve();
+                    const QString where =
+                        QString("micro-batch %1, split %2,%3, stage %4").arg(micro).arg(split[0]).arg(split[1]).arg(stage);
+                    QVERIFY2(a.breakdown.stepSeconds == b.breakdown.stepSeconds,
+                             qPrintable(where + QString(": %1 vs %2 s")
+                                                    .arg(a.breakdown.stepSeconds, 0, 'g', 17)
+                                                    .arg(b.breakdown.stepSeconds, 0, 'g', 17)));
+                    QVERIFY2(a.breakdown.perDeviceBytes == b.breakdown.perDeviceBytes, qPrintable(where));
+                    // The search's own sum, from the edges it read (the breakdown re-costs the plan).
+                    QVERIFY2(a.searchedStepSeconds == b.searchedStepSeconds,
+                             qPrintable(where + QString(": searched %1 vs %2 s")
+                                                    .arg(a.searchedStepSeconds, 0, 'g', 17)
+                                                    .arg(b.searchedStepSeconds, 0, 'g', 17)));
+                    QVERIFY2(a.strategyOfOp == b.strategyOfOp, qPrintable(where));
+                    ++solved;
+                }
+        QCOMPARE(solved, 12);
+    }
+
+    // A planner asked again under other links keeps the chosen pipeline's stage planners; their
+    // edges shared across stage graphs must be the new links' (a stale CrossGraphEdges prices
+    // the new request's edges at the old bandwidth).
+    void edgesSharedAcrossStageGraphsFollowTheLinks()
+    {
+        PlanRequest r = smallGpt(8, 16, "4x2");
+        r.pipeline = 2;
+        r.schedule = "1f1b";
+        r.microBatch = 2;
+        Planner reused;
+        reused.plan(r);
+        r.intraNodeGBps = 20; // a thirtieth of the preset's NVLink: the edges cost more
+        const PlannerResult again = reused.plan(r), fresh = Planner().plan(r);
+        QVERIFY(again.pipeline && fresh.pipeline);
+        QCOMPARE(again.pipeline->stages.size(), fresh.pipeline->stages.size());
+        for (size_t i = 0; i < fresh.pipeline->stages.size(); ++i) {
+            const SearchResult &a = again.pipeline->stages[i].result, &b = fresh.pipeline->stages[i].result;
+            QCOMPARE(a.searchedStepSeconds, b.searchedStepSeconds);
+            QCOMPARE(a.breakdown.stepSeconds, b.breakdown.stepSeconds);
+        }
+    }
+
     void sendsWithAndWithoutScatterGather_data()
     {
         QTest::addColumn<QString>("baseline");

@@ -109,6 +109,7 @@ struct OpClass {
     std::vector<std::vector<AxisMask>> inGradPartial;
     std::vector<GemmDim> gemmDims; ///< per loop, for a gemm (gemmDimsOf)
     bool view = false;          ///< moves no data (isView)
+    std::string key;            ///< classKey: what makes two ops one class, in any graph
     double forwardFlops = 0;    ///< of the whole op, on one device
 };
 
@@ -541,6 +542,7 @@ void CostModel::Impl::build()
         if (inserted) {
             OpClass c;
             c.kind = op.kind;
+            c.key = key;
             c.sig = sig;
             c.facts = std::move(f);
             for (auto t : op.inputs) c.inShapes.push_back(graph.tensor(t).shape);
@@ -1233,6 +1235,20 @@ std::vector<CollectiveCall> CostModel::edgePlan(const TensorSpec& produced, OpId
         calls.insert(calls.end(), back.begin(), back.end());
     }
     return calls;
+}
+
+std::string CostModel::edgeContentKey(OpId producer, int slot, OpId consumer, int input) const
+{
+    const auto& im = *impl_;
+    const TensorId tid = im.graph.op(consumer).inputs.at(static_cast<size_t>(input));
+    // The classes hold the shapes, dtypes, the flags edgeRepeat reads (batch, routed) and every
+    // strategy's specs; the rest is the graph's: who pays the gradient's reduction, the matmuls
+    // reading the tensor (--tp-overlap) and the graph's batch.
+    KeyBuilder k;
+    k << im.cls(producer).key << '#' << slot << '#' << im.cls(consumer).key << '#' << input << '#'
+      << (im.paysGradientReduction(tid, consumer, input) ? 'p' : '-') << (im.settings.training ? 't' : '-')
+      << im.matmulReaders[static_cast<size_t>(tid)] << '#' << im.graphBatch;
+    return std::move(k.text);
 }
 
 std::vector<std::vector<CollectiveCall>> CostModel::edgePlans(std::span<const TensorSpec> produced, OpId consumer, int input,

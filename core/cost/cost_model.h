@@ -292,6 +292,10 @@ public:
     /// derived from one structure plans them alike), then their time under this model's
     /// settings (a batch tensor's are paid once per micro-batch, and overlap).
     std::vector<CollectiveCall> edgePlan(const TensorSpec& produced, OpId consumer, int input, int s) const;
+    /// What an op-to-op edge's plans (edgePlans from the producer's specs into every consumer
+    /// strategy) and their costs (edgeSeconds) depend on besides the mesh, hardware and
+    /// settings, as text: equal keys in two graphs costed alike give equal plans and costs.
+    std::string edgeContentKey(OpId producer, int slot, OpId consumer, int input) const;
     /// edgePlan from each of `produced` into each of the consumer's first `strategies`
     /// strategies, by spec then strategy: planned once per spec and distinct input layout of
     /// the consumer (strategies that read the input alike share a plan).

@@ -124,6 +124,20 @@ std::string workspaceKeyOf(const PlanRequest& r)
     return std::move(key.text);
 }
 
+/// What every combination of one request shares (workspaceKeyOf without the ZeRO layout, the
+/// micro-batch and the pipeline schedule): the slots of a planner, and their caches, are of one
+/// family at a time.
+std::string familyKeyOf(PlanRequest neutral)
+{
+    neutral.zero = 0;
+    neutral.microBatch = 0;
+    neutral.zeroShard = "all";
+    neutral.reshardAfterForward = "on";
+    neutral.schedule = "1f1b";
+    neutral.pipelineBound = false;
+    return workspaceKeyOf(neutral);
+}
+
 double memoryLimitOf(const PlanRequest& request)
 {
     if (request.memoryLimit.empty()) return 0;
@@ -640,7 +654,12 @@ struct Planner::State {
     /// A pipelined request's planners, one per stage request it makes (model key: the stages,
     /// schedule and stage; mesh, hardware), kept between requests (Planner::planStages).
     std::map<std::string, std::unique_ptr<Planner>> stagePlanners;
-    std::mutex stagePlannersMutex; ///< the pipeline search's workers add stage planners
+    /// The edges the stage planners of one stage count share across their graphs, by the
+    /// family of their requests with the stage left out (Planner::stagePlanner).
+    std::map<std::string, std::shared_ptr<CrossGraphEdges>> crossGraphs;
+    std::mutex stagePlannersMutex; ///< the pipeline search's workers add stage planners (and crossGraphs)
+    /// A stage planner's: its stage count's edges across graphs (null for other planners).
+    std::shared_ptr<CrossGraphEdges> crossGraph;
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
 
@@ -691,7 +710,10 @@ struct Planner::State {
     {
         if (!slot.session) {
             auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded, caches);
-            if (!caches) caches = session->sharedCaches();
+            if (!caches) {
+                caches = session->sharedCaches();
+                if (crossGraph) session->useCrossGraphEdges(crossGraph);
+            }
             slot.session = std::move(session);
         }
         return *slot.session;
@@ -828,14 +850,7 @@ struct Planner::State {
     /// Slots hold one model's workspaces; another model (or mesh, hardware, ...) starts afresh.
     void useFamilyOf(const PlanRequest& request)
     {
-        PlanRequest neutral = request;
-        neutral.zero = 0;
-        neutral.microBatch = 0;
-        neutral.zeroShard = "all";
-        neutral.reshardAfterForward = "on";
-        neutral.schedule = "1f1b";
-        neutral.pipelineBound = false;
-        const std::string family = workspaceKeyOf(neutral);
+        const std::string family = familyKeyOf(request);
         if (family == modelKey) return;
         slots.clear();
         lastChoice.clear();
@@ -1651,6 +1666,16 @@ Planner& Planner::stagePlanner(const PlanRequest& stageRequest)
     std::lock_guard<std::mutex> lock(s.stagePlannersMutex);
     auto& planner = s.stagePlanners[modelKeyOf(stageRequest) + "|" + stageRequest.mesh + "|" + stageRequest.hardware];
     if (!planner) planner = std::make_unique<Planner>();
+    // The stage graphs of one stage count repeat the same layers on the same stage mesh, each
+    // with its own ops: their edges are shared by content (CrossGraphEdges), within the family
+    // of this request (a kept planner asked under other links or dtypes starts its caches
+    // afresh, State::useFamilyOf, and takes this family's).
+    PlanRequest anyStage = stageRequest;
+    anyStage.pipelineStage = -1;
+    anyStage.stageSplit.clear();
+    auto& cross = s.crossGraphs[familyKeyOf(anyStage)];
+    if (!cross) cross = makeCrossGraphEdges();
+    planner->state_->crossGraph = cross;
     return *planner; // a map's elements stay where they are while others are added
 }
 
@@ -2094,6 +2119,7 @@ PlannerResult Planner::planPipeline(const PlanRequest& request, const std::atomi
         const bool keep = std::any_of(kept.begin(), kept.end(), [&](const std::string& k) { return it->first.find(k) != std::string::npos; });
         it = keep ? std::next(it) : s.stagePlanners.erase(it);
     }
+    s.crossGraphs.clear(); // the kept planners keep theirs
     if (flat && !flat->result.bounded &&
         (!best || (flat->result.fits && (!fitsAll(*best) || flat->result.breakdown.stepSeconds <= best->stepSeconds))))
         return std::move(*flat);

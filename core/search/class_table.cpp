@@ -479,6 +479,20 @@ const EdgePlans& plannedEdges(const CostModel& model, std::span<const TensorSpec
     return shared->findOrMake(shared->*cache, key, planAll);
 }
 
+/// The plans of the edge of `contentKey` from the cross-graph cache, made by `make` outside its
+/// lock when missing (entries never change or go once made: the reference stays good).
+template <class Make>
+const EdgePlans& crossGraphPlans(CrossGraphEdges& cross, const std::string& contentKey, Make&& make)
+{
+    {
+        std::lock_guard<std::mutex> lock(cross.mutex);
+        if (auto it = cross.plans.find(contentKey); it != cross.plans.end()) return it->second;
+    }
+    EdgePlans made = make();
+    std::lock_guard<std::mutex> lock(cross.mutex);
+    return cross.plans.emplace(contentKey, std::move(made)).first->second;
+}
+
 } // namespace
 
 Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int consumerVar, OpId consumer, int input,
@@ -492,10 +506,29 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
                                      model.settings().pipelineStages, keyOp(src.producer), src.slot, keyOp(consumer), input,
                                      producerVar < consumerVar, part);
     throwIfCancelled(); // one class's edges can take seconds on a 4-axis mesh
+    std::shared_ptr<CrossGraphEdges> cross;
     if (!flat) {
         std::lock_guard<std::mutex> lock(caches->mutex);
         if (auto hit = caches->edgeCache.find(key); hit != caches->edgeCache.end()) {
             f.values = hit->second;
+            return f;
+        }
+        cross = caches->crossGraph;
+    }
+    // Another graph of the family may have planned and priced the same edge (a pipeline's
+    // stage graphs: CrossGraphEdges).
+    const std::string contentKey = cross ? model.edgeContentKey(src.producer, src.slot, consumer, input) : std::string();
+    auto valueKey = [&](EdgePart p) {
+        return contentKey + '|' + edgeRegimeKey(model.settings()) + (producerVar < consumerVar ? '<' : '>') +
+               static_cast<char>('0' + static_cast<int>(p));
+    };
+    if (cross) {
+        std::unique_lock<std::mutex> lock(cross->mutex);
+        if (auto hit = cross->values.find(valueKey(part)); hit != cross->values.end()) {
+            f.values = hit->second;
+            lock.unlock();
+            std::lock_guard<std::mutex> own(caches->mutex);
+            caches->edgeCache.emplace(key, f.values);
             return f;
         }
     }
@@ -505,9 +538,10 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
     // producer's strategies; the other part is cached too (full-mode tables ask for it).
     std::vector<double> exposed(ps.specs.size() * static_cast<size_t>(nc)), forward(exposed.size());
     EdgePlans unshared;
-    const EdgePlans& plans = plannedEdges(model, ps.specs, consumer, input, nc, flat ? nullptr : caches.get(),
-                                          &SharedSearchCaches::edgePlans,
-                                          std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input), unshared);
+    const EdgePlans& plans =
+        cross ? crossGraphPlans(*cross, contentKey, [&] { return model.edgePlans(ps.specs, consumer, input, nc); })
+              : plannedEdges(model, ps.specs, consumer, input, nc, flat ? nullptr : caches.get(), &SharedSearchCaches::edgePlans,
+                             std::make_tuple(keyOp(src.producer), src.slot, keyOp(consumer), input), unshared);
     for (size_t v = 0; v < ps.specs.size(); ++v)
         for (int c = 0; c < nc; ++c) {
             const size_t at = v * static_cast<size_t>(nc) + static_cast<size_t>(c);
@@ -531,6 +565,11 @@ Factor PlannerSession::Impl::edgeFromOp(int producerVar, TensorOrigin src, int c
         auto otherKey = key;
         std::get<8>(otherKey) = other;
         std::vector<double> otherValues = spread(part == EdgePart::Exposed ? forward : exposed);
+        if (cross) {
+            std::lock_guard<std::mutex> lock(cross->mutex);
+            cross->values.emplace(valueKey(part), f.values);
+            cross->values.emplace(valueKey(other), otherValues);
+        }
         std::lock_guard<std::mutex> lock(caches->mutex);
         caches->edgeCache.emplace(key, f.values);
         caches->edgeCache.emplace(otherKey, std::move(otherValues));

@@ -107,7 +107,15 @@ struct SearchResult {
 };
 
 struct SharedSearchCaches;
+struct CrossGraphEdges;
 enum class EliminationOrderRule; // core/search/factor.h
+
+/// An empty cache of op-to-op resharding edges keyed by their content (CostModel::edgeContentKey)
+/// rather than by op: for the sessions of several graphs over one mesh, hardware and settings
+/// family whose ops repeat (a pipeline's stage graphs, which differ in their layer counts), so
+/// that an edge between layers is planned and priced once for all of them (core/plan/planner.cpp,
+/// Planner::stagePlanner). Give it with PlannerSession::useCrossGraphEdges.
+std::shared_ptr<CrossGraphEdges> makeCrossGraphEdges();
 
 /// Keeps a folded graph and the solved block tables between solves, so that an edit (a lock,
 /// the memory limit) re-solves only the classes it touches and re-stitches.
@@ -184,6 +192,11 @@ public:
     /// links and strategies and differs only in node costs (the micro-batch, the ZeRO stage:
     /// Planner's combinations). Throws std::logic_error for another graph, mesh or strategy set.
     void useSharedCaches(std::shared_ptr<SharedSearchCaches> caches);
+    /// Reads and fills `edges` (makeCrossGraphEdges) besides this graph's own caches, and so do
+    /// the sessions sharing them (useSharedCaches). Only sessions whose cost models share the
+    /// mesh, hardware, links, mode, dtypes and overlap settings may share one: an edge's key
+    /// holds what differs between graphs and models derived from one structure, not those.
+    void useCrossGraphEdges(std::shared_ptr<CrossGraphEdges> edges);
 
     const CostModel& model() const;
     const FoldedGraph& folded() const;

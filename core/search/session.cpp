@@ -154,6 +154,14 @@ void PlannerSession::setCancelFlag(const std::atomic<bool>* cancel) { impl_->can
 void PlannerSession::setProgress(SearchProgress* progress) { impl_->progress = progress; }
 std::shared_ptr<SharedSearchCaches> PlannerSession::sharedCaches() const { return impl_->caches; }
 
+std::shared_ptr<CrossGraphEdges> makeCrossGraphEdges() { return std::make_shared<CrossGraphEdges>(); }
+
+void PlannerSession::useCrossGraphEdges(std::shared_ptr<CrossGraphEdges> edges)
+{
+    std::lock_guard<std::mutex> lock(impl_->caches->mutex);
+    impl_->caches->crossGraph = std::move(edges);
+}
+
 void PlannerSession::useSharedCaches(std::shared_ptr<SharedSearchCaches> caches)
 {
     // What the caches were derived from, checked as far as is cheap: op count, mesh, strategy counts.

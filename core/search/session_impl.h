@@ -36,8 +36,17 @@ enum class EdgePart : std::uint8_t { Exposed, RecomputedForward };
 /// What edge costs depend on besides the graph and mesh: the micro-batch and the pipeline bubble.
 std::string edgeRegimeKey(const CostSettings& settings);
 
+/// Op-to-op edges by content (CostModel::edgeContentKey), shared by the sessions of several
+/// graphs (makeCrossGraphEdges): the collectives, and the costs per edge regime, direction and part.
+struct CrossGraphEdges {
+    std::mutex mutex;
+    std::map<std::string, std::vector<std::vector<CollectiveCall>>> plans; ///< by content key
+    std::map<std::string, std::vector<double>> values;                     ///< by content key, edge regime, direction and part
+};
+
 struct SharedSearchCaches {
     std::string fingerprint; ///< mesh and strategy counts of the sessions sharing it
+    std::shared_ptr<CrossGraphEdges> crossGraph; ///< null unless given (useCrossGraphEdges)
     std::map<std::pair<OpId, int>, search::ProducerSpecs> producerSpecCache;
     // Edge costs depend on the micro-batch (a batch tensor's collectives run once per
     // micro-batch: CostModel::edgeCost) and on a pipeline's bubble (those collectives are paid
