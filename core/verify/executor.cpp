@@ -262,22 +262,39 @@ void evalMap(const Op& op, const Signature& sig, const OpSemantics& sem, const s
     });
 }
 
+/// What a contraction's forward and backward both read: which loops the output has, each
+/// input's and the output's addressing, the scale, how many inputs multiply, and the gather
+/// loop of a lookup (-1 for none; `gather` requires one and a table).
+struct ContractionFrame {
+    std::vector<bool> isOut;
+    std::vector<Addressing> in;
+    Addressing o;
+    double scale = 1;
+    size_t mult = 0;
+    int gatherLoop = -1;
+};
+
+ContractionFrame contractionFrame(const Op& op, const Signature& sig, const OpSemantics& sem,
+                                  const std::vector<const Block*>& inputs, const Block& out, bool gather)
+{
+    ContractionFrame f{outputLoops(sig), {}, addressing(sig.outputs[0], sig, out)};
+    for (size_t i = 0; i < op.inputs.size(); ++i) f.in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
+    f.scale = contractionScale(op, sig, f.isOut);
+    f.mult = std::min<size_t>(static_cast<size_t>(std::max(sem.multiplicands, 0)), f.in.size());
+    for (size_t l = 0; l < sig.loops.size(); ++l)
+        if (sig.loops[l].role == DimRole::Gather) f.gatherLoop = static_cast<int>(l);
+    if (gather && (f.gatherLoop < 0 || f.in.size() < 2))
+        throw InputError(context(op) + ": a lookup needs a gather loop and a table");
+    return f;
+}
+
 // Sum over the non-output loops. Inputs beyond `multiplicands` (a bias) are added once per
 // output element: by the device whose slice of every summed loop starts at 0, so that the
 // partial sums of a split contraction still add up to the true value.
 void evalContract(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
                   const std::vector<const Block*>& inputs, Block& out, bool gather)
 {
-    const auto isOut = outputLoops(sig);
-    std::vector<Addressing> in;
-    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
-    const Addressing o = addressing(sig.outputs[0], sig, out);
-    const double scale = contractionScale(op, sig, isOut);
-    const size_t mult = std::min<size_t>(static_cast<size_t>(std::max(sem.multiplicands, 0)), in.size());
-    int gatherLoop = -1;
-    for (size_t l = 0; l < sig.loops.size(); ++l)
-        if (sig.loops[l].role == DimRole::Gather) gatherLoop = static_cast<int>(l);
-    if (gather && (gatherLoop < 0 || in.size() < 2)) throw InputError(context(op) + ": a lookup needs a gather loop and a table");
+    const auto [isOut, in, o, scale, mult, gatherLoop] = contractionFrame(op, sig, sem, inputs, out, gather);
     std::vector<double> acc(out.data.size(), 0.0);
     forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
         const auto off = static_cast<size_t>(o.at(idx));
@@ -661,16 +678,7 @@ void backMap(const Op& op, const Signature& sig, const OpSemantics& sem, const s
 void backContract(const Op& op, const Signature& sig, const OpSemantics& sem, const std::vector<Range>& loops,
                   const std::vector<const Block*>& inputs, const Block& dOut, Grads& gr, bool gather)
 {
-    const auto isOut = outputLoops(sig);
-    std::vector<Addressing> in;
-    for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(addressing(sig.inputs[i], sig, input(inputs, i, op)));
-    const Addressing o = addressing(sig.outputs[0], sig, dOut);
-    const double scale = contractionScale(op, sig, isOut);
-    const size_t mult = std::min<size_t>(static_cast<size_t>(std::max(sem.multiplicands, 0)), in.size());
-    int gatherLoop = -1;
-    for (size_t l = 0; l < sig.loops.size(); ++l)
-        if (sig.loops[l].role == DimRole::Gather) gatherLoop = static_cast<int>(l);
-    if (gather && (gatherLoop < 0 || in.size() < 2)) throw InputError(context(op) + ": a lookup needs a gather loop and a table");
+    const auto [isOut, in, o, scale, mult, gatherLoop] = contractionFrame(op, sig, sem, inputs, dOut, gather);
     forEachPoint(loops, [&](const std::vector<std::int64_t>& idx) {
         const double dy = dOut.data[static_cast<size_t>(o.at(idx))];
         if (gather) {
