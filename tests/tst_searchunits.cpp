@@ -68,6 +68,30 @@ private slots:
         QCOMPARE(c.v, expected);
     }
 
+    // multiply takes four rows of B a pass over the finite entries of a row of A, then the rest
+    // one by one: on random matrices of 1 to 13 states (every remainder of four), a fifth of the
+    // entries infinite, it equals the min-plus product written out.
+    void minPlusProductEqualsTheDefinition()
+    {
+        std::mt19937 rng(5);
+        for (int n = 1; n <= 13; ++n) {
+            auto randomMatrix = [&] {
+                std::vector<double> v;
+                for (int i = 0; i < n * n; ++i) v.push_back(rng() % 5 == 0 ? inf : static_cast<double>(rng() % 50) / 4);
+                return matrix(n, v);
+            };
+            const MinPlus a = randomMatrix(), b = randomMatrix();
+            const MinPlus c = multiply(a, b);
+            const auto at = [n](const MinPlus& m, int i, int j) { return m.v[static_cast<size_t>(i * n + j)]; };
+            for (int i = 0; i < n; ++i)
+                for (int j = 0; j < n; ++j) {
+                    double least = inf;
+                    for (int m = 0; m < n; ++m) least = std::min(least, at(a, i, m) + at(b, m, j));
+                    QCOMPARE(at(c, i, j), least);
+                }
+        }
+    }
+
     // M = [[2 5] [1 4]] (a step's cost from state i to j).
     //   M^2 = [[min(2+2, 5+1), min(2+5, 5+4)] [min(1+2, 4+1), min(1+5, 4+4)]] = [[4 7] [3 6]]
     //   M^3 = M * M^2 = [[min(2+4, 5+3), min(2+7, 5+6)] [min(1+4, 4+3), min(1+7, 4+6)]] = [[6 9] [5 8]]
@@ -329,7 +353,7 @@ private slots:
     }
 
     // Eliminating a variable takes, for each neighbour value, the least sum and the FIRST value
-    // reaching it (core/search/factor.cpp keeps minima in lanes of two and four: a tie across
+    // reaching it (core/search/factor.cpp keeps minima in two sets of four lanes: a tie across
     // lanes, inside one, in the tail after the lanes, and a row of infinities must all give the
     // first index, as a strict left-to-right scan does). Variable 0 (domain 2) is the neighbour;
     // variable 1 (the domain below) is eliminated; the unary factor over 1 is zero.
@@ -351,6 +375,18 @@ private slots:
         QTest::newRow("infinite row") << std::vector<double>{inf, inf, inf, inf, inf, inf}
                                       << std::vector<double>{inf, inf, inf, inf, inf, 8} << inf << 0 << 5;
         QTest::newRow("shorter than a lane") << std::vector<double>{2, 1, 1} << std::vector<double>{0, 0, 0} << 1.0 << 1 << 0;
+        // Two sets of four lanes take eight entries a round (x..x+3, x+4..x+7): 5 (the second
+        // set, lane 1) and 9 (the first set, lane 1, next round) tie in one lane of each set;
+        // 1 and 13 the other way round; 4 (the second set) and 8 (the first set's extra four
+        // after the rounds, n = 12).
+        QTest::newRow("tie across the sets, second first")
+            << std::vector<double>{7, 7, 7, 7, 7, 2, 7, 7, 7, 2, 7, 7, 7, 7, 7, 7}
+            << std::vector<double>{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7} << 2.0 << 5 << 0;
+        QTest::newRow("tie across the sets, first first")
+            << std::vector<double>{7, 2, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2, 7, 7}
+            << std::vector<double>{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0} << 2.0 << 1 << 15;
+        QTest::newRow("tie with the extra four") << std::vector<double>{9, 9, 9, 9, 1, 9, 9, 9, 1, 9, 9, 9}
+                                                 << std::vector<double>{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 4, 4} << 1.0 << 4 << 10;
     }
     void eliminationTakesTheFirstLeast()
     {
@@ -371,6 +407,35 @@ private slots:
         decode(r, {2, n}, assignment);
         QCOMPARE(assignment[1], first1);
     }
+    // The same on random rows of every length from 1 to 40, with values from 0 to 3 and some
+    // infinite (many ties, in every lane and the tail): each step's least and first value is
+    // the one a strict left-to-right scan finds.
+    void eliminationTakesTheFirstLeastOnRandomRows()
+    {
+        std::mt19937 rng(11);
+        for (int n = 1; n <= 40; ++n)
+            for (int trial = 0; trial < 20; ++trial) {
+                Factor pair{{0, 1}, {}};
+                for (int i = 0; i < 2 * n; ++i) pair.values.push_back(rng() % 6 == 0 ? inf : static_cast<double>(rng() % 4));
+                Factor unary{{1}, {}};
+                for (int i = 0; i < n; ++i) unary.values.push_back(static_cast<double>(rng() % 2));
+                const EliminationResult r = eliminate({pair, unary}, {2, n}, {0});
+                for (size_t row = 0; row < 2; ++row) {
+                    double least = inf;
+                    int first = 0;
+                    for (int x = 0; x < n; ++x)
+                        if (const double v = pair.values[row * static_cast<size_t>(n) + static_cast<size_t>(x)] +
+                                             unary.values[static_cast<size_t>(x)];
+                            v < least) {
+                            least = v;
+                            first = x;
+                        }
+                    QCOMPARE(r.remaining.values[row], least);
+                    QCOMPARE(r.steps[0].argmin[row], first);
+                }
+            }
+    }
+
     // Factors over the same variables (an edge and its recomputed copy) are summed before
     // elimination (core/search/factor.cpp mergeSameScopes): the sum, not either one, is
     // minimised. Keep 0, eliminate 1 (both domain 2); by hand: f + g = {9, 5, 5, 9} and the unary

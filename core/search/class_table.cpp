@@ -441,9 +441,9 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
     std::vector<int> digits, assignment(solve.domains.size(), 0), entry(ct.dims.size(), 0);
     const auto& remaining = solve.elimination.remaining;
     const size_t firstOut = ct.firstOutputDim();
-    for (std::size_t r = 0; r < remaining.values.size(); ++r) {
+    unravel(0, keepDims, digits);
+    for (std::size_t r = 0; r < remaining.values.size(); ++r, advance(digits, keepDims)) {
         if (remaining.values[r] == kInfinity) continue;
-        unravel(r, keepDims, digits);
         for (size_t p = 0; p < keep.size(); ++p) assignment[static_cast<size_t>(keep[p])] = digits[p];
         for (size_t k = 0; k < rep.inputs.size(); ++k)
             if (ct.inputDim[k] >= 0) entry[static_cast<size_t>(ct.inputDim[k])] = assignment[static_cast<size_t>(ct.inputVar[k])];

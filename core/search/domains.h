@@ -45,6 +45,16 @@ inline void unravel(std::size_t index, const std::vector<int>& dims, std::vector
     }
 }
 
+/// The digits of the next row-major index (last fastest), in place: a loop over every entry of a
+/// table steps its digits with this instead of dividing the index anew each time.
+inline void advance(std::vector<int>& digits, const std::vector<int>& dims)
+{
+    for (std::size_t k = dims.size(); k-- > 0;) {
+        if (++digits[k] < dims[k]) return;
+        digits[k] = 0;
+    }
+}
+
 /// The row-major index of digits over `dims` (unravel's inverse).
 inline std::size_t ravel(const std::vector<int>& digits, const std::vector<int>& dims)
 {

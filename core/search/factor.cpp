@@ -161,37 +161,73 @@ Access accessOf(const Factor* f, int var, const std::vector<int>& neighbours, co
     for (size_t x = 0; x < sum.size(); ++x) sum[x] += slice[x];
 }
 
-/// Four doubles side by side (GCC vector extensions: one AVX2 register, or two SSE2 ones).
+/// Four doubles side by side (GCC vector extensions: one AVX2 register, or two SSE2 ones), and
+/// four indices beside them.
 using Lanes = double __attribute__((vector_size(32)));
+using LaneIndex = std::int64_t __attribute__((vector_size(32)));
 
 /// The least of a[x] + b[x] (kWithB false: a[x]) and its first x (0 when every one is infinite,
-/// as a strict scan gives). The least is found four lanes at a time with no index kept (a
-/// minimum needs no order), then its first x by a scan that stops there: the same sums, so the
-/// same x as a strict scan.
+/// as a strict scan gives). Each lane keeps its least and the first x that reached it (a strict
+/// comparison keeps the earlier of equals); the least of the lanes, on a tie the smallest x, is
+/// then the first x of the least: the same sums and the same x as a strict scan, in one pass (a
+/// second scan for the x, docs/PERFORMANCE.md, "The kernel's least in one pass", cost more).
 template <bool kWithB>
 [[gnu::always_inline]] inline std::pair<double, int> leastOfLanes(const double* a, const double* b, size_t n)
 {
     auto at = [&](size_t x) { return kWithB ? a[x] + b[x] : a[x]; };
-    double best = kInfinity;
-    size_t x = 0;
-    if (n >= 4) {
-        Lanes least = {kInfinity, kInfinity, kInfinity, kInfinity};
-        for (; x + 4 <= n; x += 4) {
-            Lanes v;
-            std::memcpy(&v, a + x, sizeof v);
-            if constexpr (kWithB) {
-                Lanes w;
-                std::memcpy(&w, b + x, sizeof w);
-                v += w;
-            }
-            least = v < least ? v : least;
+    // Vectors are passed by reference: the plain build has no AVX registers to pass them in.
+    auto load = [&](size_t x, Lanes& v) {
+        std::memcpy(&v, a + x, sizeof v);
+        if constexpr (kWithB) {
+            Lanes w;
+            std::memcpy(&w, b + x, sizeof w);
+            v += w;
         }
-        for (int j = 0; j < 4; ++j) best = std::min(best, least[j]);
+    };
+    struct Running {
+        Lanes least = {kInfinity, kInfinity, kInfinity, kInfinity};
+        LaneIndex where = {0, 0, 0, 0};
+        void take(const Lanes& v, const LaneIndex& index)
+        {
+            const LaneIndex lower = v < least;
+            least = lower ? v : least;
+            where = lower ? index : where;
+        }
+    };
+    // Two running sets, eight entries a round: one set's compare-and-blend waits on its last
+    // round, so two in flight keep the vector units busy.
+    Running even, odd;
+    LaneIndex index = {0, 1, 2, 3};
+    size_t x = 0;
+    Lanes v, w;
+    for (; x + 8 <= n; x += 8, index += 8) {
+        load(x, v);
+        load(x + 4, w);
+        even.take(v, index);
+        odd.take(w, index + 4);
     }
-    for (; x < n; ++x) best = std::min(best, at(x));
-    for (size_t first = 0; first < n; ++first)
-        if (at(first) == best) return {best, static_cast<int>(first)};
-    return {best, 0};
+    if (x + 4 <= n) {
+        load(x, v);
+        even.take(v, index);
+        x += 4;
+    }
+    // The odd set into the even, lane by lane (on a tie the earlier x), then the four lanes.
+    const LaneIndex oddFirst = (odd.least < even.least) | ((odd.least == even.least) & (odd.where < even.where));
+    even.least = oddFirst ? odd.least : even.least;
+    even.where = oddFirst ? odd.where : even.where;
+    double best = kInfinity;
+    std::int64_t first = 0;
+    for (int j = 0; j < 4; ++j)
+        if (even.least[j] < best || (even.least[j] == best && even.where[j] < first)) {
+            best = even.least[j];
+            first = even.where[j];
+        }
+    for (; x < n; ++x)
+        if (const double v = at(x); v < best) {
+            best = v;
+            first = static_cast<std::int64_t>(x);
+        }
+    return {best, static_cast<int>(first)};
 }
 
 [[gnu::always_inline]] inline std::pair<double, int> leastOf(const double* a, const double* b, size_t n)

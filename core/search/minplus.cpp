@@ -1,6 +1,7 @@
 #include "minplus.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "factor.h"
 #include "kernel_builds.h"
@@ -13,12 +14,29 @@ TP_KERNEL_BUILDS MinPlus multiply(const MinPlus& a, const MinPlus& b)
     c.n = a.n;
     const size_t n = static_cast<size_t>(a.n);
     c.v.assign(n * n, kInfinity);
+    std::vector<size_t> finite; // the m of row i with a finite left (an infinite one adds nothing)
+    finite.reserve(n);
     for (size_t i = 0; i < n; ++i) {
         double* out = c.v.data() + i * n;
-        for (size_t m = 0; m < n; ++m) {
-            const double left = a.v[i * n + m];
-            if (left == kInfinity) continue;
-            const double* right = b.v.data() + m * n;
+        const double* row = a.v.data() + i * n;
+        finite.clear();
+        for (size_t m = 0; m < n; ++m)
+            if (row[m] != kInfinity) finite.push_back(m);
+        // Four rows of b a pass: each out[j] is read and written once for four sums, not four
+        // times (a minimum over the same sums, in any order, is the same).
+        size_t f = 0;
+        for (; f + 4 <= finite.size(); f += 4) {
+            const double l0 = row[finite[f]], l1 = row[finite[f + 1]], l2 = row[finite[f + 2]], l3 = row[finite[f + 3]];
+            const double* r0 = b.v.data() + finite[f] * n;
+            const double* r1 = b.v.data() + finite[f + 1] * n;
+            const double* r2 = b.v.data() + finite[f + 2] * n;
+            const double* r3 = b.v.data() + finite[f + 3] * n;
+            for (size_t j = 0; j < n; ++j)
+                out[j] = std::min(std::min(std::min(out[j], l0 + r0[j]), std::min(l1 + r1[j], l2 + r2[j])), l3 + r3[j]);
+        }
+        for (; f < finite.size(); ++f) {
+            const double left = row[finite[f]];
+            const double* right = b.v.data() + finite[f] * n;
             for (size_t j = 0; j < n; ++j) out[j] = std::min(out[j], left + right[j]);
         }
     }
