@@ -200,8 +200,9 @@ public:
 
     const CostModel& model() const;
     const FoldedGraph& folded() const;
-    /// Bytes held by the cached class tables (bounded by the cache; for a caller keeping many
-    /// sessions to weigh against its own budget).
+    /// Bytes held between solves: the cached class tables (bounded by the cache) and any chain
+    /// powers (none once a solve has decoded); for a caller keeping many sessions to weigh
+    /// against its own budget.
     double cachedBytes() const;
 
 private:

@@ -178,7 +178,13 @@ void PlannerSession::useSharedCaches(std::shared_ptr<SharedSearchCaches> caches)
     ++impl_->solveInputs;
 }
 
-double PlannerSession::cachedBytes() const { return impl_->modeCache.bytes(); }
+double PlannerSession::cachedBytes() const
+{
+    double chains = 0;
+    for (const auto& [key, tree] : impl_->chainPowers)
+        for (const auto& node : tree.first) chains += static_cast<double>(node.v.size() * sizeof(double));
+    return impl_->modeCache.bytes() + chains;
+}
 
 void PlannerSession::setStopAbove(double seconds) { impl_->stopAbove = seconds; }
 

@@ -128,6 +128,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
     EliminationResult eliminated =
         eliminate(std::move(factors), topDomain, {}, threadCount(), substituteWorth, orderRule, stopWhen);
     if (eliminated.stopped) {
+        releaseChainPowers();
         attempt.stopped = true;
         result.objective = eliminated.lowerBound;
         result.lambda = lambda;
@@ -142,6 +143,7 @@ PlannerSession::Impl::Attempt PlannerSession::Impl::solveAt(double lambda, bool 
 
     decodeInlined(top, assignment, attempt);
     for (const auto& item : top.items) decodeItem(item, assignment, attempt);
+    releaseChainPowers();
     result.lambda = lambda;
     // Step time and memory of the decoded plan (the full breakdown comes later, once).
     result.breakdown.perDeviceBytes = decodedMemory;
