@@ -213,6 +213,70 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(std::logic_error, CostModel(base, copy, structural));
     }
 
+    // Models of two graphs given one ClassCostCache (a pipeline's stage graphs) cost every op as
+    // a model without it does, and take the first graph's class costs only where nothing they
+    // depend on differs: the settings (but the reader groups), the mesh, the hardware, the
+    // graph's batch (whose classes' shapes differ as well, so that row checks the costs more
+    // than the key). LLaMA-2 7B with 2 layers (20 classes), then each row's second graph and
+    // figures: none of its 20 classes found (40 held), or all (20).
+    void classCostsSharedAcrossGraphs_data()
+    {
+        QTest::addColumn<int>("layers");
+        QTest::addColumn<qint64>("batch");
+        QTest::addColumn<QString>("mesh");
+        QTest::addColumn<qint64>("microBatch");
+        QTest::addColumn<int>("zero");
+        QTest::addColumn<double>("bubble");
+        QTest::addColumn<bool>("shares"); ///< every class of the second graph found in the cache, or none
+        QTest::newRow("another graph of the same layers") << 2 << qint64(8) << "2x4" << qint64(0) << 0 << 0.0 << true;
+        QTest::newRow("a micro-batch") << 2 << qint64(8) << "2x4" << qint64(2) << 0 << 0.0 << false;
+        QTest::newRow("ZeRO 3") << 2 << qint64(8) << "2x4" << qint64(0) << 3 << 0.0 << false;
+        QTest::newRow("a pipeline's bubble") << 2 << qint64(8) << "2x4" << qint64(0) << 0 << 0.5 << false;
+        QTest::newRow("another mesh") << 2 << qint64(8) << "4x2" << qint64(0) << 0 << 0.0 << false;
+        QTest::newRow("another batch") << 2 << qint64(16) << "2x4" << qint64(0) << 0 << 0.0 << false;
+    }
+
+    void classCostsSharedAcrossGraphs()
+    {
+        QFETCH(int, layers);
+        QFETCH(qint64, batch);
+        QFETCH(QString, mesh);
+        QFETCH(qint64, microBatch);
+        QFETCH(int, zero);
+        QFETCH(double, bubble);
+        QFETCH(bool, shares);
+        auto llama = [](int n, std::int64_t b) {
+            ModelOptions o;
+            o.batch = b;
+            o.overrides = {"layers=" + std::to_string(n)};
+            return loadModel("llama2-7b", o);
+        };
+        const LoadedModel first = llama(2, 8), second = llama(layers, batch);
+        const Hardware hw = loadHardware("a100-80g-dgx");
+        const CostModel firstBase(first.graph, parseMesh("2x4", hw), hw);
+        const CostModel secondBase(second.graph, parseMesh(mesh.toStdString(), hw), hw);
+        const auto cache = makeClassCostCache();
+        const CostModel firstShared(firstBase, first.graph, CostSettings{}, cache);
+        const std::size_t afterFirst = classCostsHeld(*cache);
+        QVERIFY(afterFirst > 0);
+        CostSettings settings;
+        settings.microBatch = microBatch;
+        settings.zeroStage = zero;
+        settings.pipelineBubble = bubble;
+        settings.pipelineStages = bubble > 0 ? 2 : 1;
+        const CostModel shared(secondBase, second.graph, settings, cache), alone(secondBase, second.graph, settings);
+        for (const auto& op : second.graph.ops)
+            for (int st = 0; st < static_cast<int>(alone.strategies(op.id).size()); ++st)
+                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full, Recompute::Op}) {
+                    const OpCost& a = shared.opCost(op.id, st, r);
+                    const OpCost& b = alone.opCost(op.id, st, r);
+                    QCOMPARE(a.seconds(), b.seconds());
+                    QCOMPARE(a.memoryBytes(), b.memoryBytes());
+                    QCOMPARE(a.collectives.size(), b.collectives.size());
+                }
+        QCOMPARE(classCostsHeld(*cache), shares ? afterFirst : 2 * afterFirst);
+    }
+
     // Op-level recomputation (torchtitan's policy): of a LLaMA layer's seven weight matmuls in
     // order (q, k, v, out, gate, up, down) the first, third, fifth and seventh keep their outputs
     // and so does the FlashAttention kernel (its closing contraction, context: 8 * 32 * 4096 * 128

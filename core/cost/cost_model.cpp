@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -129,6 +131,44 @@ struct ClassCosts {
     std::vector<double> weightGradientSeconds;           // of backwardSeconds
 };
 
+} // namespace
+
+/// Class costs by class key, per (settings but the reader groups, mesh, hardware, graph batch).
+struct ClassCostCache {
+    struct Variant {
+        CostSettings settings; ///< readerGroupOfOp cleared
+        Mesh mesh;
+        Hardware hardware;
+        std::int64_t graphBatch = 0;
+        std::map<std::string, std::shared_ptr<const ClassCosts>> byClass;
+    };
+    std::mutex mutex;
+    std::deque<Variant> variants; ///< a deque: a variant stays where it is while others are added
+
+    /// The variant of a model's figures (under `mutex`), added when new. Settings are compared
+    /// whole (their defaulted ==), so a setting added later is part of the key by itself.
+    Variant& variantOf(const CostSettings& settings, const Mesh& mesh, const Hardware& hardware, std::int64_t graphBatch)
+    {
+        CostSettings probe = settings;
+        probe.readerGroupOfOp.clear();
+        for (auto& v : variants)
+            if (v.graphBatch == graphBatch && v.settings == probe && v.mesh == mesh && v.hardware == hardware) return v;
+        return variants.emplace_back(Variant{std::move(probe), mesh, hardware, graphBatch, {}});
+    }
+};
+
+std::shared_ptr<ClassCostCache> makeClassCostCache() { return std::make_shared<ClassCostCache>(); }
+
+std::size_t classCostsHeld(ClassCostCache& cache)
+{
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    std::size_t held = 0;
+    for (const auto& v : cache.variants) held += v.byClass.size();
+    return held;
+}
+
+namespace {
+
 // A matmul proper: two floating operands sharing a contracted loop (not a loss or a
 // reduction, whose contracted loops are sums over one operand).
 bool isGemm(const Signature& sig, const OpFacts& f)
@@ -169,7 +209,8 @@ struct CostModel::Impl {
     /// Shared, read-only, by the cost models derived from one structure: copying every
     /// strategy's specs per derived model cost as much as costing them.
     std::shared_ptr<const std::vector<OpClass>> classes;
-    std::vector<ClassCosts> costs; // per class
+    std::vector<std::shared_ptr<const ClassCosts>> costs; // per class
+    std::shared_ptr<ClassCostCache> sharedCosts;          ///< null: the model costs its classes itself
     std::vector<OpId> producer;                 // per tensor
     std::vector<int> producerSlot;              // per tensor: output index in its producer
     std::vector<std::pair<OpId, int>> firstUse; // per tensor: first (consumer, input) in id order
@@ -219,20 +260,42 @@ struct CostModel::Impl {
     {}
 
     const OpClass& cls(OpId op) const { return classes->at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
-    const ClassCosts& costsOf(OpId op) const { return costs.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
+    const ClassCosts& costsOf(OpId op) const { return *costs.at(static_cast<size_t>(classOf.at(static_cast<size_t>(op)))); }
     /// How the collectives of an edge into tensor `tid`, read laid out as `to`, repeat
     /// (EdgeRepeat, defined with CostModel::edgeSeconds).
     EdgeRepeat edgeRepeat(TensorId tid, const TensorSpec& to) const;
+    /// Every class's costs under the settings, those in sharedCosts taken from it.
     void costAllClasses()
     {
-        costs.assign(classes->size(), {});
-        for (size_t k = 0; k < classes->size(); ++k) {
-            costClass((*classes)[k], costs[k]);
-            std::vector<std::pair<double, double>> points;
-            for (const auto& modes : costs[k].cost)
-                for (const auto& mode : modes) points.emplace_back(mode.memoryBytes(), mode.seconds());
-            costs[k].hull = priceHull(std::move(points));
+        costs.assign(classes->size(), nullptr);
+        ClassCostCache::Variant* variant = nullptr;
+        if (sharedCosts) {
+            std::lock_guard<std::mutex> lock(sharedCosts->mutex);
+            variant = &sharedCosts->variantOf(settings, mesh, hw, graphBatch);
+            for (size_t k = 0; k < classes->size(); ++k)
+                if (auto it = variant->byClass.find((*classes)[k].key); it != variant->byClass.end()) costs[k] = it->second;
         }
+        std::vector<size_t> made;
+        for (size_t k = 0; k < classes->size(); ++k) {
+            if (costs[k]) continue;
+            costs[k] = costOf((*classes)[k]);
+            made.push_back(k);
+        }
+        if (!variant || made.empty()) return;
+        std::lock_guard<std::mutex> lock(sharedCosts->mutex);
+        for (size_t k : made)
+            variant->byClass.emplace((*classes)[k].key, costs[k]); // another thread's equal costs may be there first
+    }
+    /// One class's costs and the hull of its (memory, time) points.
+    std::shared_ptr<const ClassCosts> costOf(const OpClass& c) const
+    {
+        auto k = std::make_shared<ClassCosts>();
+        costClass(c, *k);
+        std::vector<std::pair<double, double>> points;
+        for (const auto& modes : k->cost)
+            for (const auto& mode : modes) points.emplace_back(mode.memoryBytes(), mode.seconds());
+        k->hull = priceHull(std::move(points));
+        return k;
     }
 
     void validateSettings() const;
@@ -966,7 +1029,12 @@ CostModel::CostModel(const Graph& graph, const Mesh& mesh, const Hardware& hardw
     impl_->build();
 }
 
-CostModel::CostModel(const CostModel& structure, const Graph& graph, CostSettings settings)
+CostModel::CostModel(const CostModel& structure, const Graph& graph, CostSettings settings) :
+    CostModel(structure, graph, std::move(settings), nullptr)
+{}
+
+CostModel::CostModel(const CostModel& structure, const Graph& graph, CostSettings settings,
+                     std::shared_ptr<ClassCostCache> shared)
 {
     const CostSettings& was = structure.settings();
     // What an op's class, strategies and specs depend on must be the same.
@@ -976,6 +1044,7 @@ CostModel::CostModel(const CostModel& structure, const Graph& graph, CostSetting
         graph.tensors.size() != structure.graph().tensors.size())
         throw std::logic_error("CostModel: a structural setting or the graph differs from the model it is derived from");
     impl_ = std::make_unique<Impl>(*structure.impl_, graph, std::move(settings));
+    impl_->sharedCosts = std::move(shared);
     impl_->validateSettings();
     impl_->costAllClasses();
 }
@@ -1090,7 +1159,7 @@ double CostModel::nodeDifferenceFloor(const CostModel& from, double price, const
     auto priced = [price](const OpCost& c) { return c.seconds() + (price > 0 ? price * c.memoryBytes() : 0.0); };
     double total = 0;
     for (const auto& [k, only, n] : choices.counts) {
-        const auto &mine = im.costs[static_cast<size_t>(k)].cost, &theirs = other.costs[static_cast<size_t>(k)].cost;
+        const auto &mine = im.costs[static_cast<size_t>(k)]->cost, &theirs = other.costs[static_cast<size_t>(k)]->cost;
         double least = std::numeric_limits<double>::infinity();
         for (size_t s = 0; s < mine.size(); ++s) {
             if (only >= 0 && static_cast<size_t>(only) != s) continue;
@@ -1124,7 +1193,7 @@ CostModel::Floor CostModel::floor(double limitBytes, const OpChoices& choices) c
     Floor out;
     double seconds = 0, bytes = 0; // of the choices at the current price
     for (const auto& [k, only, n] : choices.counts) {
-        const auto& costs = im.costs[static_cast<size_t>(k)];
+        const auto& costs = *im.costs[static_cast<size_t>(k)];
         if (only < 0) {
             hulls.push_back(&costs.hull);
         } else {

@@ -189,6 +189,16 @@ struct Breakdown {
     std::vector<CollectiveRecord> collectives; ///< in op-id order
 };
 
+/// Op classes' costs shared by the cost models of several graphs (a pipeline's stage graphs,
+/// which repeat the same layers with ops of their own): a class's costs depend on the class
+/// (its key), the settings but the reader groups, the mesh, the hardware and the graph's batch,
+/// not on the graph, so models given one cache cost each such class once. Safe to share
+/// between threads (makeClassCostCache).
+struct ClassCostCache;
+std::shared_ptr<ClassCostCache> makeClassCostCache();
+/// How many classes' costs the cache holds, over every settings variant.
+std::size_t classCostsHeld(ClassCostCache& cache);
+
 /// Built once per (graph, mesh, hardware, settings): every op's strategies and node costs are
 /// computed in the constructor (shared between ops with identical facts, e.g. the layers of a
 /// transformer), so all methods are const, allocation-light and safe to call from several
@@ -202,6 +212,8 @@ public:
     /// a setting the op classes depend on (training, kernel fusion, FlashAttention, the fused
     /// loss, reader groups) or the graph's size differs.
     CostModel(const CostModel& structure, const Graph& graph, CostSettings settings);
+    /// The same, its class costs found in or added to `shared` (ClassCostCache).
+    CostModel(const CostModel& structure, const Graph& graph, CostSettings settings, std::shared_ptr<ClassCostCache> shared);
     ~CostModel();
     CostModel(const CostModel&) = delete;
     CostModel& operator=(const CostModel&) = delete;

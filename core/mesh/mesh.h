@@ -84,6 +84,8 @@ struct MeshAxis {
     /// node over `nodeLink` first (core/cost/collectives.cpp).
     int membersPerNode = 1;
     LinkSpec nodeLink;
+
+    bool operator==(const MeshAxis&) const = default;
 };
 
 struct Mesh {
@@ -93,6 +95,8 @@ struct Mesh {
     int rank() const { return static_cast<int>(axes.size()); }
     std::string shapeText() const;                ///< "2x8"
     int axisIndex(const std::string& name) const; ///< -1 when absent
+
+    bool operator==(const Mesh&) const = default;
 };
 
 /// Parses "8", "2x8", "4x4x8" and assigns links from the hardware. Throws InputError.

@@ -244,12 +244,13 @@ namespace {
 /// The cost model of a workspace whose graph, hardware, mesh and fold are set, with the fold's
 /// reader groups and the model config's kernel settings; derived from `structure` (the model of
 /// another combination of the same graph) when given.
-void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* structure = nullptr)
+void attachCostModel(PlanWorkspace& ws, CostSettings settings, const CostModel* structure = nullptr,
+                     std::shared_ptr<ClassCostCache> classCosts = nullptr)
 {
     settings.readerGroupOfOp = readerGroupsOf(ws.folded);
     applyKernelSettings(settings, ws.model.config);
     const Graph& graph = ws.graphOwner ? ws.graphOwner->model.graph : ws.model.graph;
-    ws.costModel = structure ? std::make_unique<CostModel>(*structure, graph, std::move(settings))
+    ws.costModel = structure ? std::make_unique<CostModel>(*structure, graph, std::move(settings), std::move(classCosts))
                              : std::make_unique<CostModel>(graph, ws.mesh, ws.hardware, settings);
 }
 
@@ -644,6 +645,13 @@ private:
     std::thread thread_;
 };
 
+/// What the stage planners of one stage count share across their stage graphs: op-to-op edges
+/// and op classes' costs, by content.
+struct CrossGraphCaches {
+    std::shared_ptr<CrossGraphEdges> edges;
+    std::shared_ptr<ClassCostCache> classCosts;
+};
+
 struct Planner::State {
     std::map<std::string, std::unique_ptr<Slot>> slots; ///< by workspaceKeyOf, of the current model
     std::string modelKey;                               ///< what the slots were built for
@@ -654,12 +662,13 @@ struct Planner::State {
     /// A pipelined request's planners, one per stage request it makes (model key: the stages,
     /// schedule and stage; mesh, hardware), kept between requests (Planner::planStages).
     std::map<std::string, std::unique_ptr<Planner>> stagePlanners;
-    /// The edges the stage planners of one stage count share across their graphs, by the
-    /// family of their requests with the stage left out (Planner::stagePlanner).
-    std::map<std::string, std::shared_ptr<CrossGraphEdges>> crossGraphs;
+    /// What the stage planners of one stage count share across their graphs, by the family of
+    /// their requests with the stage left out (Planner::stagePlanner).
+    std::map<std::string, CrossGraphCaches> crossGraphs;
     std::mutex stagePlannersMutex; ///< the pipeline search's workers add stage planners (and crossGraphs)
-    /// A stage planner's: its stage count's edges across graphs (null for other planners).
-    std::shared_ptr<CrossGraphEdges> crossGraph;
+    /// A stage planner's: its stage count's edges and class costs across graphs (null for other
+    /// planners).
+    CrossGraphCaches crossGraph;
     const std::atomic<bool>* cancel = nullptr;
     SearchProgress* progress = nullptr;
 
@@ -690,7 +699,7 @@ struct Planner::State {
             auto ws = sharingGraphOf(first);
             if (concrete.pipeline > 1 && concrete.pipelineStage >= 0)
                 ws->stage.schedule = parseSchedule(concrete.pipeline, concrete.schedule);
-            attachCostModel(*ws, costSettingsOf(concrete), base.costModel.get());
+            attachCostModel(*ws, costSettingsOf(concrete), base.costModel.get(), crossGraph.classCosts);
             slot->workspace = std::move(ws);
         }
         slot->prepareMs = msSince(start);
@@ -712,7 +721,7 @@ struct Planner::State {
             auto session = std::make_unique<PlannerSession>(*slot.workspace->costModel, slot.workspace->folded, caches);
             if (!caches) {
                 caches = session->sharedCaches();
-                if (crossGraph) session->useCrossGraphEdges(crossGraph);
+                if (crossGraph.edges) session->useCrossGraphEdges(crossGraph.edges);
             }
             slot.session = std::move(session);
         }
@@ -1674,7 +1683,7 @@ Planner& Planner::stagePlanner(const PlanRequest& stageRequest)
     anyStage.pipelineStage = -1;
     anyStage.stageSplit.clear();
     auto& cross = s.crossGraphs[familyKeyOf(anyStage)];
-    if (!cross) cross = makeCrossGraphEdges();
+    if (!cross.edges) cross = {makeCrossGraphEdges(), makeClassCostCache()};
     planner->state_->crossGraph = cross;
     return *planner; // a map's elements stay where they are while others are added
 }
