@@ -24,11 +24,23 @@ Q_DECLARE_METATYPE(CollectiveKind)
 namespace {
 
 // A mesh with round numbers: x = 2 devices at 10 GB/s, y = 4 devices at 100 GB/s, no latency.
+/// A mesh axis of `size` devices over a link of this bandwidth and latency (no curves).
+MeshAxis axisOf(const std::string& name, int size, double bandwidth, double latency, bool crossesNodes)
+{
+    MeshAxis axis;
+    axis.name = name;
+    axis.size = size;
+    axis.link.bandwidth = bandwidth;
+    axis.link.latency = latency;
+    axis.crossesNodes = crossesNodes;
+    return axis;
+}
+
 Mesh handMesh()
 {
     Mesh m;
-    m.axes.push_back({"x", 2, {10e9, 0}, true});
-    m.axes.push_back({"y", 4, {100e9, 0}, false});
+    m.axes.push_back(axisOf("x", 2, 10e9, 0, true));
+    m.axes.push_back(axisOf("y", 4, 100e9, 0, false));
     return m;
 }
 
@@ -387,7 +399,7 @@ private slots:
         const LoadedModel lm = oneLayerGpt2(8);
         const Hardware hw = flatA100();
         Mesh mesh;
-        mesh.axes.push_back({"x", 4, {100e9, 10e-6}, false});
+        mesh.axes.push_back(axisOf("x", 4, 100e9, 10e-6, false));
         CostSettings micro2;
         micro2.microBatch = 2;
         const CostModel whole(lm.graph, mesh, hw), split(lm.graph, mesh, hw, micro2);
@@ -640,7 +652,7 @@ private slots:
         QFETCH(double, latency);
         QFETCH(double, bytes);
         QFETCH(double, expected);
-        const MeshAxis axis{"x", g, {bandwidth, latency}, false};
+        const MeshAxis axis = axisOf("x", g, bandwidth, latency, false);
         const double got = collectiveSeconds(kind, bytes, axis);
         QVERIFY2(expected == 0 ? got == 0 : near(got, expected, 1e-9), qPrintable(QString::number(got, 'g', 10)));
     }
@@ -731,8 +743,8 @@ private slots:
     void reshardGathersFirstWhereThatIsCheaper()
     {
         Mesh m;
-        m.axes.push_back({"x", 2, {10e9, 1e-5}, true});
-        m.axes.push_back({"y", 4, {100e9, 1e-6}, false});
+        m.axes.push_back(axisOf("x", 2, 10e9, 1e-5, true));
+        m.axes.push_back(axisOf("y", 4, 100e9, 1e-6, false));
         const std::vector<std::int64_t> shape{8, 16, 32};
         const auto calls = planReshard(parseSpec("[x,-,-]+y", shape, m), parseSpec("[y,-,-]", shape, m), shape, 2, m, Phase::Forward);
         QCOMPARE(QString::fromStdString(planText(calls, m)), QString("AG x 8192; RS y 8192"));
@@ -984,7 +996,7 @@ private slots:
         o.overrides = {"layers=1"};
         const auto lm = loadModel("mixtral-8x7b", o);
         Mesh mesh;
-        mesh.axes.push_back({"x", 8, {100e9, latency}, false});
+        mesh.axes.push_back(axisOf("x", 8, 100e9, latency, false));
         const Hardware hw = flatA100();
         CostSettings settings;
         settings.microBatch = microBatch;

@@ -82,13 +82,21 @@ ModelConfig fromGpt2(const HfFields& f)
     return c;
 }
 
-ModelConfig fromOpt(const HfFields& f)
+/// A config of `family` with the stack's size under the names BertConfig gave them
+/// (num_hidden_layers, hidden_size, num_attention_heads), which most configs since share.
+ModelConfig stackOf(const HfFields& f, const char* family)
 {
     ModelConfig c;
-    c["family"] = "gpt";
+    c["family"] = family;
     c["layers"] = f.integer("num_hidden_layers");
     c["hidden"] = f.integer("hidden_size");
     c["heads"] = f.integer("num_attention_heads");
+    return c;
+}
+
+ModelConfig fromOpt(const HfFields& f)
+{
+    ModelConfig c = stackOf(f, "gpt");
     c["ffn"] = f.integer("ffn_dim");
     c["vocab"] = f.integer("vocab_size");
     // OPT's learned position table has two rows more than its context (a padding offset).
@@ -121,11 +129,7 @@ std::int64_t integerOr(const HfFields& f, const std::string& key, std::int64_t f
 // StarCoder2 use them too). `tiedByDefault`: the family's tie_word_embeddings default.
 ModelConfig rotaryDecoder(const HfFields& f, bool tiedByDefault, const DecoderDefaults& defaults = {})
 {
-    ModelConfig c;
-    c["family"] = "llama";
-    c["layers"] = f.integer("num_hidden_layers");
-    c["hidden"] = f.integer("hidden_size");
-    c["heads"] = f.integer("num_attention_heads");
+    ModelConfig c = stackOf(f, "llama");
     c["kv_heads"] = f.integer("num_key_value_heads", f.integer("num_attention_heads"));
     if (f.has("head_dim")) c["head_dim"] = f.integer("head_dim");
     c["ffn"] = f.integer("intermediate_size");
@@ -352,11 +356,7 @@ ModelConfig fromGptNeox(const HfFields& f)
 // num_kv_heads and a norm each for attention and MLP; ALiBi models have no rotary angles.
 ModelConfig fromFalcon(const HfFields& f)
 {
-    ModelConfig c;
-    c["family"] = "llama";
-    c["layers"] = f.integer("num_hidden_layers");
-    c["hidden"] = f.integer("hidden_size");
-    c["heads"] = f.integer("num_attention_heads");
+    ModelConfig c = stackOf(f, "llama");
     const bool newArchitecture = f.flag("new_decoder_architecture", false);
     c["kv_heads"] = newArchitecture ? f.integer("num_kv_heads", f.integer("num_attention_heads"))
                     : f.flag("multi_query", true) ? 1
@@ -379,11 +379,7 @@ ModelConfig fromFalcon(const HfFields& f)
 
 ModelConfig fromBert(const HfFields& f)
 {
-    ModelConfig c;
-    c["family"] = "bert";
-    c["layers"] = f.integer("num_hidden_layers");
-    c["hidden"] = f.integer("hidden_size");
-    c["heads"] = f.integer("num_attention_heads");
+    ModelConfig c = stackOf(f, "bert");
     c["ffn"] = f.integer("intermediate_size");
     c["vocab"] = f.integer("vocab_size");
     c["positions"] = f.integer("max_position_embeddings");
@@ -436,11 +432,7 @@ ModelConfig fromSwitch(const HfFields& f)
 
 ModelConfig fromVit(const HfFields& f)
 {
-    ModelConfig c;
-    c["family"] = "vit";
-    c["layers"] = f.integer("num_hidden_layers");
-    c["hidden"] = f.integer("hidden_size");
-    c["heads"] = f.integer("num_attention_heads");
+    ModelConfig c = stackOf(f, "vit");
     c["ffn"] = f.integer("intermediate_size");
     c["image"] = f.integer("image_size");
     c["patch"] = f.integer("patch_size");
