@@ -211,17 +211,19 @@ template <bool kWithB>
         even.take(v, index);
         x += 4;
     }
-    // The odd set into the even, lane by lane (on a tie the earlier x), then the four lanes.
-    const LaneIndex oddFirst = (odd.least < even.least) | ((odd.least == even.least) & (odd.where < even.where));
-    even.least = oddFirst ? odd.least : even.least;
-    even.where = oddFirst ? odd.where : even.where;
-    double best = kInfinity;
-    std::int64_t first = 0;
-    for (int j = 0; j < 4; ++j)
-        if (even.least[j] < best || (even.least[j] == best && even.where[j] < first)) {
-            best = even.least[j];
-            first = even.where[j];
-        }
+    // The odd set into the even lane by lane, then the upper two lanes into the lower two and
+    // the second into the first, all in registers; on a tie the earlier x.
+    auto foldIn = [&](const Lanes& least, const LaneIndex& where) {
+        const LaneIndex take = (least < even.least) | ((least == even.least) & (where < even.where));
+        even.least = take ? least : even.least;
+        even.where = take ? where : even.where;
+    };
+    foldIn(odd.least, odd.where);
+    const LaneIndex halves = {2, 3, 0, 1}, neighbours = {1, 0, 3, 2};
+    foldIn(__builtin_shuffle(even.least, halves), __builtin_shuffle(even.where, halves));
+    foldIn(__builtin_shuffle(even.least, neighbours), __builtin_shuffle(even.where, neighbours));
+    double best = even.least[0];
+    std::int64_t first = even.where[0];
     for (; x < n; ++x)
         if (const double v = at(x); v < best) {
             best = v;
