@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <stdexcept>

@@ -441,7 +441,7 @@ void PlannerSession::Impl::fillBoundaryTable(const ClassTable& ct, const BlockIn
     std::vector<int> digits, assignment(solve.domains.size(), 0), entry(ct.dims.size(), 0);
     const auto& remaining = solve.elimination.remaining;
     const size_t firstOut = ct.firstOutputDim();
-    unravel(0, keepDims, digits);
+    digits.assign(keepDims.size(), 0); // entry 0; advance steps them
     for (std::size_t r = 0; r < remaining.values.size(); ++r, advance(digits, keepDims)) {
         if (remaining.values[r] == kInfinity) continue;
         for (size_t p = 0; p < keep.size(); ++p) assignment[static_cast<size_t>(keep[p])] = digits[p];

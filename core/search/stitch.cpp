@@ -387,7 +387,7 @@ Factor PlannerSession::Impl::itemFactor(const TopItem& item, const ClassTable& c
         const auto& stateDomain = ct.inputDomains[static_cast<size_t>(chain)];
         for (const auto& spec : ct.outputDomains[0]) outToState.push_back(specIndex(stateDomain, spec));
     }
-    unravel(0, fdims, digits);
+    digits.assign(fdims.size(), 0); // entry 0; advance steps them
     for (std::size_t idx = 0; idx < f.values.size(); ++idx, advance(digits, fdims)) {
         for (size_t p = 0; p < f.vars.size(); ++p) assignment[static_cast<size_t>(f.vars[p])] = digits[p];
         bool ok = true;
